@@ -1,0 +1,41 @@
+/**
+ * An ordinary Express app with routes of its own, and background removal mounted beside them.
+ * Run: node dist/examples/express-app.js (expects an inference server on BGCUT_INFERENCE_ADDRESS).
+ */
+import express, { type Express } from 'express';
+import { pathToFileURL } from 'node:url';
+import { createRemoveBgRouter } from '../src/adapters/express.js';
+import { createRemoveBgHandler, FileKeyStore, type RemoveBgHandler } from '../src/core/index.js';
+
+export function createExpressApp(handler: RemoveBgHandler): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  // The host app's own JSON parser: it only touches application/json bodies, so it and the
+  // multipart endpoint live side by side.
+  app.use(express.json({ limit: '100kb' }));
+  app.get('/', (_req, res) => {
+    res.type('text/plain').send('bgcut example (Express). POST an image to /v1/remove-bg with X-API-KEY.\n');
+  });
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true });
+  });
+  app.post('/echo', (req, res) => {
+    res.json({ youSent: req.body as unknown });
+  });
+  app.use(createRemoveBgRouter(handler));
+  return app;
+}
+
+export function handlerFromEnvironment(): RemoveBgHandler {
+  return createRemoveBgHandler({
+    keyStore: new FileKeyStore({ file: process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' }),
+    inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051' },
+  });
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const handler = handlerFromEnvironment();
+  await handler.ready();
+  const port = Number(process.env.PORT ?? 3000);
+  createExpressApp(handler).listen(port, () => console.log(`express example listening on http://localhost:${port}`));
+}

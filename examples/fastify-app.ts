@@ -1,0 +1,29 @@
+/**
+ * An ordinary Fastify app with routes of its own, and background removal registered as an
+ * encapsulated plugin under /api.
+ * Run: node dist/examples/fastify-app.js (expects an inference server on BGCUT_INFERENCE_ADDRESS).
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { pathToFileURL } from 'node:url';
+import { removeBgPlugin } from '../src/adapters/fastify.js';
+import type { RemoveBgHandler } from '../src/core/index.js';
+import { handlerFromEnvironment } from './express-app.js';
+
+export async function createFastifyApp(handler: RemoveBgHandler, prefix = ''): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false });
+  app.get('/', async () => 'bgcut example (Fastify). POST an image to /v1/remove-bg with X-API-KEY.\n');
+  app.get('/healthz', async () => ({ ok: true }));
+  // Uses Fastify's own JSON parser, which the plugin's encapsulated parsers leave alone.
+  app.post('/echo', async (request) => ({ youSent: request.body }));
+  await app.register(removeBgPlugin, { handler, prefix });
+  return app;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const handler = handlerFromEnvironment();
+  await handler.ready();
+  const port = Number(process.env.PORT ?? 3000);
+  const app = await createFastifyApp(handler);
+  await app.listen({ port, host: '0.0.0.0' });
+  console.log(`fastify example listening on http://localhost:${port}`);
+}

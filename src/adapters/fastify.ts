@@ -1,0 +1,38 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
+
+export interface FastifyRemoveBgOptions {
+  /** A handler from createRemoveBgHandler, or options to create one. */
+  handler: RemoveBgHandler | RemoveBgOptions;
+  /** Route inside the plugin's prefix. Default `/v1/remove-bg`. */
+  path?: string;
+}
+
+/**
+ * Encapsulated Fastify plugin serving `POST /v1/remove-bg`:
+ * `await app.register(removeBgPlugin, { handler, prefix: '/api' })`.
+ *
+ * Inside its own encapsulation context it replaces the body parsers with one that leaves the
+ * request stream unread, so the core reads multipart itself (after checking the key) and the
+ * host app's own parsers and routes are untouched.
+ */
+export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async (fastify, options) => {
+  const handler = 'handle' in options.handler ? options.handler : createRemoveBgHandler(options.handler);
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+
+  fastify.all(options.path ?? '/v1/remove-bg', async (request: FastifyRequest, reply: FastifyReply) => {
+    const abort = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) abort.abort();
+    });
+    const response = await handler.handle({
+      method: request.method,
+      url: request.raw.url ?? request.url,
+      headers: request.headers,
+      body: request.raw,
+      signal: abort.signal,
+    });
+    return reply.code(response.status).headers(response.headers).send(response.body);
+  });
+};

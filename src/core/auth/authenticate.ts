@@ -1,0 +1,56 @@
+import { ApiError } from '../errors.js';
+import type { IncomingHeaders } from '../http-types.js';
+import { hashApiKey, isWellFormedApiKey, keyIdOf } from './api-key.js';
+import type { Account, KeyStore } from './key-store.js';
+
+export interface Identity {
+  account: Account;
+  /** Short key id, safe to log. */
+  keyId: string;
+}
+
+/** Headers and query parameters where people put API keys by mistake; a key there gets a precise 401. */
+const WRONG_HEADERS = ['authorization', 'x-api-token', 'api-key', 'apikey', 'x-apikey', 'x-auth-token', 'x-access-token'];
+const WRONG_QUERY_PARAMS = ['api_key', 'apikey', 'apiKey', 'key', 'token', 'access_token', 'x-api-key'];
+
+export const WWW_AUTHENTICATE = 'ApiKey realm="bgcut", header="X-API-KEY"';
+
+function unauthorized(code: ConstructorParameters<typeof ApiError>[0], detail?: string): ApiError {
+  return new ApiError(code, { headers: { 'www-authenticate': WWW_AUTHENTICATE }, ...(detail ? { detail } : {}) });
+}
+
+/** Finds the API key of a request in X-API-KEY, or explains precisely why there is none. */
+export function extractApiKey(headers: IncomingHeaders, url: string): string {
+  const value = headers['x-api-key'];
+  if (value === undefined) {
+    const query = new URL(url, 'http://localhost').searchParams;
+    if (WRONG_HEADERS.some((h) => headers[h] !== undefined) || WRONG_QUERY_PARAMS.some((p) => query.has(p))) {
+      throw unauthorized('api_key_wrong_header');
+    }
+    throw unauthorized('missing_api_key');
+  }
+  // Node joins repeated headers with ", ", and adapters may pass arrays: both mean two keys.
+  if (Array.isArray(value) || value.includes(',')) {
+    throw unauthorized('malformed_api_key', 'Send exactly one X-API-KEY header.');
+  }
+  if (value.length === 0) throw unauthorized('missing_api_key');
+  if (!isWellFormedApiKey(value)) throw unauthorized('malformed_api_key');
+  return value;
+}
+
+export async function authenticate(headers: IncomingHeaders, url: string, store: KeyStore, now = new Date()): Promise<Identity> {
+  const key = extractApiKey(headers, url);
+  const hash = hashApiKey(key);
+  let found;
+  try {
+    found = await store.findByHash(hash);
+  } catch (error) {
+    // A store that cannot answer must not turn into a 401: the key may well be valid.
+    throw new ApiError('service_unavailable', { detail: 'The key store cannot be reached.', headers: { 'retry-after': '5' }, cause: error });
+  }
+  if (!found) throw unauthorized('invalid_api_key');
+  if (found.key.revokedAt) throw unauthorized('revoked_api_key');
+  if (found.key.expiresAt && Date.parse(found.key.expiresAt) <= now.getTime()) throw unauthorized('expired_api_key');
+  if (found.account.status !== 'active') throw new ApiError('account_suspended');
+  return { account: found.account, keyId: keyIdOf(hash) };
+}

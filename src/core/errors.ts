@@ -1,0 +1,94 @@
+/**
+ * Every refusal the API gives, with its HTTP status. The `code` is stable: clients branch on it,
+ * so a code is never renamed or reused for another condition.
+ */
+export const ERROR_CATALOG = {
+  // 401: the caller is not identified.
+  missing_api_key: { status: 401, title: 'API key missing', detail: 'Send your API key in the X-API-KEY header.' },
+  malformed_api_key: { status: 401, title: 'API key malformed', detail: 'The X-API-KEY header does not hold a well-formed API key.' },
+  invalid_api_key: { status: 401, title: 'API key invalid', detail: 'The API key is not known.' },
+  expired_api_key: { status: 401, title: 'API key expired', detail: 'The API key has expired.' },
+  revoked_api_key: { status: 401, title: 'API key revoked', detail: 'The API key has been revoked.' },
+  api_key_wrong_header: {
+    status: 401,
+    title: 'API key in the wrong place',
+    detail: 'Send the API key in the X-API-KEY header, not in Authorization, another header or the query string.',
+  },
+  // 403: identified, but refused.
+  account_suspended: { status: 403, title: 'Account suspended', detail: 'The account this key belongs to is suspended.' },
+  // 429: over a limit of the plan.
+  rate_limited: { status: 429, title: 'Rate limit exceeded', detail: "The account's per-minute request limit is used up." },
+  // The request itself.
+  not_found: { status: 404, title: 'Not found', detail: 'No such endpoint.' },
+  method_not_allowed: { status: 405, title: 'Method not allowed', detail: 'Use POST.' },
+  not_multipart: {
+    status: 415,
+    title: 'Body is not multipart/form-data',
+    detail: 'Send the image as the part named "file" of a multipart/form-data body.',
+  },
+  malformed_multipart: { status: 400, title: 'Malformed multipart body', detail: 'The multipart/form-data body could not be parsed.' },
+  missing_file: { status: 400, title: 'File part missing', detail: 'The form has no part named "file" with an image.' },
+  too_many_files: { status: 400, title: 'Too many files', detail: 'Send exactly one file, in the part named "file".' },
+  unexpected_file_field: { status: 400, title: 'Unexpected file part', detail: 'The image must be sent in the part named "file".' },
+  too_many_fields: { status: 400, title: 'Too many form fields', detail: 'The form has more fields than allowed.' },
+  field_too_large: { status: 400, title: 'Form field too large', detail: 'A form field is longer than allowed.' },
+  upload_too_large: { status: 413, title: 'Upload too large', detail: 'The upload is larger than allowed.' },
+  upload_timeout: { status: 408, title: 'Upload too slow', detail: 'The upload did not complete in time.' },
+  unsupported_image_type: {
+    status: 415,
+    title: 'Unsupported image type',
+    detail: 'The file is not an image in a supported format (JPEG, PNG, WebP, AVIF, TIFF, GIF).',
+  },
+  corrupt_image: { status: 422, title: 'Corrupt image', detail: 'The image is truncated or corrupt and could not be decoded.' },
+  image_too_large: { status: 413, title: 'Image too large', detail: 'The image has more pixels than allowed.' },
+  // The service.
+  inference_unavailable: {
+    status: 503,
+    title: 'Inference unavailable',
+    detail: 'The inference server cannot be reached or is busy. Retry after the time in Retry-After.',
+  },
+  inference_timeout: { status: 504, title: 'Inference timed out', detail: 'The inference server did not answer in time.' },
+  service_unavailable: { status: 503, title: 'Service unavailable', detail: 'A backing service is unavailable.' },
+  internal_error: { status: 500, title: 'Internal error', detail: 'Something went wrong on our side.' },
+} as const satisfies Record<string, { status: number; title: string; detail: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOG;
+
+/** An expected refusal, answered as application/problem+json (RFC 9457). */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  readonly status: number;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    readonly code: ErrorCode,
+    options: { detail?: string; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(options.detail ?? ERROR_CATALOG[code].detail, { cause: options.cause });
+    this.status = ERROR_CATALOG[code].status;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export interface ProblemDetails {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: ErrorCode;
+  instance?: string;
+}
+
+/** Problem `type` URIs are this prefix plus the code; override with the handler's `problemTypeBase`. */
+export const DEFAULT_PROBLEM_TYPE_BASE = 'urn:bgcut:problem:';
+
+export function problemOf(error: ApiError, typeBase = DEFAULT_PROBLEM_TYPE_BASE, instance?: string): ProblemDetails {
+  return {
+    type: `${typeBase}${error.code}`,
+    title: ERROR_CATALOG[error.code].title,
+    status: error.status,
+    detail: error.message,
+    code: error.code,
+    ...(instance ? { instance } : {}),
+  };
+}

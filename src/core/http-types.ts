@@ -1,0 +1,23 @@
+import type { Readable } from 'node:stream';
+
+/** Request headers as Node gives them: lower-case names. */
+export type IncomingHeaders = Record<string, string | string[] | undefined>;
+
+/** What an adapter hands the core: a framework-neutral view of one HTTP request. */
+export interface CoreRequest {
+  method: string;
+  /** Path and query, as in the request line. */
+  url: string;
+  headers: IncomingHeaders;
+  /** The request body, not yet read. */
+  body: Readable;
+  /** Aborts when the client goes away. */
+  signal: AbortSignal;
+}
+
+/** What the core hands back: the adapter writes it as it is. */
+export interface CoreResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}

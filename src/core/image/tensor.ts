@@ -1,0 +1,42 @@
+import type { PreprocessingProfile } from './profile.js';
+
+/** Interleaved RGB bytes (HWC) at the model's size to a normalised planar (NCHW) float32 tensor. */
+export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32Array {
+  const pixels = profile.width * profile.height;
+  if (rgb.length !== pixels * 3) throw new Error(`expected ${pixels * 3} RGB bytes, got ${rgb.length}`);
+  const tensor = new Float32Array(pixels * 3);
+  for (let c = 0; c < 3; c++) {
+    // value = (px / 255 - mean) / std, folded into one multiply-add per element.
+    const scale = 1 / (255 * profile.std[c]!);
+    const offset = -profile.mean[c]! / profile.std[c]!;
+    const plane = c * pixels;
+    for (let i = 0, j = c; i < pixels; i++, j += 3) tensor[plane + i] = rgb[j]! * scale + offset;
+  }
+  return tensor;
+}
+
+/** A float mask to 8-bit grey, optionally stretched to the full range first. */
+export function maskToGrey(mask: Float32Array, minMaxNormalize: boolean): Buffer {
+  let lo = 0;
+  let hi = 1;
+  if (minMaxNormalize) {
+    lo = Infinity;
+    hi = -Infinity;
+    for (const v of mask) {
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    // A flat map (no foreground anywhere, or all foreground) has nothing to stretch.
+    if (!(hi - lo > 1e-6)) {
+      lo = 0;
+      hi = 1;
+    }
+  }
+  const grey = Buffer.allocUnsafe(mask.length);
+  const scale = 255 / (hi - lo);
+  for (let i = 0; i < mask.length; i++) {
+    const v = (mask[i]! - lo) * scale;
+    grey[i] = v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v);
+  }
+  return grey;
+}

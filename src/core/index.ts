@@ -1,0 +1,11 @@
+export { createRemoveBgHandler, type RemoveBgHandler } from './handler.js';
+export { resolveOptions, type RemoveBgOptions, type InferenceOptions, type RequestLimits } from './options.js';
+export type { CoreRequest, CoreResponse, IncomingHeaders } from './http-types.js';
+export { ApiError, ERROR_CATALOG, problemOf, DEFAULT_PROBLEM_TYPE_BASE, type ErrorCode, type ProblemDetails } from './errors.js';
+export type { Account, KeyRecord, KeyStore, KeyLookup } from './auth/key-store.js';
+export { FileKeyStore, type FileKeyStoreOptions, type CreateKeyOptions, type KeyFile } from './auth/file-key-store.js';
+export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX } from './auth/api-key.js';
+export { DEFAULT_PLANS, type Plan, type Plans } from './limits/plan-limiter.js';
+export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
+export { cutOut, probeImage, type Cutout, type MaskModel } from './image/pipeline.js';
+export { InferenceClient, ModelMismatchError } from './inference/inference-client.js';

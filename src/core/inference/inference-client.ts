@@ -1,0 +1,145 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  loadInferenceProto,
+  type GRPCInferenceServiceClient,
+  type ModelInferResponse__Output,
+  type ModelMetadataResponse__Output,
+} from '../../protocol/index.js';
+import { ApiError } from '../errors.js';
+import type { PreprocessingProfile } from '../image/profile.js';
+
+export interface InferenceClientOptions {
+  /** `host:port` of an Open Inference Protocol (KServe v2) gRPC server. */
+  address: string;
+  /** Model name on that server. */
+  modelName: string;
+  /** Deadline of each ModelInfer call, in ms. */
+  timeoutMs: number;
+  /** Largest message sent or received, in bytes. */
+  maxMessageBytes: number;
+  /** Seconds a client is told to wait (Retry-After) when the server is down or busy. */
+  retryAfterSeconds: number;
+  credentials?: grpc.ChannelCredentials;
+}
+
+/**
+ * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
+ * with honest statuses (503 + Retry-After when the server is down or full, 504 on deadline).
+ */
+export class InferenceClient {
+  private readonly client: GRPCInferenceServiceClient;
+
+  constructor(private readonly options: InferenceClientOptions) {
+    const Service = loadInferenceProto().inference.GRPCInferenceService;
+    this.client = new Service(options.address, options.credentials ?? grpc.credentials.createInsecure(), {
+      'grpc.max_receive_message_length': options.maxMessageBytes,
+      'grpc.max_send_message_length': options.maxMessageBytes,
+      // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
+      'grpc.initial_reconnect_backoff_ms': 250,
+      'grpc.max_reconnect_backoff_ms': 2000,
+      'grpc.keepalive_time_ms': 30_000,
+      'grpc.keepalive_timeout_ms': 10_000,
+    });
+  }
+
+  metadata(timeoutMs: number): Promise<ModelMetadataResponse__Output> {
+    return new Promise((resolve, reject) => {
+      this.client.ModelMetadata(
+        { name: this.options.modelName },
+        { deadline: Date.now() + timeoutMs },
+        (error, response) => (error || !response ? reject(error ?? new Error('empty response')) : resolve(response)),
+      );
+    });
+  }
+
+  /** Runs the model on one FP32 input and returns the named FP32 output. */
+  infer(
+    input: { name: string; shape: number[]; data: Float32Array },
+    outputName: string,
+    signal: AbortSignal,
+  ): Promise<{ shape: number[]; data: Float32Array }> {
+    return new Promise((resolve, reject) => {
+      const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
+      const call = this.client.ModelInfer(
+        {
+          modelName: this.options.modelName,
+          inputs: [{ name: input.name, datatype: 'FP32', shape: input.shape }],
+          outputs: [{ name: outputName }],
+          rawInputContents: [raw],
+        },
+        { deadline: Date.now() + this.options.timeoutMs },
+        (error, response) => {
+          signal.removeEventListener('abort', cancel);
+          if (error) reject(this.toApiError(error));
+          else {
+            try {
+              resolve(this.readOutput(response!, outputName));
+            } catch (failure) {
+              reject(failure);
+            }
+          }
+        },
+      );
+      // The HTTP client went away: cancel, so a queued inference is dropped on the server.
+      const cancel = () => call.cancel();
+      signal.addEventListener('abort', cancel, { once: true });
+    });
+  }
+
+  /** Checks that the served model takes and returns what the profile expects. */
+  async verifyModel(profile: PreprocessingProfile, timeoutMs: number): Promise<void> {
+    const meta = await this.metadata(timeoutMs);
+    const input = meta.inputs.find((t) => t.name === profile.inputName);
+    const output = meta.outputs.find((t) => t.name === profile.outputName);
+    const fits = (shape: number[], expected: number[]) =>
+      shape.length === expected.length && shape.every((d, i) => d === -1 || d === expected[i]);
+    const problems: string[] = [];
+    if (!input) problems.push(`it has no input "${profile.inputName}" (inputs: ${meta.inputs.map((t) => t.name).join(', ')})`);
+    else if (input.datatype !== 'FP32' || !fits(input.shape, [1, 3, profile.height, profile.width])) {
+      problems.push(`input "${input.name}" is ${input.datatype}[${input.shape}], the profile needs FP32[1,3,${profile.height},${profile.width}]`);
+    }
+    if (!output) problems.push(`it has no output "${profile.outputName}"`);
+    else if (output.datatype !== 'FP32' || !fits(output.shape, [1, 1, profile.height, profile.width])) {
+      problems.push(`output "${output.name}" is ${output.datatype}[${output.shape}], the profile needs FP32[1,1,${profile.height},${profile.width}]`);
+    }
+    if (problems.length > 0) {
+      throw new ModelMismatchError(`model "${this.options.modelName}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
+    }
+  }
+
+  close(): void {
+    this.client.close();
+  }
+
+  private readOutput(response: ModelInferResponse__Output, outputName: string) {
+    const index = response.outputs.findIndex((o) => o.name === outputName);
+    const tensor = response.outputs[index];
+    const raw = response.rawOutputContents[index];
+    if (!tensor || !raw || tensor.datatype !== 'FP32' || raw.length % 4 !== 0) {
+      throw new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.' });
+    }
+    // Copy into an aligned buffer: the received bytes may start at any offset.
+    const data = new Float32Array(raw.length / 4);
+    new Uint8Array(data.buffer).set(raw);
+    return { shape: tensor.shape.map(Number), data };
+  }
+
+  private toApiError(error: grpc.ServiceError): ApiError {
+    const retryAfter = { 'retry-after': String(this.options.retryAfterSeconds) };
+    switch (error.code) {
+      case grpc.status.UNAVAILABLE:
+      case grpc.status.RESOURCE_EXHAUSTED:
+        return new ApiError('inference_unavailable', { headers: retryAfter, cause: error });
+      case grpc.status.DEADLINE_EXCEEDED:
+        return new ApiError('inference_timeout', { headers: retryAfter, cause: error });
+      case grpc.status.CANCELLED:
+        return new ApiError('upload_timeout', { detail: 'The request was cancelled.', cause: error });
+      default:
+        return new ApiError('internal_error', { detail: 'Inference failed.', cause: error });
+    }
+  }
+}
+
+export class ModelMismatchError extends Error {
+  override readonly name = 'ModelMismatchError';
+}

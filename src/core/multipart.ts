@@ -1,0 +1,153 @@
+import busboy from 'busboy';
+import type { Readable } from 'node:stream';
+import { ApiError } from './errors.js';
+import type { IncomingHeaders } from './http-types.js';
+
+export interface UploadLimits {
+  /** Largest file, in bytes. */
+  maxFileBytes: number;
+  /** Form fields other than the file. */
+  maxFields: number;
+  /** Largest form field value, in bytes. */
+  maxFieldBytes: number;
+  /** Longest time the whole upload may take, in ms. */
+  timeoutMs: number;
+}
+
+export interface Upload {
+  file: Buffer;
+  filename: string;
+  /** The part's declared type: informative only, the image type is sniffed from the bytes. */
+  declaredType: string;
+  fields: Record<string, string>;
+}
+
+/** Room for the multipart framing and fields around the file, in bytes. */
+const ENVELOPE_BYTES = 64 * 1024;
+
+/** Largest body accepted for these limits; a declared Content-Length above it is refused unread. */
+export function maxBodyBytes(limits: UploadLimits): number {
+  return limits.maxFileBytes + limits.maxFields * limits.maxFieldBytes + ENVELOPE_BYTES;
+}
+
+/**
+ * Reads a multipart/form-data body that must hold exactly one file part named `file`, with
+ * every busboy limit set (its defaults are Infinity). Rejects with an ApiError naming the limit
+ * that was hit. On rejection the body may be partly unread: the caller decides what to do with
+ * the rest.
+ */
+export function readUpload(body: Readable, headers: IncomingHeaders, limits: UploadLimits, signal: AbortSignal): Promise<Upload> {
+  const contentType = headers['content-type'];
+  if (typeof contentType !== 'string' || !/^multipart\/form-data\s*;/i.test(contentType)) {
+    return Promise.reject(new ApiError('not_multipart'));
+  }
+  const declaredLength = Number(headers['content-length']);
+  if (Number.isFinite(declaredLength) && declaredLength > maxBodyBytes(limits)) {
+    return Promise.reject(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
+  }
+
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({
+      headers: headers as Record<string, string>,
+      limits: {
+        fileSize: limits.maxFileBytes,
+        files: 1,
+        fields: limits.maxFields,
+        fieldSize: limits.maxFieldBytes,
+        fieldNameSize: 100,
+        parts: limits.maxFields + 1,
+        headerPairs: 20,
+      },
+    });
+  } catch (error) {
+    return Promise.reject(new ApiError('malformed_multipart', { detail: (error as Error).message, cause: error }));
+  }
+
+  return new Promise<Upload>((resolve, reject) => {
+    const fields: Record<string, string> = {};
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let file: Omit<Upload, 'file' | 'fields'> | undefined;
+    let fileDone = false;
+    let settled = false;
+
+    const timer = setTimeout(() => fail(new ApiError('upload_timeout')), limits.timeoutMs);
+    const onAbort = () => fail(new ApiError('upload_timeout', { detail: 'The client went away.' }));
+    signal.addEventListener('abort', onAbort, { once: true });
+
+    function cleanup(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      body.unpipe(parser);
+      body.off('data', countBytes);
+    }
+
+    function fail(error: ApiError): void {
+      if (settled) return;
+      settled = true;
+      cleanup();
+      // Stop parsing; whatever is left of the body is the caller's to drain or drop.
+      parser.removeAllListeners();
+      parser.on('error', () => {});
+      parser.destroy();
+      reject(error);
+    }
+
+    // busboy bounds each part but not the bytes between them: count the whole body too.
+    function countBytes(chunk: Buffer): void {
+      received += chunk.length;
+      if (received > maxBodyBytes(limits)) {
+        fail(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
+      }
+    }
+    body.on('data', countBytes);
+
+    parser.on('file', (name, stream, info) => {
+      if (name !== 'file') {
+        stream.resume();
+        fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "file".` }));
+        return;
+      }
+      file = { filename: info.filename ?? '', declaredType: info.mimeType };
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('limit', () =>
+        fail(new ApiError('upload_too_large', { detail: `The file is larger than ${limits.maxFileBytes} bytes.` })),
+      );
+      stream.on('end', () => {
+        fileDone = true;
+      });
+    });
+    parser.on('field', (name, value, info) => {
+      if (info.nameTruncated || info.valueTruncated) {
+        fail(new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` }));
+        return;
+      }
+      if (name === 'file') {
+        fail(new ApiError('missing_file', { detail: 'The part named "file" is a text field, not a file: send it with a filename.' }));
+        return;
+      }
+      fields[name] = value;
+    });
+    parser.on('filesLimit', () => fail(new ApiError('too_many_files')));
+    parser.on('fieldsLimit', () => fail(new ApiError('too_many_fields')));
+    parser.on('partsLimit', () => fail(new ApiError('too_many_fields')));
+    parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
+    parser.on('close', () => {
+      if (settled) return;
+      if (!file || !fileDone) {
+        fail(new ApiError('missing_file'));
+        return;
+      }
+      const data = Buffer.concat(chunks);
+      if (data.length === 0) {
+        fail(new ApiError('missing_file', { detail: 'The part named "file" is empty.' }));
+        return;
+      }
+      settled = true;
+      cleanup();
+      resolve({ ...file, file: data, fields });
+    });
+    body.pipe(parser);
+  });
+}

@@ -1,0 +1,109 @@
+import type { KeyStore } from './auth/key-store.js';
+import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
+import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
+import { DEFAULT_PLANS, type Plans } from './limits/plan-limiter.js';
+
+export interface InferenceOptions {
+  /** `host:port` of the inference server (ours, or any Open Inference Protocol server). Default `127.0.0.1:50051`. */
+  address?: string;
+  /** Model name on the server. Default `isnet`. */
+  modelName?: string;
+  /** How images become the model's input, and its output a mask. Default: ISNet's. */
+  profile?: PreprocessingProfile;
+  /** Deadline of each inference call, in ms. Default 30 000. */
+  timeoutMs?: number;
+  /** Largest gRPC message sent or received, in bytes. Default 64 MiB. */
+  maxMessageBytes?: number;
+  /** Retry-After, in seconds, when the inference server is down or busy. Default 2. */
+  retryAfterSeconds?: number;
+  /** How long ready() keeps trying to reach the server and check its model, in ms. Default 120 000. */
+  startupTimeoutMs?: number;
+}
+
+export interface RequestLimits {
+  /** Largest image file, in bytes. Default 25 MiB. */
+  maxUploadBytes?: number;
+  /** Largest image, in pixels, judged from its header before decoding. Default 40 000 000. */
+  maxInputPixels?: number;
+  /** Longest an upload may take, in ms. Default 60 000. */
+  uploadTimeoutMs?: number;
+  /** Form fields besides the file. Default 16. */
+  maxFields?: number;
+  /** Largest form field value, in bytes. Default 1024. */
+  maxFieldBytes?: number;
+}
+
+export interface RemoveBgOptions {
+  /** Where API keys are looked up. Required: the embedded default is `new FileKeyStore({ file })`. */
+  keyStore: KeyStore;
+  /** Plans by name, each account names one. Default: `free` (10/min) and `pro` (120/min). */
+  plans?: Plans;
+  inference?: InferenceOptions;
+  limits?: RequestLimits;
+  /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
+  pngCompressionLevel?: number;
+  /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
+  problemTypeBase?: string;
+  /**
+   * Called with unexpected failures (5xx), never with the API key or request headers.
+   * Default: one line to stderr.
+   */
+  onInternalError?: (error: unknown) => void;
+}
+
+export type ResolvedOptions = ReturnType<typeof resolveOptions>;
+
+/** Fills in defaults and checks every value, so a bad option fails when the handler is created. */
+export function resolveOptions(options: RemoveBgOptions) {
+  if (!options || typeof options.keyStore?.findByHash !== 'function') {
+    throw new TypeError('keyStore is required: pass a KeyStore such as new FileKeyStore({ file })');
+  }
+  const inference = options.inference ?? {};
+  const limits = options.limits ?? {};
+  const resolved = {
+    keyStore: options.keyStore,
+    plans: options.plans ?? DEFAULT_PLANS,
+    inference: {
+      address: inference.address ?? '127.0.0.1:50051',
+      modelName: inference.modelName ?? 'isnet',
+      profile: inference.profile ?? ISNET_PROFILE,
+      timeoutMs: inference.timeoutMs ?? 30_000,
+      maxMessageBytes: inference.maxMessageBytes ?? 64 * 1024 * 1024,
+      retryAfterSeconds: inference.retryAfterSeconds ?? 2,
+      startupTimeoutMs: inference.startupTimeoutMs ?? 120_000,
+    },
+    limits: {
+      maxUploadBytes: limits.maxUploadBytes ?? 25 * 1024 * 1024,
+      maxInputPixels: limits.maxInputPixels ?? 40_000_000,
+      uploadTimeoutMs: limits.uploadTimeoutMs ?? 60_000,
+      maxFields: limits.maxFields ?? 16,
+      maxFieldBytes: limits.maxFieldBytes ?? 1024,
+    },
+    pngCompressionLevel: options.pngCompressionLevel ?? 4,
+    problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
+    onInternalError: options.onInternalError ?? ((error: unknown) => console.error('bgcut: internal error:', error)),
+  };
+
+  const positive = (name: string, value: number) => {
+    if (!Number.isInteger(value) || value <= 0) throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  };
+  for (const [name, value] of Object.entries(resolved.limits)) positive(`limits.${name}`, value);
+  for (const name of ['timeoutMs', 'maxMessageBytes', 'retryAfterSeconds', 'startupTimeoutMs'] as const) {
+    positive(`inference.${name}`, resolved.inference[name]);
+  }
+  if (!/^[^\s]+:\d+$/.test(resolved.inference.address) && !resolved.inference.address.startsWith('dns:') && !resolved.inference.address.startsWith('unix:')) {
+    throw new RangeError(`inference.address must be host:port, got "${resolved.inference.address}"`);
+  }
+  validateProfile(resolved.inference.profile);
+  if (!Number.isInteger(resolved.pngCompressionLevel) || resolved.pngCompressionLevel < 0 || resolved.pngCompressionLevel > 9) {
+    throw new RangeError('pngCompressionLevel must be 0..9');
+  }
+  if (Object.keys(resolved.plans).length === 0) throw new RangeError('plans must name at least one plan');
+  for (const [name, plan] of Object.entries(resolved.plans)) positive(`plans.${name}.requestsPerMinute`, plan.requestsPerMinute);
+  // The image must fit in one gRPC message of the model's input size.
+  const inputBytes = 3 * resolved.inference.profile.width * resolved.inference.profile.height * 4;
+  if (inputBytes + 1024 > resolved.inference.maxMessageBytes) {
+    throw new RangeError(`inference.maxMessageBytes (${resolved.inference.maxMessageBytes}) is below the model input size (${inputBytes} bytes)`);
+  }
+  return resolved;
+}

@@ -1,0 +1,3 @@
+export { startInferenceServer, resolveServerOptions } from './server.js';
+export type { InferenceServerOptions, RunningInferenceServer } from './server.js';
+export { resolveModelFile, BUILTIN_MODELS } from './model-source.js';

@@ -1,0 +1,72 @@
+/**
+ * Worker thread that owns one onnxruntime session. `session.run()` of onnxruntime-node blocks
+ * the thread it runs on for the whole inference, so it runs here, leaving the gRPC server's
+ * event loop free to answer health checks, metadata and new calls.
+ */
+import ort from 'onnxruntime-node';
+import { parentPort, workerData } from 'node:worker_threads';
+import { datatypeOf, ortTypeOf, typedArrayFor } from './tensor-types.js';
+import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
+
+const port = parentPort;
+if (!port) throw new Error('session-worker must run in a worker thread');
+const init = workerData as WorkerInit;
+
+function post(reply: WorkerReply, transfer: ArrayBuffer[] = []): void {
+  port!.postMessage(reply, transfer);
+}
+
+function specsOf(metadata: readonly ort.InferenceSession.ValueMetadata[]): TensorSpec[] {
+  return metadata.map((m) => {
+    if (!m.isTensor) throw new Error(`model value ${m.name} is not a tensor`);
+    const datatype = datatypeOf(m.type);
+    if (!datatype) throw new Error(`model value ${m.name} has unsupported type ${m.type}`);
+    return { name: m.name, datatype, shape: m.shape.map((d) => (typeof d === 'number' && d > 0 ? d : -1)) };
+  });
+}
+
+async function main(): Promise<void> {
+  const session = await ort.InferenceSession.create(init.modelFile, {
+    intraOpNumThreads: init.intraOpThreads,
+    // One operator at a time: the pool gets parallelism from workers, each from its intra-op threads.
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  post({ type: 'ready', inputs: specsOf(session.inputMetadata), outputs: specsOf(session.outputMetadata) });
+
+  port!.on('message', (job: RunJob) => {
+    void run(session, job);
+  });
+}
+
+async function run(session: ort.InferenceSession, job: RunJob): Promise<void> {
+  try {
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const input of job.inputs) {
+      const type = ortTypeOf(input.datatype);
+      feeds[input.name] = new ort.Tensor(type, typedArrayFor(type, input.data) as never, input.shape);
+    }
+    const started = performance.now();
+    const results = await session.run(feeds, job.outputNames);
+    const runMs = performance.now() - started;
+    const outputs: TensorData[] = [];
+    for (const name of job.outputNames) {
+      const tensor = results[name];
+      if (!tensor) throw new Error(`model produced no output ${name}`);
+      const datatype = datatypeOf(tensor.type);
+      if (!datatype) throw new Error(`output ${name} has unsupported type ${tensor.type}`);
+      const view = tensor.data as unknown as ArrayBufferView;
+      // The tensor may view a larger native buffer: copy exactly its bytes into one we can transfer.
+      const data = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength) as ArrayBuffer;
+      outputs.push({ name, datatype, shape: [...tensor.dims], data });
+    }
+    post({ type: 'result', id: job.id, outputs, runMs }, outputs.map((o) => o.data));
+  } catch (error) {
+    post({ type: 'error', id: job.id, message: error instanceof Error ? error.message : String(error) });
+  }
+}
+
+main().catch((error: unknown) => {
+  post({ type: 'fatal', message: error instanceof Error ? error.message : String(error) });
+});

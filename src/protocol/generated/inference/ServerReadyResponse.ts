@@ -1,0 +1,10 @@
+// Original file: proto/grpc_predict_v2.proto
+
+
+export interface ServerReadyResponse {
+  'ready'?: (boolean);
+}
+
+export interface ServerReadyResponse__Output {
+  'ready': (boolean);
+}

@@ -1,0 +1,71 @@
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { ProtoGrpcType } from './generated/grpc_predict_v2.js';
+
+export type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
+export type { ModelInferResponse, ModelInferResponse__Output } from './generated/inference/ModelInferResponse.js';
+export type { ModelMetadataResponse, ModelMetadataResponse__Output } from './generated/inference/ModelMetadataResponse.js';
+export type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
+export type { GRPCInferenceServiceClient } from './generated/inference/GRPCInferenceService.js';
+export type { GRPCInferenceServiceHandlers } from './generated/inference/GRPCInferenceService.js';
+
+/** The Open Inference Protocol service name, as health checks and reflection know it. */
+export const INFERENCE_SERVICE_NAME = 'inference.GRPCInferenceService';
+
+/**
+ * The .proto file ships with the package (`proto/`); it is loaded at run time, as grpc-node's own
+ * health check does, and the committed types in `./generated` are checked against it in CI.
+ * These loader options must match the `gen:proto` script's flags.
+ */
+const PROTO_FILE = findProtoFile();
+
+function findProtoFile(): string {
+  // Two levels up from src/protocol when run from source (tests), three from dist/src/protocol.
+  for (const up of ['../../', '../../../']) {
+    const candidate = fileURLToPath(new URL(`${up}proto/grpc_predict_v2.proto`, import.meta.url));
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error('proto/grpc_predict_v2.proto not found beside the package');
+}
+
+export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: false,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+};
+
+let cached: ProtoGrpcType | undefined;
+
+export function loadInferenceProto(): ProtoGrpcType {
+  if (!cached) {
+    const definition = protoLoader.loadSync(PROTO_FILE, PROTO_LOADER_OPTIONS);
+    cached = grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType;
+  }
+  return cached;
+}
+
+/** Tensor datatypes of the protocol, with their element sizes in bytes. */
+export const DATATYPE_BYTES = {
+  BOOL: 1,
+  UINT8: 1,
+  INT8: 1,
+  UINT16: 2,
+  INT16: 2,
+  FP16: 2,
+  UINT32: 4,
+  INT32: 4,
+  FP32: 4,
+  UINT64: 8,
+  INT64: 8,
+  FP64: 8,
+} as const;
+
+export type Datatype = keyof typeof DATATYPE_BYTES;
+
+export function isDatatype(value: string): value is Datatype {
+  return Object.hasOwn(DATATYPE_BYTES, value);
+}
