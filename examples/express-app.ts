@@ -7,7 +7,8 @@ import { pathToFileURL } from 'node:url';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
 import { createRemoveBgHandler, FileKeyStore, type RemoveBgHandler } from '../src/core/index.js';
 
-export function createExpressApp(handler: RemoveBgHandler): Express {
+/** `prefix` mounts the endpoint below a path of the host app, e.g. `/api` serves `POST /api/v1/remove-bg`. */
+export function createExpressApp(handler: RemoveBgHandler, prefix = ''): Express {
   const app = express();
   app.disable('x-powered-by');
   // The host app's own JSON parser: it only touches application/json bodies, so it and the
@@ -22,7 +23,7 @@ export function createExpressApp(handler: RemoveBgHandler): Express {
   app.post('/echo', (req, res) => {
     res.json({ youSent: req.body as unknown });
   });
-  app.use(createRemoveBgRouter(handler));
+  app.use(prefix || '/', createRemoveBgRouter(handler));
   return app;
 }
 

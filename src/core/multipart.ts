@@ -87,10 +87,10 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
       if (settled) return;
       settled = true;
       cleanup();
-      // Stop parsing; whatever is left of the body is the caller's to drain or drop.
-      parser.removeAllListeners();
+      // Stop parsing; whatever is left of the body is the caller's to drain or drop. busboy
+      // is destroyed on the next turn, outside its own callbacks, which it does not survive.
       parser.on('error', () => {});
-      parser.destroy();
+      setImmediate(() => parser.destroy());
       reject(error);
     }
 
@@ -105,11 +105,13 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
 
     parser.on('file', (name, stream, info) => {
       if (name !== 'file') {
+        stream.on('error', () => {});
         stream.resume();
         fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "file".` }));
         return;
       }
       file = { filename: info.filename ?? '', declaredType: info.mimeType };
+      stream.on('error', () => {}); // reported through the parser's own 'error'
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('limit', () =>
         fail(new ApiError('upload_too_large', { detail: `The file is larger than ${limits.maxFileBytes} bytes.` })),

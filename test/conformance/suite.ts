@@ -1,0 +1,248 @@
+import http from 'node:http';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../../src/core/index.js';
+import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../helpers/fixtures.js';
+import { startInferenceProcess } from '../helpers/inference-process.js';
+import { alphaIoU, decodeAlpha, objectOnTexture } from '../helpers/synthetic-image.js';
+
+/** How a suite gets an app of one framework, serving the handler over real HTTP. */
+export interface AdapterHarness {
+  name: string;
+  /** Listen on port 0 with the endpoint mounted under `prefix`; resolve with the base URL. */
+  start(handler: RemoveBgHandler, prefix: string): Promise<{ url: string; close(): Promise<void> }>;
+}
+
+const MAX_UPLOAD = 2 * 1024 * 1024;
+
+function handlerOptions(keys: TestKeys, address: string, extra: Partial<RemoveBgOptions> = {}): RemoveBgOptions {
+  return {
+    keyStore: keys.store,
+    plans: TEST_PLANS,
+    inference: { address, timeoutMs: 20_000, retryAfterSeconds: 3 },
+    limits: { maxUploadBytes: MAX_UPLOAD, maxInputPixels: 30_000_000 },
+    onInternalError: () => {},
+    ...extra,
+  };
+}
+
+async function expectProblem(response: Response, status: number, code: string) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get('content-type')).toBe('application/problem+json');
+  const problem = (await response.json()) as { code: string; status: number; title: string; detail: string; type: string };
+  expect(problem).toMatchObject({ code, status });
+  expect(problem.title).toBeTruthy();
+  expect(problem.type).toContain(code);
+  return problem;
+}
+
+/** One suite, run against every adapter: what a client sees must not depend on the framework. */
+export function runConformanceSuite(harness: AdapterHarness): void {
+  describe(`${harness.name} adapter conformance`, () => {
+    let keys: TestKeys;
+    let handler: RemoveBgHandler;
+    let app: { url: string; close(): Promise<void> };
+    let endpoint: string;
+
+    beforeAll(async () => {
+      keys = await createTestKeys();
+      handler = createRemoveBgHandler(handlerOptions(keys, inject('inferenceAddress')));
+      await handler.ready();
+      app = await harness.start(handler, '/api');
+      endpoint = `${app.url}/api/v1/remove-bg`;
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await handler?.close();
+    });
+
+    const post = (init: { headers?: Record<string, string>; body?: BodyInit }, url = endpoint) =>
+      fetch(url, { method: 'POST', ...init });
+
+    function imageForm(bytes: Buffer, filename = 'photo.jpg', type = 'image/jpeg') {
+      const form = new FormData();
+      form.append('file', new Blob([bytes], { type }), filename);
+      return form;
+    }
+
+    it('cuts the object out: RGBA PNG of the input size whose alpha matches the object', async () => {
+      const image = await objectOnTexture(640, 480);
+      const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(image.bytes) });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('image/png');
+      expect(response.headers.get('x-width')).toBe('640');
+      expect(response.headers.get('x-height')).toBe('480');
+      expect(response.headers.get('ratelimit-policy')).toContain('q=1000');
+      const png = Buffer.from(await response.arrayBuffer());
+      const decoded = await decodeAlpha(png);
+      expect(decoded).toMatchObject({ format: 'png', width: 640, height: 480, channels: 4 });
+      expect(alphaIoU(decoded.alpha, image.truth)).toBeGreaterThan(0.9);
+    });
+
+    it("leaves the host app's own routes and body parsers working", async () => {
+      const response = await fetch(`${app.url}/echo`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ hello: 'world' }),
+      });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ youSent: { hello: 'world' } });
+    });
+
+    describe('401 when the caller is not identified', () => {
+      const cases: [string, () => Record<string, string>, string, string?][] = [
+        ['no key at all', () => ({}), 'missing_api_key'],
+        ['an unknown key', () => ({ 'x-api-key': keys.unknown }), 'invalid_api_key'],
+        ['a malformed key', () => ({ 'x-api-key': 'not-a-key' }), 'malformed_api_key'],
+        ['a key with a wrong checksum', () => ({ 'x-api-key': `${keys.good.slice(0, -1)}${keys.good.endsWith('A') ? 'B' : 'A'}` }), 'malformed_api_key'],
+        ['the key under X-API-TOKEN', () => ({ 'x-api-token': keys.good }), 'api_key_wrong_header'],
+        ['the key as Authorization: Bearer', () => ({ authorization: `Bearer ${keys.good}` }), 'api_key_wrong_header'],
+        ['the key in the query string', () => ({}), 'api_key_wrong_header', '?api_key=KEY'],
+        ['an expired key', () => ({ 'x-api-key': keys.expired }), 'expired_api_key'],
+        ['a revoked key', () => ({ 'x-api-key': keys.revoked }), 'revoked_api_key'],
+      ];
+      it.each(cases)('%s', async (_label, headers, code, query) => {
+        const image = await objectOnTexture(64, 48);
+        const url = query ? `${endpoint}${query.replace('KEY', keys.good)}` : endpoint;
+        const response = await post({ headers: headers(), body: imageForm(image.bytes) }, url);
+        const problem = await expectProblem(response, 401, code);
+        expect(response.headers.get('www-authenticate')).toMatch(/X-API-KEY/);
+        expect(JSON.stringify(problem)).not.toContain(keys.good);
+      });
+
+      it('answers a large unauthenticated upload without reading it, and the client gets the status', async () => {
+        const big = Buffer.alloc(8 * 1024 * 1024, 7);
+        const response = await post({ headers: {}, body: imageForm(big) });
+        await expectProblem(response, 401, 'missing_api_key');
+      });
+    });
+
+    it('403 for a suspended account', async () => {
+      const response = await post({ headers: { 'x-api-key': keys.suspended }, body: imageForm(Buffer.from('x')) });
+      await expectProblem(response, 403, 'account_suspended');
+    });
+
+    it("429 with Retry-After once the plan's per-minute limit is used", async () => {
+      // Cheap requests (no body) still count against the limit.
+      for (let i = 0; i < 3; i++) {
+        const response = await post({ headers: { 'x-api-key': keys.tiny } });
+        expect(response.status).toBe(415);
+        expect(response.headers.get('x-ratelimit-remaining')).toBe(String(2 - i));
+      }
+      const limited = await post({ headers: { 'x-api-key': keys.tiny } });
+      await expectProblem(limited, 429, 'rate_limited');
+      const retryAfter = Number(limited.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThan(0);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    });
+
+    describe('bad bodies each get their own status and code', () => {
+      it('405 for GET, with Allow', async () => {
+        const response = await fetch(endpoint, { headers: { 'x-api-key': keys.good } });
+        await expectProblem(response, 405, 'method_not_allowed');
+        expect(response.headers.get('allow')).toBe('POST');
+      });
+
+      it('415 not_multipart for a JSON body', async () => {
+        const response = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'application/json' }, body: '{"file":1}' });
+        await expectProblem(response, 415, 'not_multipart');
+      });
+
+      it('400 missing_file for a form without a file part', async () => {
+        const form = new FormData();
+        form.append('note', 'hello');
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: form });
+        await expectProblem(response, 400, 'missing_file');
+      });
+
+      it('400 unexpected_file_field for a file under another name', async () => {
+        const form = new FormData();
+        form.append('image', new Blob([(await objectOnTexture(64, 48)).bytes]), 'a.jpg');
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: form });
+        await expectProblem(response, 400, 'unexpected_file_field');
+      });
+
+      it('400 too_many_files for two file parts', async () => {
+        const bytes = (await objectOnTexture(64, 48)).bytes;
+        const { body, contentType } = multipartBody([
+          { name: 'file', filename: 'a.jpg', type: 'image/jpeg', data: bytes },
+          { name: 'file', filename: 'b.jpg', type: 'image/jpeg', data: bytes },
+        ]);
+        const response = await post({ headers: { 'x-api-key': keys.good, 'content-type': contentType }, body });
+        await expectProblem(response, 400, 'too_many_files');
+      });
+
+      it('400 malformed_multipart for a body cut off mid-part', async () => {
+        const { body, contentType } = multipartBody([{ name: 'file', filename: 'a.jpg', data: Buffer.alloc(1000, 1) }]);
+        const response = await post({ headers: { 'x-api-key': keys.good, 'content-type': contentType }, body: body.subarray(0, 500) });
+        await expectProblem(response, 400, 'malformed_multipart');
+      });
+
+      it('413 upload_too_large for a file over the byte limit', async () => {
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(Buffer.alloc(MAX_UPLOAD + 1024, 1)) });
+        await expectProblem(response, 413, 'upload_too_large');
+      });
+
+      it('415 unsupported_image_type for a file that is not an image, whatever its name says', async () => {
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(Buffer.from('just some text, honest\n'.repeat(50)), 'photo.jpg') });
+        await expectProblem(response, 415, 'unsupported_image_type');
+      });
+
+      it('422 corrupt_image for a truncated JPEG', async () => {
+        const image = await objectOnTexture(640, 480);
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(image.bytes.subarray(0, image.bytes.length >> 1)) });
+        await expectProblem(response, 422, 'corrupt_image');
+      });
+
+      it('413 image_too_large for a small file that declares too many pixels', async () => {
+        // A 9000x9000 blank PNG compresses to a few KB but is 81 MP.
+        const bomb = await sharp({ create: { width: 9000, height: 9000, channels: 3, background: '#fff' } }).png().toBuffer();
+        expect(bomb.length).toBeLessThan(MAX_UPLOAD);
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(bomb, 'bomb.png', 'image/png') });
+        await expectProblem(response, 413, 'image_too_large');
+      });
+    });
+
+    it('answers 503 with Retry-After, never hangs, while the inference server is down, and recovers', async () => {
+      let inference = await startInferenceProcess();
+      const ownHandler = createRemoveBgHandler(handlerOptions(keys, inference.address));
+      const ownApp = await harness.start(ownHandler, '');
+      const url = `${ownApp.url}/v1/remove-bg`;
+      const image = await objectOnTexture(320, 240);
+      try {
+        const before = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(image.bytes) }, url);
+        expect(before.status).toBe(200);
+
+        await inference.stop();
+        const started = Date.now();
+        const during = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(image.bytes) }, url);
+        await expectProblem(during, 503, 'inference_unavailable');
+        expect(Number(during.headers.get('retry-after'))).toBe(3);
+        expect(Date.now() - started).toBeLessThan(20_000);
+
+        inference = await startInferenceProcess(['--port', String(inference.port)]);
+        let status = 0;
+        for (let attempt = 0; attempt < 40 && status !== 200; attempt++) {
+          const after = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(image.bytes) }, url);
+          status = after.status;
+          await after.arrayBuffer();
+          if (status !== 200) await new Promise((r) => setTimeout(r, 500));
+        }
+        expect(status).toBe(200);
+      } finally {
+        await ownApp.close();
+        await ownHandler.close();
+        await inference.stop();
+      }
+    }, 120_000);
+  });
+}
+
+/** Resolves with the base URL of a Node server listening on a free loopback port. */
+export function baseUrlOf(server: http.Server): string {
+  const address = server.address();
+  if (!address || typeof address === 'string') throw new Error('server is not listening on TCP');
+  return `http://127.0.0.1:${address.port}`;
+}

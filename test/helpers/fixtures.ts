@@ -1,0 +1,51 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { FileKeyStore, generateApiKey, type Plans } from '../../src/core/index.js';
+
+export const TEST_PLANS: Plans = {
+  roomy: { requestsPerMinute: 1000 },
+  tiny: { requestsPerMinute: 3 },
+};
+
+export interface TestKeys {
+  store: FileKeyStore;
+  file: string;
+  good: string;
+  tiny: string;
+  expired: string;
+  revoked: string;
+  suspended: string;
+  /** Well-formed (prefix, length, checksum) but never issued. */
+  unknown: string;
+}
+
+/** A fresh key file with one key for each case the suites need. */
+export async function createTestKeys(): Promise<TestKeys> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-keys-'));
+  const file = path.join(dir, 'keys.json');
+  const store = new FileKeyStore({ file, reloadIntervalMs: 0 });
+  const good = (await store.createKey({ accountId: 'acct_good', plan: 'roomy' })).key;
+  const tiny = (await store.createKey({ accountId: 'acct_tiny', plan: 'tiny' })).key;
+  const expired = (await store.createKey({ accountId: 'acct_expired', plan: 'roomy', expiresAt: new Date(Date.now() - 1000) })).key;
+  const revoked = (await store.createKey({ accountId: 'acct_revoked', plan: 'roomy' })).key;
+  await store.createKey({ accountId: 'acct_revoked', plan: 'roomy', revokeOthers: true });
+  const suspended = (await store.createKey({ accountId: 'acct_suspended', plan: 'roomy' })).key;
+  await store.update((data) => {
+    data.accounts.find((a) => a.id === 'acct_suspended')!.status = 'suspended';
+  });
+  return { store, file, good, tiny, expired, revoked, suspended, unknown: generateApiKey() };
+}
+
+/** A multipart/form-data body built by hand, for cases FormData cannot express. */
+export function multipartBody(parts: { name: string; filename?: string; type?: string; data: Buffer | string }[]) {
+  const boundary = `----bgcut${Math.random().toString(16).slice(2)}`;
+  const chunks: Buffer[] = [];
+  for (const part of parts) {
+    const disposition = `form-data; name="${part.name}"${part.filename !== undefined ? `; filename="${part.filename}"` : ''}`;
+    const head = `--${boundary}\r\nContent-Disposition: ${disposition}\r\n${part.type ? `Content-Type: ${part.type}\r\n` : ''}\r\n`;
+    chunks.push(Buffer.from(head), Buffer.isBuffer(part.data) ? part.data : Buffer.from(part.data), Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}

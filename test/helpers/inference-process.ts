@@ -1,0 +1,50 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const CLI = fileURLToPath(new URL('../../dist/src/inference-server/cli.js', import.meta.url));
+
+export interface InferenceProcess {
+  port: number;
+  address: string;
+  child: ChildProcess;
+  output: () => string;
+  /** SIGTERM and wait for the process to end. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the built inference server (`npm test` builds first) as a real child process and
+ * resolves once its model is loaded and warmed up.
+ */
+export function startInferenceProcess(args: string[] = [], env: Record<string, string> = {}): Promise<InferenceProcess> {
+  const child = spawn(process.execPath, [CLI, '--port', '0', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  return new Promise((resolve, reject) => {
+    let port = 0;
+    const onData = (chunk: Buffer) => {
+      log += chunk.toString();
+      const listening = /listening on [^\s]+:(\d+)/.exec(log);
+      if (listening) port = Number(listening[1]);
+      if (port && /ready in \d+ ms/.test(log)) {
+        resolve({
+          port,
+          address: `127.0.0.1:${port}`,
+          child,
+          output: () => log,
+          stop: () =>
+            new Promise<void>((done) => {
+              if (child.exitCode !== null || child.signalCode !== null) return done();
+              child.once('exit', () => done());
+              child.kill('SIGTERM');
+            }),
+        });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`inference server exited with ${code} before it was ready:\n${log}`)));
+  });
+}
