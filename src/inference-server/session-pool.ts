@@ -56,6 +56,8 @@ export class SessionPool {
   private nextId = 1;
   private closed = false;
   private signature: ModelSignature | undefined;
+  /** Jobs handed to a worker, and jobs dropped unrun because they were cancelled while queued. */
+  readonly stats = { started: 0, dropped: 0 };
 
   constructor(private readonly options: SessionPoolOptions) {}
 
@@ -152,6 +154,7 @@ export class SessionPool {
   private dispatch(slot: Slot, job: PendingJob): void {
     const id = this.nextId++;
     slot.busy = { id, job };
+    this.stats.started++;
     const message: RunJob = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
     slot.worker.postMessage(
       message,
@@ -163,6 +166,7 @@ export class SessionPool {
     while (!slot.busy && this.queue.length > 0) {
       const job = this.queue.shift()!;
       if (job.signal?.aborted) {
+        this.stats.dropped++;
         job.reject(new JobAbortedError('cancelled while queued'));
         continue;
       }
@@ -174,6 +178,7 @@ export class SessionPool {
     const index = this.queue.indexOf(job);
     if (index < 0) return;
     this.queue.splice(index, 1);
+    this.stats.dropped++;
     job.reject(new JobAbortedError('cancelled while queued'));
   }
 }

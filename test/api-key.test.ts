@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { API_KEY_PREFIX, generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf } from '../src/core/index.js';
+import { extractApiKey } from '../src/core/auth/authenticate.js';
+import { ApiError } from '../src/core/errors.js';
+
+describe('API key format', () => {
+  it('generates distinct, well-formed keys with the prefix', () => {
+    const keys = new Set(Array.from({ length: 200 }, generateApiKey));
+    expect(keys.size).toBe(200);
+    for (const key of keys) {
+      expect(key.startsWith(API_KEY_PREFIX)).toBe(true);
+      expect(key).toHaveLength(32);
+      expect(isWellFormedApiKey(key)).toBe(true);
+    }
+  });
+
+  it('catches any single changed character through the checksum', () => {
+    const key = generateApiKey();
+    for (let i = API_KEY_PREFIX.length; i < key.length; i++) {
+      const swapped = key[i] === 'a' ? 'b' : 'a';
+      expect(isWellFormedApiKey(key.slice(0, i) + swapped + key.slice(i + 1))).toBe(false);
+    }
+  });
+
+  it('refuses other shapes', () => {
+    for (const bad of ['', 'bgk_', 'sk_live_abc', `${generateApiKey()}x`, ` ${generateApiKey()}`, generateApiKey().replace('bgk_', 'bgx_')]) {
+      expect(isWellFormedApiKey(bad)).toBe(false);
+    }
+  });
+
+  it('derives a loggable id from the hash, never from the key', () => {
+    const key = generateApiKey();
+    const id = keyIdOf(hashApiKey(key));
+    expect(id).toMatch(/^key_[0-9a-f]{12}$/);
+    expect(key).not.toContain(id.slice(4));
+  });
+});
+
+describe('finding the key in a request', () => {
+  const code = (headers: Record<string, string | string[]>, url = '/v1/remove-bg') => {
+    try {
+      extractApiKey(headers, url);
+      return 'ok';
+    } catch (error) {
+      return (error as ApiError).code;
+    }
+  };
+  const key = generateApiKey();
+
+  it('takes X-API-KEY', () => expect(code({ 'x-api-key': key })).toBe('ok'));
+  it('refuses two X-API-KEY headers', () => {
+    expect(code({ 'x-api-key': `${key}, ${key}` })).toBe('malformed_api_key');
+    expect(code({ 'x-api-key': [key, key] })).toBe('malformed_api_key');
+  });
+  it('names the mistake when the key is elsewhere', () => {
+    expect(code({ authorization: `Bearer ${key}` })).toBe('api_key_wrong_header');
+    expect(code({ 'x-api-token': key })).toBe('api_key_wrong_header');
+    expect(code({}, `/v1/remove-bg?api_key=${key}`)).toBe('api_key_wrong_header');
+  });
+  it('says missing when there is nothing', () => expect(code({})).toBe('missing_api_key'));
+});

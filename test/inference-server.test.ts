@@ -1,0 +1,178 @@
+import * as grpc from '@grpc/grpc-js';
+import { service as healthService } from 'grpc-health-check';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadInferenceProto, type GRPCInferenceServiceClient } from '../src/protocol/index.js';
+// The pool runs worker threads from compiled files, so it is tested from the build.
+import { JobAbortedError, QueueFullError, SessionPool } from '../dist/src/inference-server/session-pool.js';
+import { resolveModelFile } from '../dist/src/inference-server/model-source.js';
+import { startInferenceProcess } from './helpers/inference-process.js';
+
+const INPUT_BYTES = 3 * 1024 * 1024 * 4;
+const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
+
+function inferenceClient(address: string): GRPCInferenceServiceClient {
+  const Service = loadInferenceProto().inference.GRPCInferenceService;
+  return new Service(address, grpc.credentials.createInsecure(), {
+    'grpc.max_send_message_length': 64 << 20,
+    'grpc.max_receive_message_length': 64 << 20,
+  });
+}
+
+function infer(client: GRPCInferenceServiceClient, deadlineMs = 30_000, raw = Buffer.alloc(INPUT_BYTES)) {
+  return new Promise<{ error: grpc.ServiceError | null; shape?: number[]; bytes?: number }>((resolve) => {
+    client.ModelInfer(
+      {
+        modelName: 'isnet',
+        inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 1024, 1024] }],
+        outputs: [{ name: 'output' }],
+        rawInputContents: [raw],
+      },
+      { deadline: Date.now() + deadlineMs },
+      (error, response) =>
+        resolve({ error, shape: response?.outputs[0]?.shape.map(Number), bytes: response?.rawOutputContents[0]?.length }),
+    );
+  });
+}
+
+function healthCheck(client: grpc.Client, serviceName = ''): Promise<{ status: string; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    (client as unknown as { Check: Function }).Check(
+      { service: serviceName },
+      { deadline: Date.now() + 5000 },
+      (error: Error | null, response: { status: string }) =>
+        error ? reject(error) : resolve({ status: response.status, ms: performance.now() - started }),
+    );
+  });
+}
+
+describe('inference server (shared instance, real model)', () => {
+  let client: GRPCInferenceServiceClient;
+  let health: grpc.Client;
+
+  beforeAll(() => {
+    client = inferenceClient(inject('inferenceAddress'));
+    health = new HealthClient(inject('inferenceAddress'), grpc.credentials.createInsecure());
+  });
+  afterAll(() => {
+    client.close();
+    health.close();
+  });
+
+  it('speaks the Open Inference Protocol: live, ready, model metadata', async () => {
+    const live = await new Promise<boolean>((r) => client.ServerLive({}, (_e, res) => r(Boolean(res?.live))));
+    const ready = await new Promise<boolean>((r) => client.ServerReady({}, (_e, res) => r(Boolean(res?.ready))));
+    const modelReady = await new Promise<boolean>((r) => client.ModelReady({ name: 'isnet' }, (_e, res) => r(Boolean(res?.ready))));
+    expect([live, ready, modelReady]).toEqual([true, true, true]);
+    const meta = await new Promise<any>((r, j) => client.ModelMetadata({ name: 'isnet' }, (e, res) => (e ? j(e) : r(res))));
+    expect(meta.platform).toBe('onnxruntime_onnx');
+    expect(meta.inputs[0]).toMatchObject({ name: 'input', datatype: 'FP32', shape: [1, 3, 1024, 1024] });
+    expect(meta.outputs.find((o: any) => o.name === 'output')).toMatchObject({ datatype: 'FP32', shape: [1, 1, 1024, 1024] });
+    expect(meta.versions[0]).toMatch(/^[0-9a-f]{12}$/);
+  });
+
+  it('runs the model and returns only the requested output', async () => {
+    const result = await infer(client);
+    expect(result.error).toBeNull();
+    expect(result.shape).toEqual([1, 1, 1024, 1024]);
+    expect(result.bytes).toBe(1024 * 1024 * 4);
+  });
+
+  it('refuses malformed calls with INVALID_ARGUMENT or NOT_FOUND', async () => {
+    const short = await infer(client, 5000, Buffer.alloc(100));
+    expect(short.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const unknown = await new Promise<grpc.ServiceError | null>((r) => client.ModelMetadata({ name: 'nope' }, (e) => r(e)));
+    expect(unknown?.code).toBe(grpc.status.NOT_FOUND);
+  });
+
+  it('answers health checks within 100 ms while an inference is running', async () => {
+    const running = infer(client);
+    await new Promise((r) => setTimeout(r, 300)); // the inference is now in session.run
+    const checks = [];
+    for (let i = 0; i < 5; i++) {
+      checks.push(await healthCheck(health));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const result = await running;
+    expect(result.error).toBeNull();
+    for (const check of checks) {
+      expect(check.status).toBe('SERVING');
+      expect(check.ms).toBeLessThan(100);
+    }
+  });
+});
+
+describe('inference server limits and lifecycle (own instance)', () => {
+  it('answers RESOURCE_EXHAUSTED when every worker is busy and the queue is full', async () => {
+    const server = await startInferenceProcess(['--queue', '0']);
+    const client = inferenceClient(server.address);
+    try {
+      const first = infer(client);
+      await new Promise((r) => setTimeout(r, 200));
+      const second = await infer(client);
+      expect(second.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect((await first).error).toBeNull();
+    } finally {
+      client.close();
+      await server.stop();
+    }
+  });
+
+  it('on SIGTERM reports NOT_SERVING, refuses new calls, finishes the one in flight, exits 0', async () => {
+    const server = await startInferenceProcess();
+    const client = inferenceClient(server.address);
+    const health = new HealthClient(server.address, grpc.credentials.createInsecure());
+    try {
+      expect((await healthCheck(health, 'inference.GRPCInferenceService')).status).toBe('SERVING');
+      const inFlight = infer(client);
+      await new Promise((r) => setTimeout(r, 300));
+      const exited = new Promise<number | null>((r) => server.child.once('exit', (code) => r(code)));
+      server.child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 100));
+      const late = await infer(client, 5000);
+      expect(late.error?.code).toBe(grpc.status.UNAVAILABLE);
+      const result = await inFlight;
+      expect(result.error).toBeNull();
+      expect(result.shape).toEqual([1, 1, 1024, 1024]);
+      expect(await exited).toBe(0);
+      expect(server.output()).toContain('SIGTERM');
+    } finally {
+      client.close();
+      health.close();
+      await server.stop();
+    }
+  });
+});
+
+describe('session pool', () => {
+  let pool: SessionPool;
+  const input = () => [{ name: 'input', datatype: 'FP32' as const, shape: [1, 3, 1024, 1024], data: new ArrayBuffer(INPUT_BYTES) }];
+
+  beforeAll(async () => {
+    pool = new SessionPool({ modelFile: await resolveModelFile('isnet-fp16'), workers: 1, intraOpThreads: 2, maxQueue: 2 });
+    await pool.start();
+  });
+  afterAll(() => pool.close());
+
+  it('never starts a job whose caller gave up while it was queued', async () => {
+    const first = pool.run(input(), ['output']);
+    const abort = new AbortController();
+    const second = pool.run(input(), ['output'], abort.signal);
+    const startedBefore = pool.stats.started;
+    abort.abort();
+    await expect(second).rejects.toBeInstanceOf(JobAbortedError);
+    await first;
+    expect(pool.stats.started).toBe(startedBefore);
+    expect(pool.stats.dropped).toBe(1);
+  });
+
+  it('refuses a job when the queue is full', async () => {
+    const running = [pool.run(input(), ['output']), pool.run(input(), ['output']), pool.run(input(), ['output'])];
+    await expect(pool.run(input(), ['output'])).rejects.toBeInstanceOf(QueueFullError);
+    await Promise.all(running);
+  });
+
+  it('refuses a job whose signal already aborted', async () => {
+    await expect(pool.run(input(), ['output'], AbortSignal.abort())).rejects.toBeInstanceOf(JobAbortedError);
+  });
+});
