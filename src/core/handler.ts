@@ -78,7 +78,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       profile.outputName,
       signal,
     );
-    return output.data;
+    return { mask: output.data, serverRunMs: output.serverRunMs };
   };
 
   async function handle(request: CoreRequest): Promise<CoreResponse> {

@@ -189,6 +189,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             modelName: config.modelName,
             modelVersion: version,
             id: request.id,
+            // Time inside session.run alone, so callers can tell transfer and queueing from compute.
+            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
           };

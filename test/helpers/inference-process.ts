@@ -1,7 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../../dist/src/inference-server/cli.js', import.meta.url));
+// From test/helpers (vitest) the build is in ../../dist; from dist/test/helpers (bench) it is ../../src.
+const CLI = ['../../dist/src/inference-server/cli.js', '../../src/inference-server/cli.js']
+  .map((relative) => fileURLToPath(new URL(relative, import.meta.url)))
+  .find((file) => existsSync(file))!;
 
 export interface InferenceProcess {
   port: number;

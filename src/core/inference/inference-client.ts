@@ -37,6 +37,8 @@ export class InferenceClient {
       // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
       'grpc.initial_reconnect_backoff_ms': 250,
       'grpc.max_reconnect_backoff_ms': 2000,
+      // A 4 MiB receive window takes the mask back without stalling on HTTP/2's 64 KiB default.
+      'grpc-node.flow_control_window': 4 * 1024 * 1024,
       'grpc.keepalive_time_ms': 30_000,
       'grpc.keepalive_timeout_ms': 10_000,
     });
@@ -57,7 +59,7 @@ export class InferenceClient {
     input: { name: string; shape: number[]; data: Float32Array },
     outputName: string,
     signal: AbortSignal,
-  ): Promise<{ shape: number[]; data: Float32Array }> {
+  ): Promise<{ shape: number[]; data: Float32Array; serverRunMs: number | undefined }> {
     return new Promise((resolve, reject) => {
       const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
       const call = this.client.ModelInfer(
@@ -121,7 +123,8 @@ export class InferenceClient {
     // Copy into an aligned buffer: the received bytes may start at any offset.
     const data = new Float32Array(raw.length / 4);
     new Uint8Array(data.buffer).set(raw);
-    return { shape: tensor.shape.map(Number), data };
+    const runUs = response.parameters.session_run_us?.int64Param;
+    return { shape: tensor.shape.map(Number), data, serverRunMs: runUs === undefined ? undefined : Number(runUs) / 1000 };
   }
 
   private toApiError(error: grpc.ServiceError): ApiError {
