@@ -103,6 +103,28 @@ describe('inference server (shared instance, real model)', () => {
 });
 
 describe('inference server limits and lifecycle (own instance)', () => {
+  it('reports NOT_SERVING and refuses ModelInfer until the model is loaded and warmed up, then SERVING', async () => {
+    const server = await startInferenceProcess([], {}, 'listening');
+    const health = new HealthClient(server.address, grpc.credentials.createInsecure());
+    const client = inferenceClient(server.address);
+    try {
+      expect((await healthCheck(health)).status).toBe('NOT_SERVING');
+      const early = await infer(client, 5000);
+      expect(early.error?.code).toBe(grpc.status.UNAVAILABLE);
+      let status = 'NOT_SERVING';
+      for (let i = 0; i < 300 && status !== 'SERVING'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        status = (await healthCheck(health)).status;
+      }
+      expect(status).toBe('SERVING');
+      expect(server.output()).toMatch(/ready in \d+ ms/);
+    } finally {
+      client.close();
+      health.close();
+      await server.stop();
+    }
+  });
+
   it('answers RESOURCE_EXHAUSTED when every worker is busy and the queue is full', async () => {
     const server = await startInferenceProcess(['--queue', '0']);
     const client = inferenceClient(server.address);

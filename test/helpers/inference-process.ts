@@ -20,7 +20,12 @@ export interface InferenceProcess {
  * Starts the built inference server (`npm test` builds first) as a real child process and
  * resolves once its model is loaded and warmed up.
  */
-export function startInferenceProcess(args: string[] = [], env: Record<string, string> = {}): Promise<InferenceProcess> {
+export function startInferenceProcess(
+  args: string[] = [],
+  env: Record<string, string> = {},
+  /** Resolve once the port is bound, before the model has loaded. */
+  until: 'ready' | 'listening' = 'ready',
+): Promise<InferenceProcess> {
   const child = spawn(process.execPath, [CLI, '--port', '0', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -32,7 +37,8 @@ export function startInferenceProcess(args: string[] = [], env: Record<string, s
       log += chunk.toString();
       const listening = /listening on [^\s]+:(\d+)/.exec(log);
       if (listening) port = Number(listening[1]);
-      if (port && /ready in \d+ ms/.test(log)) {
+      if (port && (until === 'listening' || /ready in \d+ ms/.test(log))) {
+        resolved = true;
         resolve({
           port,
           address: `127.0.0.1:${port}`,
@@ -47,8 +53,16 @@ export function startInferenceProcess(args: string[] = [], env: Record<string, s
         });
       }
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    let resolved = false;
+    const onDataOnce = (chunk: Buffer) => {
+      if (resolved) {
+        log += chunk.toString();
+        return;
+      }
+      onData(chunk);
+    };
+    child.stdout!.on('data', onDataOnce);
+    child.stderr!.on('data', onDataOnce);
     child.once('exit', (code) => reject(new Error(`inference server exited with ${code} before it was ready:\n${log}`)));
   });
 }
