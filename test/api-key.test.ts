@@ -49,8 +49,8 @@ describe('finding the key in a request', () => {
 
   it('takes X-API-KEY', () => expect(code({ 'x-api-key': key })).toBe('ok'));
   it('refuses two X-API-KEY headers', () => {
-    expect(code({ 'x-api-key': `${key}, ${key}` })).toBe('malformed_api_key');
-    expect(code({ 'x-api-key': [key, key] })).toBe('malformed_api_key');
+    expect(code({ 'x-api-key': `${key}, ${key}` })).toBe('multiple_api_keys');
+    expect(code({ 'x-api-key': [key, key] })).toBe('multiple_api_keys');
   });
   it('names the mistake when the key is elsewhere', () => {
     expect(code({ authorization: `Bearer ${key}` })).toBe('api_key_wrong_header');

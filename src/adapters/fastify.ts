@@ -4,12 +4,10 @@ import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } fro
 export interface FastifyRemoveBgOptions {
   /** A handler from createRemoveBgHandler, or options to create one. */
   handler: RemoveBgHandler | RemoveBgOptions;
-  /** Route inside the plugin's prefix. Default `/v1/remove-bg`. */
-  path?: string;
 }
 
 /**
- * Encapsulated Fastify plugin serving `POST /v1/remove-bg`:
+ * Encapsulated Fastify plugin serving `POST /v1/remove-bg` and `GET /v1/account`:
  * `await app.register(removeBgPlugin, { handler, prefix: '/api' })`.
  *
  * Inside its own encapsulation context it replaces the body parsers with one that leaves the
@@ -21,18 +19,21 @@ export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async 
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
 
-  fastify.all(options.path ?? '/v1/remove-bg', async (request: FastifyRequest, reply: FastifyReply) => {
-    const abort = new AbortController();
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) abort.abort();
+  for (const route of handler.routes) {
+    fastify.all(route.path, async (request: FastifyRequest, reply: FastifyReply) => {
+      const abort = new AbortController();
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) abort.abort();
+      });
+      const response = await route.handle({
+        method: request.method,
+        url: request.raw.url ?? request.url,
+        headers: request.headers,
+        body: request.raw,
+        signal: abort.signal,
+        clientIp: request.ip, // honours the app's trustProxy setting
+      });
+      return reply.code(response.status).headers(response.headers).send(response.body);
     });
-    const response = await handler.handle({
-      method: request.method,
-      url: request.raw.url ?? request.url,
-      headers: request.headers,
-      body: request.raw,
-      signal: abort.signal,
-    });
-    return reply.code(response.status).headers(response.headers).send(response.body);
-  });
+  }
 };

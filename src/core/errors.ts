@@ -4,6 +4,7 @@
  */
 export const ERROR_CATALOG = {
   // 401: the caller is not identified.
+  multiple_api_keys: { status: 401, title: 'More than one API key', detail: 'Send exactly one X-API-KEY header.' },
   missing_api_key: { status: 401, title: 'API key missing', detail: 'Send your API key in the X-API-KEY header.' },
   malformed_api_key: { status: 401, title: 'API key malformed', detail: 'The X-API-KEY header does not hold a well-formed API key.' },
   invalid_api_key: { status: 401, title: 'API key invalid', detail: 'The API key is not known.' },
@@ -16,8 +17,14 @@ export const ERROR_CATALOG = {
   },
   // 403: identified, but refused.
   account_suspended: { status: 403, title: 'Account suspended', detail: 'The account this key belongs to is suspended.' },
+  ip_not_allowed: { status: 403, title: 'Address not allowed', detail: 'This API key may not be used from this address.' },
+  origin_not_allowed: { status: 403, title: 'Origin not allowed', detail: 'This API key may not be used from this origin.' },
+  plan_image_too_large: { status: 403, title: 'Image too large for the plan', detail: 'The image has more pixels than the plan allows.' },
+  option_not_in_plan: { status: 403, title: 'Option not in the plan', detail: 'The plan does not include a requested option.' },
   // 429: over a limit of the plan.
   rate_limited: { status: 429, title: 'Rate limit exceeded', detail: "The account's per-minute request limit is used up." },
+  quota_exceeded: { status: 429, title: 'Monthly quota exceeded', detail: "The account's monthly quota is used up." },
+  concurrency_limited: { status: 429, title: 'Too many requests in progress', detail: 'The account has as many requests in progress as its plan allows.' },
   // The request itself.
   not_found: { status: 404, title: 'Not found', detail: 'No such endpoint.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', detail: 'Use POST.' },

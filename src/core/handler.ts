@@ -2,15 +2,25 @@ import type { Readable } from 'node:stream';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import { ApiError, problemOf } from './errors.js';
 import type { CoreRequest, CoreResponse } from './http-types.js';
-import { cutOut, type Cutout } from './image/pipeline.js';
+import { cutOut, probeImage, type Cutout } from './image/pipeline.js';
 import { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
-import { PlanLimiter, rateLimitHeaders } from './limits/plan-limiter.js';
+import { PlanEnforcer, rateLimitHeaders } from './limits/plan-enforcer.js';
 import { maxBodyBytes, readUpload } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
 
-export interface RemoveBgHandler {
-  /** Answers one `POST /v1/remove-bg` request. Never rejects: every failure becomes a response. */
+export interface Route {
+  /** Path below wherever the adapter mounts the routes. */
+  path: string;
   handle(request: CoreRequest): Promise<CoreResponse>;
+}
+
+export interface RemoveBgHandler {
+  /** `POST /v1/remove-bg`. Never rejects: every failure becomes a response. */
+  handle(request: CoreRequest): Promise<CoreResponse>;
+  /** `GET /v1/account`: the caller's plan, limits, usage and what remains. */
+  account(request: CoreRequest): Promise<CoreResponse>;
+  /** Every route, for adapters to mount. */
+  routes: Route[];
   /**
    * Resolves once the inference server answers and its model fits the preprocessing profile;
    * rejects on a mismatch, or when the server stays unreachable past `startupTimeoutMs`.
@@ -20,7 +30,7 @@ export interface RemoveBgHandler {
   close(): Promise<void>;
 }
 
-/** Times ready() retries a server that is not up yet, and how long one check may take. */
+/** How often ready() retries a server that is not up yet, and how long one check may take. */
 const READY_RETRY_MS = 500;
 const READY_CALL_MS = 5_000;
 
@@ -34,13 +44,12 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     maxMessageBytes: config.inference.maxMessageBytes,
     retryAfterSeconds: config.inference.retryAfterSeconds,
   });
-  const limiter = new PlanLimiter(config.plans);
-  const uploadLimits = {
-    maxFileBytes: config.limits.maxUploadBytes,
-    maxFields: config.limits.maxFields,
-    maxFieldBytes: config.limits.maxFieldBytes,
-    timeoutMs: config.limits.uploadTimeoutMs,
-  };
+  const enforcer = new PlanEnforcer({
+    plans: config.plans,
+    redis: config.redis,
+    redisFailureMode: config.redisFailureMode,
+    insuranceInstances: config.insuranceInstances,
+  });
   let verified = false;
 
   async function ready(): Promise<void> {
@@ -81,29 +90,122 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     return { mask: output.data, serverRunMs: output.serverRunMs };
   };
 
-  async function handle(request: CoreRequest): Promise<CoreResponse> {
-    let identity: Identity | undefined;
-    let limitHeaders: Record<string, string> = {};
+  /** Runs one route's work, turning every failure into a problem response, and logs it. */
+  async function respond(
+    route: string,
+    request: CoreRequest,
+    work: (state: { identity?: Identity; headers: Record<string, string> }) => Promise<CoreResponse>,
+  ): Promise<CoreResponse> {
+    const started = performance.now();
+    const state: { identity?: Identity; headers: Record<string, string> } = { headers: {} };
+    let response: CoreResponse;
+    let code: string | undefined;
     try {
+      response = await work(state);
+    } catch (error) {
+      settleBody(request.body, maxBodyBytes(uploadLimits(config.limits.maxUploadBytes)));
+      const apiError = asApiError(error);
+      code = apiError.code;
+      response = problemResponse(apiError, { ...state.headers, ...apiError.headers });
+    }
+    config.onResponse?.({
+      method: request.method,
+      route,
+      status: response.status,
+      ...(code ? { code } : {}),
+      ...(state.identity ? { keyId: state.identity.keyId, accountId: state.identity.account.id } : {}),
+      durationMs: Math.round(performance.now() - started),
+      bytesOut: response.body.length,
+    });
+    return response;
+  }
+
+  function uploadLimits(maxFileBytes: number) {
+    return {
+      maxFileBytes,
+      maxFields: config.limits.maxFields,
+      maxFieldBytes: config.limits.maxFieldBytes,
+      timeoutMs: config.limits.uploadTimeoutMs,
+    };
+  }
+
+  function handle(request: CoreRequest): Promise<CoreResponse> {
+    return respond('/v1/remove-bg', request, async (state) => {
       if (request.method !== 'POST') throw new ApiError('method_not_allowed', { headers: { allow: 'POST' } });
       // Who, then whether they may, and only then the body: a refused request is never parsed.
-      identity = await authenticate(request.headers, request.url, config.keyStore);
-      limitHeaders = rateLimitHeaders(await limiter.consume(identity.account.id, identity.account.plan));
-      await ensureVerified();
-      const upload = await readUpload(request.body, request.headers, uploadLimits, request.signal);
-      const cutout = await cutOut(
-        upload.file,
-        profile,
-        model,
-        { maxInputPixels: config.limits.maxInputPixels, pngCompressionLevel: config.pngCompressionLevel },
-        request.signal,
+      const identity = await authenticate(request, config.keyStore);
+      state.identity = identity;
+      const plan = enforcer.plan(identity.account.plan);
+      const admission = await enforcer.admit(identity.account.id, identity.account.plan);
+      state.headers = admission.headers;
+      try {
+        await ensureVerified();
+        const maxUpload = Math.min(config.limits.maxUploadBytes, plan.maxUploadBytes ?? Infinity);
+        const upload = await readUpload(request.body, request.headers, uploadLimits(maxUpload), request.signal);
+        const probe = await probeImage(upload.file, { maxInputPixels: config.limits.maxInputPixels });
+        const pixels = probe.width * probe.height;
+        if (plan.maxInputMegapixels !== undefined && pixels > plan.maxInputMegapixels * 1e6) {
+          throw new ApiError('plan_image_too_large', {
+            detail: `The image is ${(pixels / 1e6).toFixed(1)} MP; the plan allows ${plan.maxInputMegapixels} MP.`,
+          });
+        }
+        const refund = await enforcer.reserveQuota(identity.account.id, identity.account.plan, pixels);
+        let cutout: Cutout;
+        try {
+          cutout = await cutOut(
+            upload.file,
+            probe,
+            profile,
+            model,
+            { maxInputPixels: config.limits.maxInputPixels, pngCompressionLevel: config.pngCompressionLevel },
+            request.signal,
+          );
+        } catch (error) {
+          await refund();
+          throw error;
+        }
+        await enforcer.recordUsage(identity.account.id, pixels).catch((error: unknown) => config.onInternalError(error));
+        return success(cutout, state.headers);
+      } finally {
+        await admission.release();
+      }
+    });
+  }
+
+  function account(request: CoreRequest): Promise<CoreResponse> {
+    return respond('/v1/account', request, async (state) => {
+      if (request.method !== 'GET') throw new ApiError('method_not_allowed', { headers: { allow: 'GET' }, detail: 'Use GET.' });
+      const identity = await authenticate(request, config.keyStore);
+      state.identity = identity;
+      const plan = enforcer.plan(identity.account.plan);
+      const standing = await enforcer.standing(identity.account.id, identity.account.plan);
+      state.headers = rateLimitHeaders(standing.rate);
+      const body = Buffer.from(
+        JSON.stringify({
+          account: { id: identity.account.id, status: identity.account.status },
+          keyId: identity.keyId,
+          plan: {
+            name: identity.account.plan,
+            requestsPerMinute: plan.requestsPerMinute,
+            burst: plan.burst ?? 0,
+            maxConcurrent: plan.maxConcurrent ?? null,
+            maxUploadBytes: Math.min(config.limits.maxUploadBytes, plan.maxUploadBytes ?? Infinity),
+            maxInputMegapixels: Math.min(config.limits.maxInputPixels / 1e6, plan.maxInputMegapixels ?? Infinity),
+            monthlyQuota: plan.monthlyQuota ?? null,
+            outputOptions: plan.outputOptions ?? null,
+          },
+          usage: standing.usage,
+          quota: standing.quota,
+          rate: standing.rate,
+          inProgress: standing.inProgress,
+        }),
       );
-      return success(cutout, limitHeaders);
-    } catch (error) {
-      settleBody(request.body, maxBodyBytes(uploadLimits));
-      const apiError = asApiError(error);
-      return problemResponse(apiError, { ...limitHeaders, ...apiError.headers });
-    }
+      return {
+        status: 200,
+        headers: { ...state.headers, 'content-type': 'application/json', 'content-length': String(body.length), 'cache-control': 'no-store' },
+        body,
+      };
+    });
   }
 
   function asApiError(error: unknown): ApiError {
@@ -133,6 +235,11 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
 
   return {
     handle,
+    account,
+    routes: [
+      { path: '/v1/remove-bg', handle },
+      { path: '/v1/account', handle: account },
+    ],
     ready,
     async close() {
       client.close();

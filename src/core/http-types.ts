@@ -13,6 +13,8 @@ export interface CoreRequest {
   body: Readable;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
+  /** The client's address, after the host app's trusted-proxy rules (Express `req.ip`, Fastify `request.ip`). */
+  clientIp?: string | undefined;
 }
 
 /** What the core hands back: the adapter writes it as it is. */

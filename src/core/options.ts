@@ -1,7 +1,22 @@
-import type { KeyStore } from './auth/key-store.js';
+import type { Redis } from 'ioredis';
+import type { KeyLookup, KeyStore } from './auth/key-store.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
 import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
-import { DEFAULT_PLANS, type Plans } from './limits/plan-limiter.js';
+import type { RedisFailureMode } from './limits/plan-enforcer.js';
+import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
+
+/** One line per response, for access logs. Holds the key's short id, never the key. */
+export interface AccessLogEntry {
+  method: string;
+  route: string;
+  status: number;
+  /** The problem code of a refusal. */
+  code?: string;
+  keyId?: string;
+  accountId?: string;
+  durationMs: number;
+  bytesOut: number;
+}
 
 export interface InferenceOptions {
   /** `host:port` of the inference server (ours, or any Open Inference Protocol server). Default `127.0.0.1:50051`. */
@@ -34,10 +49,23 @@ export interface RequestLimits {
 }
 
 export interface RemoveBgOptions {
-  /** Where API keys are looked up. Required: the embedded default is `new FileKeyStore({ file })`. */
-  keyStore: KeyStore;
-  /** Plans by name, each account names one. Default: `free` (10/min) and `pro` (120/min). */
+  /** Where API keys are looked up: `new FileKeyStore({ file })` (embedded) or `new RedisKeyStore({ redis })`. */
+  keyStore?: KeyStore;
+  /**
+   * Instead of a key store: look a key up in your own database by its SHA-256 hash (the key
+   * itself never reaches this function). Resolve with the key and its account, or undefined.
+   */
+  resolveKey?: (hash: string) => Promise<KeyLookup | undefined>;
+  /** Plans by name, each account names one (see loadPlansFile). Default: DEFAULT_PLANS. */
   plans?: Plans;
+  /** Redis for limits, quotas, concurrency and usage shared by many API instances. Default: in memory. */
+  redis?: Redis;
+  /** While Redis is down: `fail-closed` (503, the default) or `insurance` (per-instance limits). */
+  redisFailureMode?: RedisFailureMode;
+  /** API instances sharing Redis, to size insurance limits (each gets 1/n). Default 1. */
+  insuranceInstances?: number;
+  /** Called once per response, with no key or header in it. Default: nothing. */
+  onResponse?: (entry: AccessLogEntry) => void;
   inference?: InferenceOptions;
   limits?: RequestLimits;
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
@@ -55,14 +83,20 @@ export type ResolvedOptions = ReturnType<typeof resolveOptions>;
 
 /** Fills in defaults and checks every value, so a bad option fails when the handler is created. */
 export function resolveOptions(options: RemoveBgOptions) {
-  if (!options || typeof options.keyStore?.findByHash !== 'function') {
-    throw new TypeError('keyStore is required: pass a KeyStore such as new FileKeyStore({ file })');
+  const keyStore: KeyStore | undefined = options?.resolveKey ? { findByHash: options.resolveKey } : options?.keyStore;
+  if (typeof keyStore?.findByHash !== 'function') {
+    throw new TypeError('a keyStore (such as new FileKeyStore({ file })) or a resolveKey function is required');
   }
+  if (options.keyStore && options.resolveKey) throw new TypeError('pass keyStore or resolveKey, not both');
   const inference = options.inference ?? {};
   const limits = options.limits ?? {};
   const resolved = {
-    keyStore: options.keyStore,
-    plans: options.plans ?? DEFAULT_PLANS,
+    keyStore,
+    plans: validatePlans(options.plans ?? DEFAULT_PLANS),
+    redis: options.redis,
+    redisFailureMode: options.redisFailureMode ?? ('fail-closed' as RedisFailureMode),
+    insuranceInstances: options.insuranceInstances ?? 1,
+    onResponse: options.onResponse,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
       modelName: inference.modelName ?? 'isnet',
@@ -98,8 +132,10 @@ export function resolveOptions(options: RemoveBgOptions) {
   if (!Number.isInteger(resolved.pngCompressionLevel) || resolved.pngCompressionLevel < 0 || resolved.pngCompressionLevel > 9) {
     throw new RangeError('pngCompressionLevel must be 0..9');
   }
-  if (Object.keys(resolved.plans).length === 0) throw new RangeError('plans must name at least one plan');
-  for (const [name, plan] of Object.entries(resolved.plans)) positive(`plans.${name}.requestsPerMinute`, plan.requestsPerMinute);
+  if (resolved.redisFailureMode !== 'fail-closed' && resolved.redisFailureMode !== 'insurance') {
+    throw new RangeError('redisFailureMode must be "fail-closed" or "insurance"');
+  }
+  positive('insuranceInstances', resolved.insuranceInstances);
   // The image must fit in one gRPC message of the model's input size.
   const inputBytes = 3 * resolved.inference.profile.width * resolved.inference.profile.height * 4;
   if (inputBytes + 1024 > resolved.inference.maxMessageBytes) {

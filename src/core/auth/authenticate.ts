@@ -1,7 +1,8 @@
 import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
 import { hashApiKey, isWellFormedApiKey, keyIdOf } from './api-key.js';
-import type { Account, KeyStore } from './key-store.js';
+import { BlockList, isIP } from 'node:net';
+import type { Account, KeyRecord, KeyStore } from './key-store.js';
 
 export interface Identity {
   account: Account;
@@ -31,15 +32,22 @@ export function extractApiKey(headers: IncomingHeaders, url: string): string {
   }
   // Node joins repeated headers with ", ", and adapters may pass arrays: both mean two keys.
   if (Array.isArray(value) || value.includes(',')) {
-    throw unauthorized('malformed_api_key', 'Send exactly one X-API-KEY header.');
+    throw unauthorized('multiple_api_keys');
   }
   if (value.length === 0) throw unauthorized('missing_api_key');
   if (!isWellFormedApiKey(value)) throw unauthorized('malformed_api_key');
   return value;
 }
 
-export async function authenticate(headers: IncomingHeaders, url: string, store: KeyStore, now = new Date()): Promise<Identity> {
-  const key = extractApiKey(headers, url);
+export interface AuthRequest {
+  headers: IncomingHeaders;
+  url: string;
+  /** The client's address as the adapter sees it (after the host app's trusted-proxy rules). */
+  clientIp?: string | undefined;
+}
+
+export async function authenticate(request: AuthRequest, store: KeyStore, now = new Date()): Promise<Identity> {
+  const key = extractApiKey(request.headers, request.url);
   const hash = hashApiKey(key);
   let found;
   try {
@@ -52,5 +60,40 @@ export async function authenticate(headers: IncomingHeaders, url: string, store:
   if (found.key.revokedAt) throw unauthorized('revoked_api_key');
   if (found.key.expiresAt && Date.parse(found.key.expiresAt) <= now.getTime()) throw unauthorized('expired_api_key');
   if (found.account.status !== 'active') throw new ApiError('account_suspended');
+  checkRestrictions(found.key, request);
   return { account: found.account, keyId: keyIdOf(hash) };
+}
+
+/** Keys may be limited to client addresses (or CIDR ranges) and to browser origins. */
+function checkRestrictions(key: KeyRecord, request: AuthRequest): void {
+  if (key.allowedIps?.length) {
+    const ip = normaliseIp(request.clientIp);
+    if (!ip || !ipAllowed(ip, key.allowedIps)) {
+      throw new ApiError('ip_not_allowed', { detail: 'This API key may not be used from this address.' });
+    }
+  }
+  if (key.allowedOrigins?.length) {
+    const origin = request.headers.origin;
+    if (typeof origin !== 'string' || !key.allowedOrigins.includes(origin)) {
+      throw new ApiError('origin_not_allowed', { detail: 'This API key may not be used from this origin.' });
+    }
+  }
+}
+
+function normaliseIp(ip: string | undefined): string | undefined {
+  if (!ip) return undefined;
+  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  return v4 ? v4[1] : ip;
+}
+
+function ipAllowed(ip: string, allowed: string[]): boolean {
+  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  const list = new BlockList();
+  for (const entry of allowed) {
+    const [address, prefix] = entry.split('/');
+    const entryFamily = isIP(address ?? '') === 6 ? 'ipv6' : 'ipv4';
+    if (prefix === undefined) list.addAddress(address!, entryFamily);
+    else list.addSubnet(address!, Number(prefix), entryFamily);
+  }
+  return list.check(ip, family);
 }

@@ -1,7 +1,8 @@
 import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { generateApiKey, hashApiKey, hashesEqual, keyIdOf } from './api-key.js';
-import type { Account, KeyLookup, KeyRecord, KeyStore } from './key-store.js';
+import { hashesEqual, keyIdOf } from './api-key.js';
+import { expireBy, newKey, NotFoundError } from './key-records.js';
+import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
 
 export interface KeyFile {
   version: 1;
@@ -16,15 +17,6 @@ export interface FileKeyStoreOptions {
   reloadIntervalMs?: number;
 }
 
-export interface CreateKeyOptions {
-  accountId: string;
-  /** The account is created with this plan if it does not exist, or moved to it if it does. */
-  plan: string;
-  expiresAt?: Date | null;
-  /** Revoke the account's other keys in the same write (used for the demo key). */
-  revokeOthers?: boolean;
-}
-
 const EMPTY: KeyFile = { version: 1, accounts: [], keys: [] };
 const LOCK_STALE_MS = 10_000;
 
@@ -33,7 +25,7 @@ const LOCK_STALE_MS = 10_000;
  * by other processes without a restart; writers take a lock file and replace the file by rename,
  * so a reader never sees a half-written file.
  */
-export class FileKeyStore implements KeyStore {
+export class FileKeyStore implements KeyAdmin {
   private readonly file: string;
   private readonly reloadIntervalMs: number;
   private snapshot: { mtimeMs: number; size: number; byId: Map<string, KeyRecord[]>; accounts: Map<string, Account> } | undefined;
@@ -54,29 +46,65 @@ export class FileKeyStore implements KeyStore {
     return account ? { key, account } : undefined;
   }
 
-  /** Creates a key, writes its hash, and returns the full key: the only time it is ever visible. */
   async createKey(options: CreateKeyOptions): Promise<{ key: string; record: KeyRecord }> {
-    const key = generateApiKey();
-    const hash = hashApiKey(key);
-    const now = new Date().toISOString();
-    const record: KeyRecord = {
-      id: keyIdOf(hash),
-      hash,
-      accountId: options.accountId,
-      createdAt: now,
-      expiresAt: options.expiresAt ? options.expiresAt.toISOString() : null,
-      revokedAt: null,
-    };
+    const created = newKey(options);
     await this.update((data) => {
       const account = data.accounts.find((a) => a.id === options.accountId);
       if (account) account.plan = options.plan;
       else data.accounts.push({ id: options.accountId, plan: options.plan, status: 'active' });
       if (options.revokeOthers) {
-        for (const other of data.keys) if (other.accountId === options.accountId && !other.revokedAt) other.revokedAt = now;
+        for (const other of data.keys) {
+          if (other.accountId === options.accountId && !other.revokedAt) other.revokedAt = created.record.createdAt;
+        }
       }
-      data.keys.push(record);
+      data.keys.push(created.record);
     });
-    return { key, record };
+    return created;
+  }
+
+  async listKeys(accountId?: string): Promise<KeyRecord[]> {
+    const data = await this.read();
+    return data.keys.filter((k) => !accountId || k.accountId === accountId);
+  }
+
+  async revokeKey(keyId: string): Promise<KeyRecord> {
+    let revoked: KeyRecord | undefined;
+    await this.update((data) => {
+      const key = findKey(data, keyId);
+      key.revokedAt ??= new Date().toISOString();
+      revoked = { ...key };
+    });
+    return revoked!;
+  }
+
+  async rotateKey(keyId: string, overlapMs: number): Promise<{ key: string; record: KeyRecord; old: KeyRecord }> {
+    let result: { key: string; record: KeyRecord; old: KeyRecord } | undefined;
+    await this.update((data) => {
+      const index = data.keys.indexOf(findKey(data, keyId));
+      const old = data.keys[index]!;
+      if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
+      const account = data.accounts.find((a) => a.id === old.accountId)!;
+      const created = newKey({ accountId: old.accountId, plan: account.plan, expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins });
+      data.keys[index] = expireBy(old, new Date(Date.now() + overlapMs));
+      data.keys.push(created.record);
+      result = { ...created, old: data.keys[index]! };
+    });
+    return result!;
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    return (await this.read()).accounts;
+  }
+
+  async setAccountStatus(accountId: string, status: Account['status']): Promise<Account> {
+    let updated: Account | undefined;
+    await this.update((data) => {
+      const account = data.accounts.find((a) => a.id === accountId);
+      if (!account) throw new NotFoundError(`no account ${accountId}`);
+      account.status = status;
+      updated = { ...account };
+    });
+    return updated!;
   }
 
   /** Read-modify-write under the lock file. */
@@ -159,4 +187,10 @@ export class FileKeyStore implements KeyStore {
       }
     }
   }
+}
+
+function findKey(data: KeyFile, keyId: string): KeyRecord {
+  const key = data.keys.find((k) => k.id === keyId);
+  if (!key) throw new NotFoundError(`no key ${keyId}`);
+  return key;
 }

@@ -16,6 +16,10 @@ export interface KeyRecord {
   expiresAt: string | null;
   /** ISO time the key was revoked; null while it is valid. */
   revokedAt: string | null;
+  /** Client addresses or CIDR ranges the key may be used from; absent or empty for anywhere. */
+  allowedIps?: string[];
+  /** Browser origins (`https://shop.example`) the key may be used from; absent or empty for any. */
+  allowedOrigins?: string[];
 }
 
 export interface KeyLookup {
@@ -24,11 +28,37 @@ export interface KeyLookup {
 }
 
 /**
- * Where keys and accounts live. The embedded default is FileKeyStore; a store backed by Redis or
- * an app's own database implements the same interface.
+ * Where the handler looks keys up. The embedded default is FileKeyStore, RedisKeyStore serves
+ * many instances; an app with its own database passes `resolveKey` to the handler instead.
  */
 export interface KeyStore {
   /** The key with this SHA-256 hash and its account, or undefined when there is none. */
   findByHash(hash: string): Promise<KeyLookup | undefined>;
   close?(): Promise<void>;
+}
+
+export interface CreateKeyOptions {
+  accountId: string;
+  /** The account is created with this plan if it does not exist, or moved to it if it does. */
+  plan: string;
+  expiresAt?: Date | null;
+  allowedIps?: string[];
+  allowedOrigins?: string[];
+  /** Revoke the account's other keys in the same write (used for the demo key). */
+  revokeOthers?: boolean;
+}
+
+/** The write side of a key store, used by the `bgcut-keys` CLI and by apps that issue keys. */
+export interface KeyAdmin extends KeyStore {
+  /** Creates a key and returns it in full: the only time it is ever visible. */
+  createKey(options: CreateKeyOptions): Promise<{ key: string; record: KeyRecord }>;
+  listKeys(accountId?: string): Promise<KeyRecord[]>;
+  revokeKey(keyId: string): Promise<KeyRecord>;
+  /**
+   * Issues a new key for the same account and lets the old one work until `overlapMs` from
+   * now, so clients can switch without downtime.
+   */
+  rotateKey(keyId: string, overlapMs: number): Promise<{ key: string; record: KeyRecord; old: KeyRecord }>;
+  listAccounts(): Promise<Account[]>;
+  setAccountStatus(accountId: string, status: Account['status']): Promise<Account>;
 }

@@ -32,7 +32,8 @@ export interface Cutout {
 /** Formats accepted as input, by sharp's metadata name. AVIF reports as heif with av1 compression. */
 const ACCEPTED_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'tiff', 'heif']);
 
-interface Probe {
+export interface Probe {
+  /** Upright size, after EXIF orientation. */
   width: number;
   height: number;
 }
@@ -66,11 +67,12 @@ export async function probeImage(bytes: Buffer, limits: ImageLimits): Promise<Pr
 }
 
 /**
- * The whole image path: probe, decode upright to 8-bit sRGB, resize and normalise for the
+ * The whole image path, for an image probeImage accepted: decode upright to 8-bit sRGB, resize and normalise for the
  * model, run it, scale its mask back to the upright full size, attach it as alpha, encode PNG.
  */
 export async function cutOut(
   bytes: Buffer,
+  probe: Probe,
   profile: PreprocessingProfile,
   model: MaskModel,
   options: ImageLimits & EncodeOptions,
@@ -84,7 +86,6 @@ export async function cutOut(
     return elapsed;
   };
 
-  const probe = await probeImage(bytes, options);
   // First frame only (sharp's default for animations); failOn 'error' refuses truncated data
   // instead of returning a half-grey picture; autoOrient turns the image upright first.
   const decoder = () => sharp(bytes, { limitInputPixels: options.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb').removeAlpha();

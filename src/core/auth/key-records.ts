@@ -1,0 +1,29 @@
+import { generateApiKey, hashApiKey, keyIdOf } from './api-key.js';
+import type { CreateKeyOptions, KeyRecord } from './key-store.js';
+
+/** A new key and the record that is stored for it (the record holds only the hash). */
+export function newKey(options: CreateKeyOptions, now = new Date()): { key: string; record: KeyRecord } {
+  const key = generateApiKey();
+  const hash = hashApiKey(key);
+  const record: KeyRecord = {
+    id: keyIdOf(hash),
+    hash,
+    accountId: options.accountId,
+    createdAt: now.toISOString(),
+    expiresAt: options.expiresAt ? options.expiresAt.toISOString() : null,
+    revokedAt: null,
+    ...(options.allowedIps?.length ? { allowedIps: options.allowedIps } : {}),
+    ...(options.allowedOrigins?.length ? { allowedOrigins: options.allowedOrigins } : {}),
+  };
+  return { key, record };
+}
+
+/** The key's expiry brought forward to `until`, unless it already ends sooner. */
+export function expireBy(record: KeyRecord, until: Date): KeyRecord {
+  const current = record.expiresAt ? Date.parse(record.expiresAt) : Infinity;
+  return { ...record, expiresAt: new Date(Math.min(current, until.getTime())).toISOString() };
+}
+
+export class NotFoundError extends Error {
+  override readonly name = 'NotFoundError';
+}
