@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
+    setupFiles: ['test/setup/capture-output.ts'],
     // The suites share one real inference server and two cores: running files one at a time
     // keeps every deadline in the tests meaningful.
     fileParallelism: false,

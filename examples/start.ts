@@ -24,7 +24,7 @@ inference.on('exit', (code, signal) => {
 const keyStore = new FileKeyStore({ file: keysFile });
 // Only the hash is stored, so a key can be shown once: mint a fresh demo key each start and
 // revoke the previous one.
-const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'free', revokeOthers: true });
+const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', revokeOthers: true });
 
 const handler = createRemoveBgHandler({ keyStore, inference: { address: `127.0.0.1:${inferencePort}` } });
 console.log('waiting for the inference server to load the model...');

@@ -12,3 +12,4 @@ export { PlanEnforcer, type RedisFailureMode } from './limits/plan-enforcer.js';
 export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
 export { cutOut, probeImage, type Cutout, type MaskModel } from './image/pipeline.js';
 export { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
+export { connectRedis } from './redis.js';

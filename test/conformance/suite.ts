@@ -22,6 +22,8 @@ function handlerOptions(keys: TestKeys, address: string, extra: Partial<RemoveBg
     inference: { address, timeoutMs: 20_000, retryAfterSeconds: 3 },
     limits: { maxUploadBytes: MAX_UPLOAD, maxInputPixels: 30_000_000 },
     onInternalError: () => {},
+    // Printed, so the global log scan sees the access log too.
+    onResponse: (entry) => console.log(`access ${JSON.stringify(entry)}`),
     ...extra,
   };
 }
@@ -136,6 +138,75 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       expect(retryAfter).toBeGreaterThan(0);
       expect(retryAfter).toBeLessThanOrEqual(60);
       expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    });
+
+    it('401 multiple_api_keys for two X-API-KEY headers', async () => {
+      const response = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = http.request(endpoint, { method: 'POST', headers: { 'x-api-key': [keys.good, keys.good], 'content-length': 0 } }, (res) => {
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        });
+        request.on('error', reject);
+        request.end();
+      });
+      expect(response.status).toBe(401);
+      expect(JSON.parse(response.body).code).toBe('multiple_api_keys');
+    });
+
+    describe('403 when identified but refused', () => {
+      it('ip_not_allowed for a key limited to other addresses', async () => {
+        const response = await post({ headers: { 'x-api-key': keys.ipLocked } });
+        await expectProblem(response, 403, 'ip_not_allowed');
+      });
+
+      it('origin_not_allowed for a key limited to another origin, accepted from its own', async () => {
+        const wrong = await post({ headers: { 'x-api-key': keys.originLocked, origin: 'https://evil.example' } });
+        await expectProblem(wrong, 403, 'origin_not_allowed');
+        const right = await post({ headers: { 'x-api-key': keys.originLocked, origin: 'https://shop.example' } });
+        await expectProblem(right, 415, 'not_multipart');
+      });
+
+      it('plan_image_too_large for an image over the plan\'s megapixels', async () => {
+        const image = await objectOnTexture(640, 480);
+        const response = await post({ headers: { 'x-api-key': keys.smallImages }, body: imageForm(image.bytes) });
+        const problem = await expectProblem(response, 403, 'plan_image_too_large');
+        expect(problem.detail).toContain('0.1 MP');
+      });
+    });
+
+    it('charges the monthly quota for successful cutouts only, then 429 quota_exceeded; GET /v1/account shows it', async () => {
+      const image = await objectOnTexture(160, 120);
+      const broken = await post({ headers: { 'x-api-key': keys.oneImage }, body: imageForm(image.bytes.subarray(0, 300)) });
+      await expectProblem(broken, 422, 'corrupt_image');
+      const first = await post({ headers: { 'x-api-key': keys.oneImage }, body: imageForm(image.bytes) });
+      expect(first.status).toBe(200);
+      await first.arrayBuffer();
+      const second = await post({ headers: { 'x-api-key': keys.oneImage }, body: imageForm(image.bytes) });
+      await expectProblem(second, 429, 'quota_exceeded');
+      expect(Number(second.headers.get('retry-after'))).toBeGreaterThan(0);
+
+      const account = await fetch(`${app.url}/api/v1/account`, { headers: { 'x-api-key': keys.oneImage } });
+      expect(account.status).toBe(200);
+      expect(account.headers.get('x-ratelimit-limit')).toBe('1000');
+      const body = (await account.json()) as any;
+      expect(body.account).toEqual({ id: 'acct_one', status: 'active' });
+      expect(body.plan).toMatchObject({ name: 'one_image', monthlyQuota: { unit: 'images', amount: 1 } });
+      expect(body.usage).toMatchObject({ images: 1, megapixels: 0.0192 });
+      expect(body.quota).toMatchObject({ used: 1, remaining: 0 });
+      expect(JSON.stringify(body)).not.toContain(keys.oneImage);
+    });
+
+    it('429 concurrency_limited when the plan\'s requests in progress are all taken', async () => {
+      const image = await objectOnTexture(160, 120);
+      const send = () => post({ headers: { 'x-api-key': keys.oneAtATime }, body: imageForm(image.bytes) });
+      const first = send();
+      await new Promise((r) => setTimeout(r, 300));
+      const second = await send();
+      await expectProblem(second, 429, 'concurrency_limited');
+      expect((await first).status).toBe(200);
+      const third = await send();
+      expect(third.status).toBe(200);
     });
 
     describe('bad bodies each get their own status and code', () => {

@@ -2,10 +2,14 @@ import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { FileKeyStore, generateApiKey, type Plans } from '../../src/core/index.js';
+import { recordIssuedKeys } from './log-capture.js';
 
 export const TEST_PLANS: Plans = {
   roomy: { requestsPerMinute: 1000 },
   tiny: { requestsPerMinute: 3 },
+  small_images: { requestsPerMinute: 1000, maxInputMegapixels: 0.1 },
+  one_image: { requestsPerMinute: 1000, monthlyQuota: { unit: 'images', amount: 1 } },
+  one_at_a_time: { requestsPerMinute: 1000, maxConcurrent: 1 },
 };
 
 export interface TestKeys {
@@ -18,6 +22,13 @@ export interface TestKeys {
   suspended: string;
   /** Well-formed (prefix, length, checksum) but never issued. */
   unknown: string;
+  /** Only usable from 10.0.0.0/8. */
+  ipLocked: string;
+  /** Only usable from https://shop.example. */
+  originLocked: string;
+  smallImages: string;
+  oneImage: string;
+  oneAtATime: string;
 }
 
 /** A fresh key file with one key for each case the suites need. */
@@ -34,7 +45,14 @@ export async function createTestKeys(): Promise<TestKeys> {
   await store.update((data) => {
     data.accounts.find((a) => a.id === 'acct_suspended')!.status = 'suspended';
   });
-  return { store, file, good, tiny, expired, revoked, suspended, unknown: generateApiKey() };
+  const ipLocked = (await store.createKey({ accountId: 'acct_ip', plan: 'roomy', allowedIps: ['10.0.0.0/8'] })).key;
+  const originLocked = (await store.createKey({ accountId: 'acct_origin', plan: 'roomy', allowedOrigins: ['https://shop.example'] })).key;
+  const smallImages = (await store.createKey({ accountId: 'acct_small', plan: 'small_images' })).key;
+  const oneImage = (await store.createKey({ accountId: 'acct_one', plan: 'one_image' })).key;
+  const oneAtATime = (await store.createKey({ accountId: 'acct_serial', plan: 'one_at_a_time' })).key;
+  const keys = { store, file, good, tiny, expired, revoked, suspended, unknown: generateApiKey(), ipLocked, originLocked, smallImages, oneImage, oneAtATime };
+  recordIssuedKeys(Object.values(keys).filter((v): v is string => typeof v === 'string' && v.startsWith('bgk_')));
+  return keys;
 }
 
 /** A multipart/form-data body built by hand, for cases FormData cannot express. */

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { captureOutput } from './log-capture.js';
 
 // From test/helpers (vitest) the build is in ../../dist; from dist/test/helpers (bench) it is ../../src.
 const CLI = ['../../dist/src/inference-server/cli.js', '../../src/inference-server/cli.js']
@@ -55,6 +56,7 @@ export function startInferenceProcess(
     };
     let resolved = false;
     const onDataOnce = (chunk: Buffer) => {
+      captureOutput(chunk.toString());
       if (resolved) {
         log += chunk.toString();
         return;

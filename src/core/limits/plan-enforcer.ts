@@ -8,6 +8,7 @@ import {
 } from 'rate-limiter-flexible';
 import { ApiError } from '../errors.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore, type ConcurrencyStore } from './concurrency.js';
+import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './quota-store.js';
 import { quotaCost, type Plan, type Plans } from './plans.js';
 import { MemoryUsageMeter, monthOf, RedisUsageMeter, type Usage, type UsageMeter } from './usage-meter.js';
 
@@ -44,7 +45,6 @@ interface PlanLimiters {
   rate: RateLimiterAbstract | BurstyRateLimiter;
   /** The per-minute limiter alone, read for headers and GET /v1/account. */
   minute: RateLimiterAbstract;
-  quota: RateLimiterAbstract | undefined;
 }
 
 /** The IETF RateLimit / RateLimit-Policy fields plus the common X-RateLimit-* ones. */
@@ -71,6 +71,8 @@ export class PlanEnforcer {
   private readonly limiters = new Map<string, PlanLimiters>();
   private readonly concurrency: ConcurrencyStore;
   private readonly fallbackConcurrency = new MemoryConcurrencyStore();
+  private readonly quotas: QuotaStore;
+  private readonly fallbackQuotas = new MemoryQuotaStore();
   private readonly usageMeter: UsageMeter;
   private readonly slotTtlMs: number;
   private readonly insurance: boolean;
@@ -99,11 +101,10 @@ export class PlanEnforcer {
     for (const [name, plan] of Object.entries(options.plans)) {
       const minute = limiter(`rate:${name}`, plan.requestsPerMinute, 60);
       const rate = plan.burst ? new BurstyRateLimiter(minute, limiter(`burst:${name}`, plan.burst, 3600)) : minute;
-      // Keys carry the month, so each calendar month starts afresh; 32 days outlives any month.
-      const quota = plan.monthlyQuota ? limiter(`quota:${name}`, plan.monthlyQuota.amount, 32 * 86400) : undefined;
-      this.limiters.set(name, { plan, rate, minute, quota });
+      this.limiters.set(name, { plan, rate, minute });
     }
     this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix) : new MemoryConcurrencyStore();
+    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
     this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
   }
 
@@ -159,23 +160,29 @@ export class PlanEnforcer {
    * only successful cutouts are charged.
    */
   async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date()): Promise<() => Promise<void>> {
-    const { plan, quota } = this.entry(planName);
-    if (!quota || !plan.monthlyQuota) return async () => {};
+    const { plan } = this.entry(planName);
+    if (!plan.monthlyQuota) return async () => {};
     const cost = quotaCost(plan.monthlyQuota, pixels);
+    // The key carries the month, so each calendar month starts afresh; 32 days outlives any month.
     const key = `${accountId}:${monthOf(now)}`;
+    const ttl = 32 * 86400;
+    let store = this.quotas;
+    let charged: boolean;
     try {
-      await quota.consume(key, cost);
-    } catch (rejection) {
-      if (!(rejection instanceof RateLimiterRes)) throw unavailable('quota store', rejection);
-      // Over: give back what this attempt added, so the month's count stays at what was served.
-      await quota.reward(key, cost).catch(() => {});
+      charged = await store.charge(key, cost, plan.monthlyQuota.amount, ttl);
+    } catch (error) {
+      if (!this.insurance) throw unavailable('quota store', error);
+      store = this.fallbackQuotas;
+      charged = await store.charge(key, cost, Math.max(1, Math.floor(plan.monthlyQuota.amount / this.share)), ttl);
+    }
+    if (!charged) {
       throw new ApiError('quota_exceeded', {
         detail: `The plan's monthly quota of ${plan.monthlyQuota.amount} ${plan.monthlyQuota.unit} is used up.`,
         headers: { 'retry-after': String(secondsToNextMonth(now)) },
       });
     }
     return async () => {
-      await quota.reward(key, cost).catch(() => {});
+      await store.refund(key, cost).catch(() => {});
     };
   }
 
@@ -185,11 +192,11 @@ export class PlanEnforcer {
 
   /** The account's standing, without consuming anything: for GET /v1/account. */
   async standing(accountId: string, planName: string, now = new Date()) {
-    const { plan, minute, quota } = this.entry(planName);
+    const { plan, minute } = this.entry(planName);
     try {
-      const [rate, quotaRes, usage, inProgress] = await Promise.all([
+      const [rate, quotaUsed, usage, inProgress] = await Promise.all([
         minute.get(accountId),
-        quota?.get(`${accountId}:${monthOf(now)}`),
+        plan.monthlyQuota ? this.quotas.used(`${accountId}:${monthOf(now)}`) : 0,
         this.usageMeter.get(accountId, monthOf(now)),
         this.concurrency.inUse(accountId),
       ]);
@@ -198,7 +205,6 @@ export class PlanEnforcer {
         remaining: rate ? Math.max(0, rate.remainingPoints) : plan.requestsPerMinute,
         resetSeconds: rate ? Math.ceil(rate.msBeforeNext / 1000) : 60,
       };
-      const quotaUsed = quotaRes?.consumedPoints ?? 0;
       return {
         rate: rateState,
         usage: usage satisfies Usage,

@@ -1,0 +1,71 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * Monthly quota counters, one per account and month. Checked and charged in one step, so
+ * concurrent requests cannot overshoot. (rate-limiter-flexible is not used here: its memory
+ * store expires keys with setTimeout, which cannot span a month.)
+ */
+export interface QuotaStore {
+  /** Adds `cost` unless that would pass `limit`; resolves with whether it was charged. */
+  charge(key: string, cost: number, limit: number, ttlSeconds: number): Promise<boolean>;
+  refund(key: string, cost: number): Promise<void>;
+  used(key: string): Promise<number>;
+}
+
+export class MemoryQuotaStore implements QuotaStore {
+  private readonly counters = new Map<string, number>();
+
+  async charge(key: string, cost: number, limit: number): Promise<boolean> {
+    const used = this.counters.get(key) ?? 0;
+    if (used + cost > limit) return false;
+    this.counters.set(key, used + cost);
+    return true;
+  }
+
+  async refund(key: string, cost: number): Promise<void> {
+    this.counters.set(key, Math.max(0, (this.counters.get(key) ?? 0) - cost));
+  }
+
+  async used(key: string): Promise<number> {
+    return this.counters.get(key) ?? 0;
+  }
+}
+
+const CHARGE = `
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+if used > tonumber(ARGV[2]) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+`;
+
+const REFUND = `
+local used = redis.call('DECRBY', KEYS[1], ARGV[1])
+if used < 0 then redis.call('SET', KEYS[1], 0, 'KEEPTTL') end
+return 1
+`;
+
+export class RedisQuotaStore implements QuotaStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  async charge(key: string, cost: number, limit: number, ttlSeconds: number): Promise<boolean> {
+    return (await this.redis.eval(CHARGE, 1, this.k(key), cost, limit, ttlSeconds)) === 1;
+  }
+
+  async refund(key: string, cost: number): Promise<void> {
+    await this.redis.eval(REFUND, 1, this.k(key), cost);
+  }
+
+  async used(key: string): Promise<number> {
+    return Number((await this.redis.get(this.k(key))) ?? 0);
+  }
+
+  private k(key: string): string {
+    return `${this.prefix}:quota:${key}`;
+  }
+}
