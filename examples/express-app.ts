@@ -5,7 +5,15 @@
 import express, { type Express } from 'express';
 import { pathToFileURL } from 'node:url';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
-import { createRemoveBgHandler, FileKeyStore, type RemoveBgHandler } from '../src/core/index.js';
+import {
+  connectRedis,
+  createRemoveBgHandler,
+  FileKeyStore,
+  loadPlansFile,
+  RedisKeyStore,
+  type RemoveBgHandler,
+  type RemoveBgOptions,
+} from '../src/core/index.js';
 
 /** `prefix` mounts the endpoint below a path of the host app, e.g. `/api` serves `POST /api/v1/remove-bg`. */
 export function createExpressApp(handler: RemoveBgHandler, prefix = ''): Express {
@@ -27,10 +35,21 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = ''): Express
   return app;
 }
 
-export function handlerFromEnvironment(): RemoveBgHandler {
+/**
+ * The handler as configured by the environment: REDIS_URL (shared keys and limits for many
+ * instances; else a key file and in-memory limits), BGCUT_KEYS_FILE, BGCUT_PLANS_FILE,
+ * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS. Access log lines go to stdout, with key ids only.
+ */
+export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
+  const redis = process.env.REDIS_URL ? connectRedis(process.env.REDIS_URL) : undefined;
   return createRemoveBgHandler({
-    keyStore: new FileKeyStore({ file: process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' }),
+    keyStore: redis ? new RedisKeyStore({ redis }) : new FileKeyStore({ file: process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' }),
+    redis,
+    redisFailureMode: process.env.BGCUT_REDIS_FAILURE_MODE === 'insurance' ? 'insurance' : 'fail-closed',
+    ...(process.env.BGCUT_PLANS_FILE ? { plans: loadPlansFile(process.env.BGCUT_PLANS_FILE) } : {}),
     inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051' },
+    onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
+    ...overrides,
   });
 }
 

@@ -5,8 +5,8 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { FileKeyStore, createRemoveBgHandler } from '../src/core/index.js';
-import { createExpressApp } from './express-app.js';
+import { FileKeyStore } from '../src/core/index.js';
+import { createExpressApp, handlerFromEnvironment } from './express-app.js';
 
 const port = Number(process.env.PORT ?? 3000);
 const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
@@ -26,7 +26,7 @@ const keyStore = new FileKeyStore({ file: keysFile });
 // revoke the previous one.
 const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', revokeOthers: true });
 
-const handler = createRemoveBgHandler({ keyStore, inference: { address: `127.0.0.1:${inferencePort}` } });
+const handler = handlerFromEnvironment({ keyStore, inference: { address: `127.0.0.1:${inferencePort}` } });
 console.log('waiting for the inference server to load the model...');
 await handler.ready();
 

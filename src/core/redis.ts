@@ -1,13 +1,25 @@
 import { Redis, type RedisOptions } from 'ioredis';
 
+export interface ConnectRedisOptions extends RedisOptions {
+  /** Longest a command may take before it fails, in ms. Default 1000. */
+  commandTimeoutMs?: number;
+  /** Told once when the connection is lost and once when it is back. Default: a line on stderr. */
+  onStateChange?: (state: 'down' | 'up', error?: Error) => void;
+}
+
 /**
  * An ioredis client set up for request paths: commands fail at once while disconnected
  * (no offline queue) and after `commandTimeoutMs` when Redis hangs, so a Redis outage turns into
  * a prompt 503 (or insurance limits), never a stuck request; it reconnects by itself.
  */
-export function connectRedis(url: string, options: RedisOptions & { commandTimeoutMs?: number } = {}): Redis {
-  const { commandTimeoutMs = 1000, ...rest } = options;
-  return new Redis(url, {
+export function connectRedis(url: string, options: ConnectRedisOptions = {}): Redis {
+  const {
+    commandTimeoutMs = 1000,
+    onStateChange = (state: 'down' | 'up', error?: Error) =>
+      console.error(state === 'down' ? `bgcut: redis unreachable (${error?.message ?? 'closed'})` : 'bgcut: redis reachable again'),
+    ...rest
+  } = options;
+  const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
@@ -15,4 +27,17 @@ export function connectRedis(url: string, options: RedisOptions & { commandTimeo
     retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
     ...rest,
   });
+  // ioredis emits an error on every failed reconnect; report state changes, not each attempt.
+  let down = false;
+  client.on('error', (error: Error) => {
+    if (down) return;
+    down = true;
+    onStateChange('down', error);
+  });
+  client.on('ready', () => {
+    if (!down) return;
+    down = false;
+    onStateChange('up');
+  });
+  return client;
 }

@@ -31,6 +31,7 @@ export async function startRedis(): Promise<RedisServer> {
       throw new Error(`cannot start redis-server (is it installed?): ${error.message}`);
     });
     const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => {}); // refused until the server is up: expected
     for (let i = 0; i < 100; i++) {
       try {
         await probe.connect();
