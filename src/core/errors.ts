@@ -33,6 +33,7 @@ export const ERROR_CATALOG = {
     title: 'Body is not multipart/form-data',
     detail: 'Send the image as the part named "file" of a multipart/form-data body.',
   },
+  invalid_option: { status: 400, title: 'Invalid option', detail: 'An output option is unknown or invalid.' },
   malformed_multipart: { status: 400, title: 'Malformed multipart body', detail: 'The multipart/form-data body could not be parsed.' },
   missing_file: { status: 400, title: 'File part missing', detail: 'The form has no part named "file" with an image.' },
   too_many_files: { status: 400, title: 'Too many files', detail: 'Send exactly one file, in the part named "file".' },

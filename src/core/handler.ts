@@ -2,11 +2,14 @@ import type { Readable } from 'node:stream';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import { ApiError, problemOf } from './errors.js';
 import type { CoreRequest, CoreResponse } from './http-types.js';
-import { cutOut, probeImage, type Cutout } from './image/pipeline.js';
+import { renderOutput, type Rendered } from './image/output.js';
+import { probeImage, segment, type Segmentation } from './image/pipeline.js';
 import { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
 import { PlanEnforcer, rateLimitHeaders } from './limits/plan-enforcer.js';
 import { maxBodyBytes, readUpload } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
+import { parseOutputOptions, type OutputOptionName, type OutputOptions } from './output-options.js';
+import type { Plan } from './limits/plans.js';
 
 export interface Route {
   /** Path below wherever the adapter mounts the routes. */
@@ -139,9 +142,13 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       const admission = await enforcer.admit(identity.account.id, identity.account.plan);
       state.headers = admission.headers;
       try {
+        // Options in the query string are checked before the upload is read.
+        checkPlanOptions(plan, parseOutputOptions({}, request.url, request.headers).requested);
         await ensureVerified();
         const maxUpload = Math.min(config.limits.maxUploadBytes, plan.maxUploadBytes ?? Infinity);
         const upload = await readUpload(request.body, request.headers, uploadLimits(maxUpload), request.signal);
+        const { options: output, requested } = parseOutputOptions(upload.fields, request.url, request.headers);
+        checkPlanOptions(plan, requested);
         const probe = await probeImage(upload.file, { maxInputPixels: config.limits.maxInputPixels });
         const pixels = probe.width * probe.height;
         if (plan.maxInputMegapixels !== undefined && pixels > plan.maxInputMegapixels * 1e6) {
@@ -149,23 +156,28 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
             detail: `The image is ${(pixels / 1e6).toFixed(1)} MP; the plan allows ${plan.maxInputMegapixels} MP.`,
           });
         }
+        const maxOutputPixels = plan.maxOutputMegapixels === undefined ? Infinity : plan.maxOutputMegapixels * 1e6;
+        if (output.size === 'full' && pixels > maxOutputPixels) {
+          throw new ApiError('option_not_in_plan', {
+            detail: `size=full would be ${(pixels / 1e6).toFixed(1)} MP; the plan allows ${plan.maxOutputMegapixels} MP of output (use size=auto).`,
+          });
+        }
         const refund = await enforcer.reserveQuota(identity.account.id, identity.account.plan, pixels);
-        let cutout: Cutout;
+        let segmentation: Segmentation;
+        let rendered: Rendered;
         try {
-          cutout = await cutOut(
-            upload.file,
-            probe,
-            profile,
-            model,
-            { maxInputPixels: config.limits.maxInputPixels, pngCompressionLevel: config.pngCompressionLevel },
-            request.signal,
-          );
+          segmentation = await segment(upload.file, probe, profile, model, { maxInputPixels: config.limits.maxInputPixels }, request.signal);
+          rendered = await renderOutput(segmentation, output, {
+            pngCompressionLevel: config.pngCompressionLevel,
+            maxOutputPixels,
+            foregroundEstimation: config.foregroundEstimation,
+          });
         } catch (error) {
           await refund();
           throw error;
         }
         await enforcer.recordUsage(identity.account.id, pixels).catch((error: unknown) => config.onInternalError(error));
-        return success(cutout, state.headers);
+        return success(segmentation, rendered, output, upload.filename, state.headers);
       } finally {
         await admission.release();
       }
@@ -247,22 +259,72 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   };
 }
 
-function success(cutout: Cutout, limitHeaders: Record<string, string>): CoreResponse {
-  const serverTiming = Object.entries(cutout.timings)
-    .map(([stage, ms]) => `${stage};dur=${ms.toFixed(1)}`)
+/** 403 when the request sets an output option its plan does not include. */
+function checkPlanOptions(plan: Plan, requested: OutputOptionName[]): void {
+  if (!plan.outputOptions) return;
+  const refused = requested.find((name) => !plan.outputOptions!.includes(name));
+  if (refused) throw new ApiError('option_not_in_plan', { detail: `The plan does not include the option "${refused}".` });
+}
+
+/** `photo.jpg` -> `photo-nobg.png`; anything odd in the name is replaced, so the header stays safe. */
+export function outputFilename(uploaded: string, extension: string): string {
+  const base = uploaded.replace(/^.*[\\/]/, '').replace(/\.[^.]*$/, '').replace(/[^\p{L}\p{N}._ -]/gu, '_').slice(0, 100).trim();
+  return `${base || 'image'}-nobg.${extension}`;
+}
+
+function contentDisposition(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
+  return `inline; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}
+
+function success(
+  segmentation: Segmentation,
+  rendered: Rendered,
+  output: OutputOptions,
+  uploadedName: string,
+  limitHeaders: Record<string, string>,
+): CoreResponse {
+  const timings = { ...segmentation.timings };
+  timings.postprocess = (timings.postprocess ?? 0) + rendered.timings.postprocess;
+  timings.encode = rendered.timings.encode;
+  const serverTiming = Object.entries(timings)
+    .map(([stage, ms]) => `${stage};dur=${ms!.toFixed(1)}`)
     .join(', ');
+  const filename = outputFilename(uploadedName, rendered.extension);
+  const box = rendered.foreground;
+  const headers: Record<string, string> = {
+    ...limitHeaders,
+    'cache-control': 'no-store',
+    'x-width': String(rendered.width),
+    'x-height': String(rendered.height),
+    'x-foreground-top': String(box?.top ?? 0),
+    'x-foreground-left': String(box?.left ?? 0),
+    'x-foreground-width': String(box?.width ?? 0),
+    'x-foreground-height': String(box?.height ?? 0),
+    'server-timing': serverTiming,
+  };
+  if (output.response === 'json') {
+    const body = Buffer.from(
+      JSON.stringify({
+        contentType: rendered.contentType,
+        filename,
+        width: rendered.width,
+        height: rendered.height,
+        foreground: box,
+        data: rendered.body.toString('base64'),
+      }),
+    );
+    return { status: 200, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) }, body };
+  }
   return {
     status: 200,
     headers: {
-      ...limitHeaders,
-      'content-type': 'image/png',
-      'content-length': String(cutout.png.length),
-      'cache-control': 'no-store',
-      'x-width': String(cutout.width),
-      'x-height': String(cutout.height),
-      'server-timing': serverTiming,
+      ...headers,
+      'content-type': rendered.contentType,
+      'content-length': String(rendered.body.length),
+      'content-disposition': contentDisposition(filename),
     },
-    body: cutout.png,
+    body: rendered.body,
   };
 }
 

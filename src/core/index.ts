@@ -10,6 +10,9 @@ export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX
 export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, type MonthlyQuota } from './limits/plans.js';
 export { PlanEnforcer, type RedisFailureMode } from './limits/plan-enforcer.js';
 export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
-export { cutOut, probeImage, type Cutout, type MaskModel } from './image/pipeline.js';
+export { segment, probeImage, type Segmentation, type Probe, type MaskModel } from './image/pipeline.js';
+export { renderOutput, foregroundBox, FOREGROUND_THRESHOLD, PREVIEW_PIXELS, type Rendered, type RenderOptions, type Box } from './image/output.js';
+export { estimateForeground } from './image/foreground.js';
+export { parseOutputOptions, parseColor, OUTPUT_OPTION_NAMES, DEFAULT_OUTPUT, type OutputOptions } from './output-options.js';
 export { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
 export { connectRedis } from './redis.js';

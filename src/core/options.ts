@@ -4,6 +4,7 @@ import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
 import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
 import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
+import { OUTPUT_OPTION_NAMES } from './output-options.js';
 
 /** One line per response, for access logs. Holds the key's short id, never the key. */
 export interface AccessLogEntry {
@@ -70,6 +71,11 @@ export interface RemoveBgOptions {
   limits?: RequestLimits;
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
   pngCompressionLevel?: number;
+  /**
+   * Recover the object's own colour at soft edges, so no old background shows through hair or
+   * fur on a new background. Default true.
+   */
+  foregroundEstimation?: boolean;
   /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
   problemTypeBase?: string;
   /**
@@ -92,7 +98,7 @@ export function resolveOptions(options: RemoveBgOptions) {
   const limits = options.limits ?? {};
   const resolved = {
     keyStore,
-    plans: validatePlans(options.plans ?? DEFAULT_PLANS),
+    plans: validatePlans(options.plans ?? DEFAULT_PLANS, OUTPUT_OPTION_NAMES),
     redis: options.redis,
     redisFailureMode: options.redisFailureMode ?? ('fail-closed' as RedisFailureMode),
     insuranceInstances: options.insuranceInstances ?? 1,
@@ -114,6 +120,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxFieldBytes: limits.maxFieldBytes ?? 1024,
     },
     pngCompressionLevel: options.pngCompressionLevel ?? 4,
+    foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     onInternalError: options.onInternalError ?? ((error: unknown) => console.error('bgcut: internal error:', error)),
   };

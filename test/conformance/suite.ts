@@ -276,6 +276,139 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       });
     });
 
+    describe('output options (form fields or query parameters)', () => {
+      let scene: Awaited<ReturnType<typeof objectOnTexture>>;
+      beforeAll(async () => {
+        scene = await objectOnTexture(320, 240);
+      });
+      const cut = async (fields: Record<string, string>, query = '', headers: Record<string, string> = {}) => {
+        const form = imageForm(scene.bytes, 'holiday photo.jpg');
+        for (const [name, value] of Object.entries(fields)) form.append(name, value);
+        const response = await post({ headers: { 'x-api-key': keys.good, ...headers }, body: form }, `${endpoint}${query}`);
+        return { response, body: Buffer.from(await response.arrayBuffer()) };
+      };
+      const pixel = async (image: Buffer, x: number, y: number) => {
+        const { data, info } = await sharp(image).raw().toBuffer({ resolveWithObject: true });
+        return [...data.subarray((y * info.width + x) * info.channels, (y * info.width + x + 1) * info.channels)];
+      };
+
+      it('defaults: PNG, RGBA, foreground box and file name headers', async () => {
+        const { response } = await cut({});
+        expect(response.headers.get('content-disposition')).toBe(`inline; filename="holiday photo-nobg.png"; filename*=UTF-8''holiday%20photo-nobg.png`);
+        const [top, left, width, height] = ['top', 'left', 'width', 'height'].map((k) => Number(response.headers.get(`x-foreground-${k}`)));
+        // The disc: centre (160, 132), radius 72.
+        expect(Math.abs(left! - 88)).toBeLessThanOrEqual(4);
+        expect(Math.abs(top! - 60)).toBeLessThanOrEqual(4);
+        expect(Math.abs(width! - 145)).toBeLessThanOrEqual(6);
+        expect(Math.abs(height! - 145)).toBeLessThanOrEqual(6);
+      });
+
+      it.each([
+        ['webp', 'image/webp', 4],
+        ['jpg', 'image/jpeg', 3],
+        ['avif', 'image/avif', 4],
+      ])('format=%s', async (format, type, channels) => {
+        const { response, body } = await cut({ format });
+        expect(response.status).toBe(200);
+        expect(response.headers.get('content-type')).toBe(type);
+        const meta = await sharp(body).metadata();
+        expect([meta.width, meta.height, meta.channels]).toEqual([320, 240, channels]);
+        if (format === 'jpg') expect((await pixel(body, 5, 5)).every((v) => v > 240)).toBe(true); // white behind
+        if (format !== 'jpg') expect((await pixel(body, 5, 5))[3]).toBe(0);
+      });
+
+      it('channels=alpha: the mask alone, one channel', async () => {
+        const { response, body } = await cut({ channels: 'alpha' });
+        expect(response.status).toBe(200);
+        const meta = await sharp(body).metadata();
+        expect([meta.width, meta.height, meta.channels]).toEqual([320, 240, 1]);
+        // sharp hands one-channel images back as three unless told otherwise.
+        const data = await sharp(body).extractChannel(0).raw().toBuffer();
+        expect(alphaIoU(data, scene.truth)).toBeGreaterThan(0.9);
+      });
+
+      it('bg_color as hex and as a CSS name, in the query string too', async () => {
+        const { body } = await cut({ bg_color: '#00ff00' });
+        expect(await pixel(body, 5, 5)).toEqual([0, 255, 0]);
+        const named = await cut({}, '?bg_color=rebeccapurple');
+        expect(await pixel(named.body, 5, 5)).toEqual([102, 51, 153]);
+        const translucent = await cut({ bg_color: '#0000ff80' });
+        expect(await pixel(translucent.body, 5, 5)).toEqual([0, 0, 255, 128]);
+      });
+
+      it('crop to the foreground, with a margin', async () => {
+        const { response, body } = await cut({ crop: 'true', crop_margin: '10px' });
+        const meta = await sharp(body).metadata();
+        expect(Math.abs(meta.width! - 165)).toBeLessThanOrEqual(8);
+        expect(Math.abs(meta.height! - 165)).toBeLessThanOrEqual(8);
+        expect(response.headers.get('x-foreground-left')).toBe('10');
+        expect(response.headers.get('x-foreground-top')).toBe('10');
+        expect(response.headers.get('x-width')).toBe(String(meta.width));
+      });
+
+      it('size=preview keeps within 0.25 MP', async () => {
+        const big = await objectOnTexture(1200, 800);
+        const form = imageForm(big.bytes);
+        form.append('size', 'preview');
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: form });
+        const meta = await sharp(Buffer.from(await response.arrayBuffer())).metadata();
+        expect(meta.width! * meta.height!).toBeLessThanOrEqual(250_000);
+        expect(Math.abs(meta.width! / meta.height! - 1.5)).toBeLessThan(0.01);
+      });
+
+      it('Accept: application/json returns the image base64 with its size and box', async () => {
+        const { response, body } = await cut({ format: 'webp' }, '', { accept: 'application/json' });
+        expect(response.headers.get('content-type')).toBe('application/json');
+        const json = JSON.parse(body.toString());
+        expect(json).toMatchObject({ contentType: 'image/webp', width: 320, height: 240, filename: 'holiday photo-nobg.webp' });
+        expect(json.foreground.width).toBeGreaterThan(100);
+        expect((await sharp(Buffer.from(json.data, 'base64')).metadata()).format).toBe('webp');
+      });
+
+      it.each([
+        [{ format: 'gif' }, 'format'],
+        [{ channels: 'rgb' }, 'channels'],
+        [{ bg_color: 'not-a-colour' }, 'bg_color'],
+        [{ crop_margin: '10px' }, 'crop_margin'],
+        [{ crop: 'true', crop_margin: '900px' }, 'crop_margin'],
+        [{ size: 'huge' }, 'size'],
+        [{ colour: 'red' }, 'colour'],
+      ])('400 invalid_option naming the field for %j', async (fields, field) => {
+        const { response, body } = await cut(fields as Record<string, string>);
+        expect(response.status).toBe(400);
+        const problem = JSON.parse(body.toString());
+        expect(problem.code).toBe('invalid_option');
+        expect(problem.detail.startsWith(`${field}:`)).toBe(true);
+      });
+
+      it('400 for an invalid query option before the upload is read', async () => {
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(Buffer.alloc(10)) }, `${endpoint}?format=bmp`);
+        await expectProblem(response, 400, 'invalid_option');
+      });
+
+      it('403 option_not_in_plan for an option or an output size the plan leaves out', async () => {
+        const form = imageForm(scene.bytes);
+        form.append('crop', 'true');
+        const refused = await post({ headers: { 'x-api-key': keys.formatOnly }, body: form });
+        const problem = await expectProblem(refused, 403, 'option_not_in_plan');
+        expect(problem.detail).toContain('crop');
+        const full = await post({ headers: { 'x-api-key': keys.formatOnly }, body: imageForm(scene.bytes) }, `${endpoint}?format=png`);
+        // size=auto (the default) scales down to the plan's 0.05 MP.
+        expect(full.status).toBe(200);
+        const meta = await sharp(Buffer.from(await full.arrayBuffer())).metadata();
+        expect(meta.width! * meta.height!).toBeLessThanOrEqual(50_000);
+      });
+
+      it('an image with no foreground: 200, fully transparent, an empty foreground box', async () => {
+        const blank = await sharp({ create: { width: 200, height: 150, channels: 3, background: '#808080' } }).jpeg().toBuffer();
+        const response = await post({ headers: { 'x-api-key': keys.good }, body: imageForm(blank) });
+        expect(response.status).toBe(200);
+        expect(response.headers.get('x-foreground-width')).toBe('0');
+        const decoded = await decodeAlpha(Buffer.from(await response.arrayBuffer()));
+        expect(Math.max(...decoded.alpha)).toBeLessThan(13);
+      });
+    });
+
     it('answers 503 with Retry-After, never hangs, while the inference server is down, and recovers', async () => {
       let inference = await startInferenceProcess();
       const ownHandler = createRemoveBgHandler(handlerOptions(keys, inference.address));

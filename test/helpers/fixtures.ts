@@ -10,6 +10,7 @@ export const TEST_PLANS: Plans = {
   small_images: { requestsPerMinute: 1000, maxInputMegapixels: 0.1 },
   one_image: { requestsPerMinute: 1000, monthlyQuota: { unit: 'images', amount: 1 } },
   one_at_a_time: { requestsPerMinute: 1000, maxConcurrent: 1 },
+  format_only: { requestsPerMinute: 1000, outputOptions: ['format'], maxOutputMegapixels: 0.05 },
 };
 
 export interface TestKeys {
@@ -29,6 +30,8 @@ export interface TestKeys {
   smallImages: string;
   oneImage: string;
   oneAtATime: string;
+  /** Plan with only the `format` option and at most 0.05 MP of output. */
+  formatOnly: string;
 }
 
 /** A fresh key file with one key for each case the suites need. */
@@ -50,7 +53,8 @@ export async function createTestKeys(): Promise<TestKeys> {
   const smallImages = (await store.createKey({ accountId: 'acct_small', plan: 'small_images' })).key;
   const oneImage = (await store.createKey({ accountId: 'acct_one', plan: 'one_image' })).key;
   const oneAtATime = (await store.createKey({ accountId: 'acct_serial', plan: 'one_at_a_time' })).key;
-  const keys = { store, file, good, tiny, expired, revoked, suspended, unknown: generateApiKey(), ipLocked, originLocked, smallImages, oneImage, oneAtATime };
+  const formatOnly = (await store.createKey({ accountId: 'acct_format', plan: 'format_only' })).key;
+  const keys = { store, file, good, tiny, expired, revoked, suspended, unknown: generateApiKey(), ipLocked, originLocked, smallImages, oneImage, oneAtATime, formatOnly };
   recordIssuedKeys(Object.values(keys).filter((v): v is string => typeof v === 'string' && v.startsWith('bgk_')));
   return keys;
 }

@@ -13,11 +13,17 @@ export interface SyntheticImage {
  * A picture with a known answer: a shaded solid object (a disc) on a busy, textured, low-contrast
  * background. Deterministic, so a failing IoU points at the pipeline, not at the test.
  */
-export async function objectOnTexture(width = 640, height = 480, format: 'jpeg' | 'png' = 'jpeg'): Promise<SyntheticImage> {
+export async function objectOnTexture(
+  width = 640,
+  height = 480,
+  format: 'jpeg' | 'png' | 'raw' = 'jpeg',
+  /** Centre of the object, as fractions of the width and height. */
+  centre = { x: 0.5, y: 0.55 },
+): Promise<SyntheticImage & { rgb: Buffer }> {
   const rgb = Buffer.alloc(width * height * 3);
   const truth = new Uint8Array(width * height);
-  const cx = width * 0.5;
-  const cy = height * 0.55;
+  const cx = width * centre.x;
+  const cy = height * centre.y;
   const r = Math.min(width, height) * 0.3;
   let seed = 12345;
   const noise = () => {
@@ -51,8 +57,8 @@ export async function objectOnTexture(width = 640, height = 480, format: 'jpeg' 
     }
   }
   const image = sharp(rgb, { raw: { width, height, channels: 3 } });
-  const bytes = format === 'jpeg' ? await image.jpeg({ quality: 92 }).toBuffer() : await image.png().toBuffer();
-  return { bytes, width, height, truth };
+  const bytes = format === 'jpeg' ? await image.jpeg({ quality: 92 }).toBuffer() : format === 'png' ? await image.png().toBuffer() : rgb;
+  return { bytes, width, height, truth, rgb };
 }
 
 /** Intersection over union of the alpha channel (>= 128 counts as object) against the truth. */

@@ -8,25 +8,24 @@ export interface ImageLimits {
   maxInputPixels: number;
 }
 
-export interface EncodeOptions {
-  /** zlib level of the PNG output, 0-9: lower is faster and larger. */
-  pngCompressionLevel: number;
-}
-
 /** Runs the model on a normalised input tensor and resolves with its float mask. */
 export type MaskModel = (input: Float32Array, signal: AbortSignal) => Promise<{ mask: Float32Array; serverRunMs?: number | undefined }>;
 
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
-export interface Cutout {
-  png: Buffer;
+/** The model's answer at the image's upright full size. */
+export interface Segmentation {
+  /** 8-bit sRGB, interleaved, width x height x 3. */
+  rgb: Buffer;
+  /** 8-bit alpha (255 = foreground), width x height; already multiplied by the input's own alpha. */
+  alpha: Buffer;
   width: number;
   height: number;
   /**
-   * Milliseconds per stage, for Server-Timing and benchmarks. `inference` is session.run on the
-   * inference server; `transfer` is the rest of the ModelInfer call (queueing, gRPC, copies).
+   * Milliseconds per stage so far. `inference` is session.run on the inference server;
+   * `transfer` is the rest of the ModelInfer call (queueing, gRPC, copies).
    */
-  timings: Record<Stage, number>;
+  timings: Partial<Record<Stage, number>>;
 }
 
 /** Formats accepted as input, by sharp's metadata name. AVIF reports as heif with av1 compression. */
@@ -36,6 +35,8 @@ export interface Probe {
   /** Upright size, after EXIF orientation. */
   width: number;
   height: number;
+  format: string;
+  hasAlpha: boolean;
 }
 
 /** Reads the header only: type (sniffed from the bytes), upright size; refuses too many pixels before any decode. */
@@ -63,21 +64,27 @@ export async function probeImage(bytes: Buffer, limits: ImageLimits): Promise<Pr
   }
   // EXIF orientations 5-8 turn the image a quarter: the upright size swaps.
   const quarterTurn = (meta.orientation ?? 1) >= 5;
-  return quarterTurn ? { width: meta.height, height: meta.width } : { width: meta.width, height: meta.height };
+  return {
+    width: quarterTurn ? meta.height : meta.width,
+    height: quarterTurn ? meta.width : meta.height,
+    format: meta.format === 'heif' ? 'avif' : meta.format,
+    hasAlpha: Boolean(meta.hasAlpha),
+  };
 }
 
 /**
- * The whole image path, for an image probeImage accepted: decode upright to 8-bit sRGB, resize and normalise for the
- * model, run it, scale its mask back to the upright full size, attach it as alpha, encode PNG.
+ * The model's part of the work, for an image probeImage accepted: decode upright to 8-bit sRGB
+ * (any colour space, ICC profile, bit depth; first frame of animations), resize and normalise for
+ * the model, run it, and scale its mask back to the upright full size.
  */
-export async function cutOut(
+export async function segment(
   bytes: Buffer,
   probe: Probe,
   profile: PreprocessingProfile,
   model: MaskModel,
-  options: ImageLimits & EncodeOptions,
+  limits: ImageLimits,
   signal: AbortSignal,
-): Promise<Cutout> {
+): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
     const now = performance.now();
@@ -86,13 +93,16 @@ export async function cutOut(
     return elapsed;
   };
 
-  // First frame only (sharp's default for animations); failOn 'error' refuses truncated data
-  // instead of returning a half-grey picture; autoOrient turns the image upright first.
-  const decoder = () => sharp(bytes, { limitInputPixels: options.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb').removeAlpha();
+  // failOn 'error' refuses truncated data instead of returning a half-grey picture; autoOrient
+  // turns the image upright first; toColourspace converts CMYK, grey and ICC-tagged input.
+  const decoder = () =>
+    sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
   let modelRgb: Buffer;
   try {
-    // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos cheap here.
-    modelRgb = await decoder().resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
+    // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos
+    // cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
+    const input = probe.hasAlpha ? decoder().flatten({ background: '#ffffff' }) : decoder().removeAlpha();
+    modelRgb = await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }
@@ -101,7 +111,7 @@ export async function cutOut(
   const preprocessMs = lap();
 
   // The full-size decode, needed only for the output, runs while the model does.
-  const fullSize = decoder()
+  const fullSize = (probe.hasAlpha ? decoder().ensureAlpha() : decoder().removeAlpha())
     .raw({ depth: 'uchar' })
     .toBuffer({ resolveWithObject: true })
     .catch((error: unknown) => {
@@ -110,11 +120,9 @@ export async function cutOut(
   const [{ mask, serverRunMs }, decoded] = await Promise.all([model(input, signal), fullSize]);
   const modelMs = lap();
   const { width, height, channels } = decoded.info;
-  if (channels !== 3 || width !== probe.width || height !== probe.height) {
+  if (width !== probe.width || height !== probe.height || channels !== (probe.hasAlpha ? 4 : 3)) {
     throw new ApiError('corrupt_image', { detail: 'The decoded image does not match its header.' });
   }
-  const rgb = decoded.data;
-  const raw = { width, height, channels: 3 as const };
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
   const grey = maskToGrey(mask, profile.minMaxNormalize);
@@ -124,16 +132,13 @@ export async function cutOut(
     .extractChannel(0)
     .raw()
     .toBuffer();
+  const rgb = probe.hasAlpha ? splitAlpha(decoded.data, alpha) : decoded.data;
   const postprocessMs = lap();
-
-  const png = await sharp(interleaveRgba(rgb, alpha), { raw: { width, height, channels: 4 } })
-    .png({ compressionLevel: options.pngCompressionLevel })
-    .toBuffer();
-  const encodeMs = lap();
 
   const inferenceMs = serverRunMs ?? modelMs;
   return {
-    png,
+    rgb,
+    alpha,
     width,
     height,
     timings: {
@@ -142,31 +147,22 @@ export async function cutOut(
       transfer: modelMs - inferenceMs,
       inference: inferenceMs,
       postprocess: postprocessMs,
-      encode: encodeMs,
     },
   };
 }
 
 /**
- * RGB + alpha to RGBA, with the colour of fully transparent pixels cleared: they are invisible,
- * keeping them would ship the removed background inside the file, and cleared runs make the
- * PNG about four times smaller and faster to encode.
+ * RGBA input: returns its RGB, and folds its own alpha into the mask (in place), so what was
+ * transparent in the input stays transparent in the cutout.
  */
-export function interleaveRgba(rgb: Buffer, alpha: Buffer): Buffer {
-  const pixels = alpha.length;
-  const rgba = Buffer.allocUnsafe(pixels * 4);
+function splitAlpha(rgba: Buffer, mask: Buffer): Buffer {
+  const pixels = mask.length;
+  const rgb = Buffer.allocUnsafe(pixels * 3);
   for (let i = 0, j = 0, k = 0; i < pixels; i++, j += 3, k += 4) {
-    const a = alpha[i]!;
-    if (a === 0) {
-      rgba[k] = 0;
-      rgba[k + 1] = 0;
-      rgba[k + 2] = 0;
-    } else {
-      rgba[k] = rgb[j]!;
-      rgba[k + 1] = rgb[j + 1]!;
-      rgba[k + 2] = rgb[j + 2]!;
-    }
-    rgba[k + 3] = a;
+    rgb[j] = rgba[k]!;
+    rgb[j + 1] = rgba[k + 1]!;
+    rgb[j + 2] = rgba[k + 2]!;
+    mask[i] = Math.round((mask[i]! * rgba[k + 3]!) / 255);
   }
-  return rgba;
+  return rgb;
 }

@@ -15,6 +15,12 @@ export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32
   return tensor;
 }
 
+/**
+ * Below this peak the model found nothing: its output is noise, and stretching it would turn the
+ * noise into a foreground. (ISNet peaks at 0.02-0.05 on blank images, near 1 on objects.)
+ */
+export const MIN_STRETCH_PEAK = 0.5;
+
 /** A float mask to 8-bit grey, optionally stretched to the full range first. */
 export function maskToGrey(mask: Float32Array, minMaxNormalize: boolean): Buffer {
   let lo = 0;
@@ -27,7 +33,7 @@ export function maskToGrey(mask: Float32Array, minMaxNormalize: boolean): Buffer
       if (v > hi) hi = v;
     }
     // A flat map (no foreground anywhere, or all foreground) has nothing to stretch.
-    if (!(hi - lo > 1e-6)) {
+    if (!(hi - lo > 1e-6) || hi < MIN_STRETCH_PEAK) {
       lo = 0;
       hi = 1;
     }

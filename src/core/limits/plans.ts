@@ -19,6 +19,8 @@ export interface Plan {
   maxUploadBytes?: number;
   /** Largest input image, in megapixels; at most the handler's own limit. Default: the handler's. */
   maxInputMegapixels?: number;
+  /** Largest output, in megapixels: `size=auto` scales down to it, `size=full` above it is refused. */
+  maxOutputMegapixels?: number;
   /** Output options the plan may use (see the README); absent for all. */
   outputOptions?: string[];
 }
@@ -31,7 +33,16 @@ export const DEFAULT_PLANS: Plans = {
   pro: { requestsPerMinute: 120, burst: 60, monthlyQuota: { unit: 'megapixels', amount: 20_000 }, maxConcurrent: 8 },
 };
 
-const PLAN_KEYS = new Set(['requestsPerMinute', 'burst', 'monthlyQuota', 'maxConcurrent', 'maxUploadBytes', 'maxInputMegapixels', 'outputOptions']);
+const PLAN_KEYS = new Set([
+  'requestsPerMinute',
+  'burst',
+  'monthlyQuota',
+  'maxConcurrent',
+  'maxUploadBytes',
+  'maxInputMegapixels',
+  'maxOutputMegapixels',
+  'outputOptions',
+]);
 
 /** Checks a plan table, naming the first wrong value; returns it unchanged. */
 export function validatePlans(plans: unknown, knownOutputOptions?: readonly string[]): Plans {
@@ -55,8 +66,8 @@ export function validatePlans(plans: unknown, knownOutputOptions?: readonly stri
     if (plan.burst !== undefined && (!Number.isInteger(plan.burst) || (plan.burst as number) < 0)) {
       throw new RangeError(`${where}.burst must be an integer >= 0`);
     }
-    if (plan.maxInputMegapixels !== undefined && !((plan.maxInputMegapixels as number) > 0)) {
-      throw new RangeError(`${where}.maxInputMegapixels must be > 0`);
+    for (const key of ['maxInputMegapixels', 'maxOutputMegapixels']) {
+      if (plan[key] !== undefined && !((plan[key] as number) > 0)) throw new RangeError(`${where}.${key} must be > 0`);
     }
     if (plan.monthlyQuota !== undefined) {
       const quota = plan.monthlyQuota as Record<string, unknown>;

@@ -1,0 +1,220 @@
+import sharp, { type Sharp } from 'sharp';
+import type { OutputOptions, Rgba } from '../output-options.js';
+import { estimateForeground } from './foreground.js';
+import type { Segmentation } from './pipeline.js';
+
+export interface Box {
+  top: number;
+  left: number;
+  width: number;
+  height: number;
+}
+
+export interface RenderOptions {
+  /** zlib level of PNG output, 0-9. */
+  pngCompressionLevel: number;
+  /** Largest output, in pixels: `auto` scales down to it. Infinity for none. */
+  maxOutputPixels: number;
+  /** Recover the object's own colour at soft edges (see foreground.ts). */
+  foregroundEstimation: boolean;
+}
+
+export interface Rendered {
+  body: Buffer;
+  contentType: string;
+  extension: string;
+  width: number;
+  height: number;
+  /** The foreground's box in the output's coordinates; null when nothing was found. */
+  foreground: Box | null;
+  timings: { postprocess: number; encode: number };
+}
+
+/** Alpha at or above this (5 %) counts as foreground for the box and for cropping. */
+export const FOREGROUND_THRESHOLD = 13;
+/** `size=preview` output is at most this many pixels. */
+export const PREVIEW_PIXELS = 250_000;
+
+const FORMATS = {
+  png: { contentType: 'image/png', extension: 'png' },
+  webp: { contentType: 'image/webp', extension: 'webp' },
+  jpg: { contentType: 'image/jpeg', extension: 'jpg' },
+  avif: { contentType: 'image/avif', extension: 'avif' },
+} as const;
+
+/** The smallest box holding every pixel with alpha >= FOREGROUND_THRESHOLD, or null. */
+export function foregroundBox(alpha: Buffer, width: number, height: number): Box | null {
+  let top = height;
+  let bottom = -1;
+  let left = width;
+  let right = -1;
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    let first = -1;
+    let last = -1;
+    for (let x = 0; x < width; x++) {
+      if (alpha[row + x]! >= FOREGROUND_THRESHOLD) {
+        if (first < 0) first = x;
+        last = x;
+      }
+    }
+    if (first < 0) continue;
+    if (y < top) top = y;
+    bottom = y;
+    if (first < left) left = first;
+    if (last > right) right = last;
+  }
+  return bottom < 0 ? null : { top, left, width: right - left + 1, height: bottom - top + 1 };
+}
+
+/**
+ * Turns a segmentation into the response image: foreground colour, background colour or
+ * transparency, crop, size, format. With no foreground at all, the result is the whole image,
+ * fully transparent (or all background colour), and `foreground` is null.
+ */
+export async function renderOutput(seg: Segmentation, options: OutputOptions, render: RenderOptions): Promise<Rendered> {
+  const started = performance.now();
+  const { width, height, alpha } = seg;
+  const box = foregroundBox(alpha, width, height);
+
+  // Region of the input to keep: the whole image, or the foreground box plus margin (which may
+  // reach past the image: that part is filled like the background).
+  let region: Box = { top: 0, left: 0, width, height };
+  if (options.crop && box) {
+    const margin = (side: number) =>
+      Math.round(options.cropMargin.unit === '%' ? (side * options.cropMargin.value) / 100 : options.cropMargin.value);
+    const mx = margin(box.width);
+    const my = margin(box.height);
+    region = { top: box.top - my, left: box.left - mx, width: box.width + 2 * mx, height: box.height + 2 * my };
+  }
+
+  // jpg has no alpha: it is shown on white unless a colour is asked for.
+  const background: Rgba | null = options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null);
+  let raw: Buffer;
+  let channels: 1 | 3 | 4;
+  if (options.channels === 'alpha') {
+    raw = alpha;
+    channels = 1;
+  } else {
+    const colour = render.foregroundEstimation ? await estimateForeground(seg.rgb, alpha, width, height) : seg.rgb;
+    if (background && background.alpha >= 1) {
+      raw = composeOpaque(colour, alpha, background);
+      channels = 3;
+    } else {
+      raw = composeRgba(colour, alpha, background);
+      channels = 4;
+    }
+  }
+  const postprocess = performance.now() - started;
+
+  // Fill for the part of a crop region outside the image.
+  const fill =
+    channels === 1 ? { r: 0, g: 0, b: 0, alpha: 1 } : background ? { ...background, alpha: channels === 3 ? 1 : background.alpha } : { r: 0, g: 0, b: 0, alpha: 0 };
+  let image = sharp(raw, { raw: { width, height, channels } });
+  const inside = {
+    left: Math.max(0, region.left),
+    top: Math.max(0, region.top),
+    right: Math.min(width, region.left + region.width),
+    bottom: Math.min(height, region.top + region.height),
+  };
+  if (region.left !== 0 || region.top !== 0 || region.width !== width || region.height !== height) {
+    image = sharp(
+      await image
+        .extract({ left: inside.left, top: inside.top, width: inside.right - inside.left, height: inside.bottom - inside.top })
+        .extend({
+          left: inside.left - region.left,
+          top: inside.top - region.top,
+          right: region.left + region.width - inside.right,
+          bottom: region.top + region.height - inside.bottom,
+          background: fill,
+        })
+        .raw()
+        .toBuffer(),
+      { raw: { width: region.width, height: region.height, channels } },
+    );
+  }
+
+  const cap = options.size === 'preview' ? Math.min(PREVIEW_PIXELS, render.maxOutputPixels) : render.maxOutputPixels;
+  const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
+  // Rounded down, so the output never passes the cap.
+  const outWidth = Math.max(1, Math.floor(region.width * factor));
+  const outHeight = Math.max(1, Math.floor(region.height * factor));
+  if (outWidth !== region.width || outHeight !== region.height) image = image.resize(outWidth, outHeight, { fit: 'fill' });
+  if (channels === 1) image = image.toColourspace('b-w');
+
+  const body = await encode(image, options.format, render.pngCompressionLevel);
+  const sx = outWidth / region.width;
+  const sy = outHeight / region.height;
+  return {
+    body,
+    ...FORMATS[options.format],
+    width: outWidth,
+    height: outHeight,
+    foreground: box && {
+      top: Math.round((box.top - region.top) * sy),
+      left: Math.round((box.left - region.left) * sx),
+      width: Math.max(1, Math.round(box.width * sx)),
+      height: Math.max(1, Math.round(box.height * sy)),
+    },
+    timings: { postprocess, encode: performance.now() - started - postprocess },
+  };
+}
+
+function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {
+  switch (format) {
+    case 'png':
+      return image.png({ compressionLevel: pngCompressionLevel }).toBuffer();
+    case 'webp':
+      // Lossy colour, lossless alpha: edges stay exact.
+      return image.webp({ quality: 90, alphaQuality: 100, effort: 4 }).toBuffer();
+    case 'jpg':
+      return image.jpeg({ quality: 90, chromaSubsampling: '4:4:4' }).toBuffer();
+    case 'avif':
+      return image.avif({ quality: 70, effort: 3 }).toBuffer();
+  }
+}
+
+/**
+ * RGBA from colour + alpha, optionally over a translucent background. The colour of fully
+ * transparent pixels is cleared: they are invisible, keeping them would ship the removed
+ * background inside the file, and cleared runs make a PNG about four times smaller.
+ */
+export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null): Buffer {
+  const pixels = alpha.length;
+  const out = Buffer.allocUnsafe(pixels * 4);
+  const ba = background ? background.alpha : 0;
+  for (let i = 0, j = 0, k = 0; i < pixels; i++, j += 3, k += 4) {
+    const a = alpha[i]! / 255;
+    // Porter-Duff "over": out alpha and colour (un-premultiplied).
+    const outA = a + ba * (1 - a);
+    if (outA <= 0) {
+      out[k] = out[k + 1] = out[k + 2] = out[k + 3] = 0;
+      continue;
+    }
+    if (!background) {
+      out[k] = rgb[j]!;
+      out[k + 1] = rgb[j + 1]!;
+      out[k + 2] = rgb[j + 2]!;
+    } else {
+      const wb = (ba * (1 - a)) / outA;
+      const wf = a / outA;
+      out[k] = Math.round(rgb[j]! * wf + background.r * wb);
+      out[k + 1] = Math.round(rgb[j + 1]! * wf + background.g * wb);
+      out[k + 2] = Math.round(rgb[j + 2]! * wf + background.b * wb);
+    }
+    out[k + 3] = Math.round(outA * 255);
+  }
+  return out;
+}
+
+/** RGB of the cutout over an opaque background colour. */
+export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba): Buffer {
+  const pixels = alpha.length;
+  const out = Buffer.allocUnsafe(pixels * 3);
+  const bg = [background.r, background.g, background.b];
+  for (let i = 0, j = 0; i < pixels; i++, j += 3) {
+    const a = alpha[i]! / 255;
+    for (let c = 0; c < 3; c++) out[j + c] = Math.round(rgb[j + c]! * a + bg[c]! * (1 - a));
+  }
+  return out;
+}
