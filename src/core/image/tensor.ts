@@ -19,7 +19,7 @@ export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32
  * Below this peak the model found nothing: its output is noise, and stretching it would turn the
  * noise into a foreground. (ISNet peaks at 0.02-0.05 on blank images, near 1 on objects.)
  */
-export const MIN_STRETCH_PEAK = 0.5;
+export const MIN_STRETCH_PEAK = 0.25;
 
 /** A float mask to 8-bit grey, optionally stretched to the full range first. */
 export function maskToGrey(mask: Float32Array, minMaxNormalize: boolean): Buffer {
