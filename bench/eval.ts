@@ -41,10 +41,10 @@ async function main(): Promise<number> {
   const names = files.map((f) => f.replace(/\.mask\.png$/, '')).slice(0, values.limit ? Number(values.limit) : undefined);
   const all = await readdir(folder!);
   const server = await startInferenceProcess(['--model', values.model!]);
-  const client = new InferenceClient({ address: server.address, modelName: 'isnet', timeoutMs: 60_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+  const client = new InferenceClient({ address: server.address, timeoutMs: 60_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   const profile = ISNET_PROFILE;
   const model = async (input: Float32Array, signal: AbortSignal) => {
-    const out = await client.infer({ name: profile.inputName, shape: [1, 3, profile.height, profile.width], data: input }, profile.outputName, signal);
+    const out = await client.infer('isnet', { name: profile.inputName, shape: [1, 3, profile.height, profile.width], data: input }, profile.outputName, signal);
     return { mask: out.data, serverRunMs: out.serverRunMs };
   };
   if (values.composites) await mkdir(values.composites, { recursive: true });

@@ -49,6 +49,7 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     ...(process.env.BGCUT_PLANS_FILE ? { plans: loadPlansFile(process.env.BGCUT_PLANS_FILE) } : {}),
     inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051' },
     onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
+    exposeMetrics: true,
     ...overrides,
   });
 }

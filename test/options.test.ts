@@ -31,6 +31,7 @@ describe('inference server options', () => {
   it('refuses nonsense', () => {
     expect(() => resolveServerOptions({ workers: 0 })).toThrow(/workers/);
     expect(() => resolveServerOptions({ port: 70000 })).toThrow(/port/);
-    expect(() => resolveServerOptions({ modelName: 'a b' })).toThrow(/modelName/);
+    expect(() => resolveServerOptions({ models: [{ name: 'a b', source: 'isnet-fp16' }] })).toThrow(/model name/);
+    expect(() => resolveServerOptions({ providers: [] })).toThrow(/providers/);
   });
 });

@@ -56,6 +56,7 @@ export const ERROR_CATALOG = {
     detail: 'The inference server cannot be reached or is busy. Retry after the time in Retry-After.',
   },
   inference_timeout: { status: 504, title: 'Inference timed out', detail: 'The inference server did not answer in time.' },
+  server_busy: { status: 503, title: 'Server busy', detail: 'This server has as many requests in progress as it takes. Retry after the time in Retry-After.' },
   service_unavailable: { status: 503, title: 'Service unavailable', detail: 'A backing service is unavailable.' },
   internal_error: { status: 500, title: 'Internal error', detail: 'Something went wrong on our side.' },
 } as const satisfies Record<string, { status: number; title: string; detail: string }>;

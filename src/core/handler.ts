@@ -6,6 +6,7 @@ import { renderOutput, type Rendered } from './image/output.js';
 import { probeImage, segment, type Segmentation } from './image/pipeline.js';
 import { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
 import { PlanEnforcer, rateLimitHeaders } from './limits/plan-enforcer.js';
+import { ApiMetrics } from './metrics.js';
 import { maxBodyBytes, readUpload } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
 import { parseOutputOptions, type OutputOptionName, type OutputOptions } from './output-options.js';
@@ -22,7 +23,9 @@ export interface RemoveBgHandler {
   handle(request: CoreRequest): Promise<CoreResponse>;
   /** `GET /v1/account`: the caller's plan, limits, usage and what remains. */
   account(request: CoreRequest): Promise<CoreResponse>;
-  /** Every route, for adapters to mount. */
+  /** Prometheus text of this instance's metrics. */
+  metrics(request: CoreRequest): Promise<CoreResponse>;
+  /** Every route, for adapters to mount (`/metrics` only with `exposeMetrics`). */
   routes: Route[];
   /**
    * Resolves once the inference server answers and its model fits the preprocessing profile;
@@ -39,13 +42,12 @@ const READY_CALL_MS = 5_000;
 
 export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler {
   const config = resolveOptions(options);
-  const { profile } = config.inference;
   const client = new InferenceClient({
     address: config.inference.address,
-    modelName: config.inference.modelName,
     timeoutMs: config.inference.timeoutMs,
     maxMessageBytes: config.inference.maxMessageBytes,
     retryAfterSeconds: config.inference.retryAfterSeconds,
+    tls: config.inference.tls,
   });
   const enforcer = new PlanEnforcer({
     plans: config.plans,
@@ -53,28 +55,32 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     redisFailureMode: config.redisFailureMode,
     insuranceInstances: config.insuranceInstances,
   });
-  let verified = false;
+  const verified = new Set<string>();
+  let inFlight = 0;
+  const metrics = new ApiMetrics();
 
   async function ready(): Promise<void> {
     const deadline = Date.now() + config.inference.startupTimeoutMs;
-    for (;;) {
-      try {
-        await client.verifyModel(profile, READY_CALL_MS);
-        verified = true;
-        return;
-      } catch (error) {
-        if (error instanceof ModelMismatchError || Date.now() > deadline) throw error;
-        await new Promise((r) => setTimeout(r, READY_RETRY_MS));
+    for (const [name, profile] of Object.entries(config.inference.models)) {
+      for (;;) {
+        try {
+          await client.verifyModel(name, profile, READY_CALL_MS);
+          verified.add(name);
+          break;
+        } catch (error) {
+          if (error instanceof ModelMismatchError || Date.now() > deadline) throw error;
+          await new Promise((r) => setTimeout(r, READY_RETRY_MS));
+        }
       }
     }
   }
 
-  /** The first request after start checks the model once, if ready() was not awaited. */
-  async function ensureVerified(): Promise<void> {
-    if (verified) return;
+  /** The first request for a model after start checks it once, if ready() was not awaited. */
+  async function ensureVerified(name: string): Promise<void> {
+    if (verified.has(name)) return;
     try {
-      await client.verifyModel(profile, READY_CALL_MS);
-      verified = true;
+      await client.verifyModel(name, config.inference.models[name]!, READY_CALL_MS);
+      verified.add(name);
     } catch (error) {
       if (error instanceof ModelMismatchError) throw error;
       throw new ApiError('inference_unavailable', {
@@ -84,13 +90,24 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     }
   }
 
-  const model = async (input: Float32Array, signal: AbortSignal) => {
-    const output = await client.infer(
-      { name: profile.inputName, shape: [1, 3, profile.height, profile.width], data: input },
-      profile.outputName,
-      signal,
-    );
-    return { mask: output.data, serverRunMs: output.serverRunMs };
+  /** The model a request asked for (or the default), if it exists and its plan allows it. */
+  function chooseModel(requested: string | undefined, plan: Plan): string {
+    const name = requested ?? config.inference.modelName;
+    if (!Object.hasOwn(config.inference.models, name)) {
+      throw new ApiError('invalid_option', { detail: `model: unknown model "${name}"; models are ${Object.keys(config.inference.models).join(', ')}` });
+    }
+    if (plan.models && !plan.models.includes(name)) {
+      throw new ApiError('option_not_in_plan', { detail: `The plan does not include the model "${name}".` });
+    }
+    return name;
+  }
+
+  const modelFor = (name: string) => {
+    const profile = config.inference.models[name]!;
+    return async (input: Float32Array, signal: AbortSignal) => {
+      const output = await client.infer(name, { name: profile.inputName, shape: [1, 3, profile.height, profile.width], data: input }, profile.outputName, signal);
+      return { mask: output.data, serverRunMs: output.serverRunMs };
+    };
   };
 
   /** Runs one route's work, turning every failure into a problem response, and logs it. */
@@ -109,8 +126,16 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       settleBody(request.body, maxBodyBytes(uploadLimits(config.limits.maxUploadBytes)));
       const apiError = asApiError(error);
       code = apiError.code;
+      // Every answer to an identified account carries its rate-limit headers, refusals too.
+      if (state.identity && Object.keys(state.headers).length === 0) {
+        const standing = await enforcer.standing(state.identity.account.id, state.identity.account.plan).catch(() => undefined);
+        if (standing) state.headers = rateLimitHeaders(standing.rate);
+      }
       response = problemResponse(apiError, { ...state.headers, ...apiError.headers });
     }
+    metrics.requests.inc({ route, status: String(response.status), code: code ?? '' });
+    metrics.duration.observe({ route }, (performance.now() - started) / 1000);
+    metrics.bytesOut.inc(response.body.length);
     config.onResponse?.({
       method: request.method,
       route,
@@ -136,19 +161,29 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     return respond('/v1/remove-bg', request, async (state) => {
       if (request.method !== 'POST') throw new ApiError('method_not_allowed', { headers: { allow: 'POST' } });
       // Who, then whether they may, and only then the body: a refused request is never parsed.
-      const identity = await authenticate(request, config.keyStore);
-      state.identity = identity;
+      const identity = await authenticate(request, config.keyStore, (known) => (state.identity = known));
       const plan = enforcer.plan(identity.account.plan);
+      // Backpressure: refuse at once, before the upload is read, when this instance is full or
+      // every inference server just said it was.
+      const busy = { 'retry-after': String(config.inference.retryAfterSeconds) };
+      if (inFlight >= config.limits.maxInFlight) throw new ApiError('server_busy', { headers: busy });
+      if (client.saturated()) throw new ApiError('inference_unavailable', { headers: busy, detail: 'Every inference server is busy. Retry after the time in Retry-After.' });
       const admission = await enforcer.admit(identity.account.id, identity.account.plan);
       state.headers = admission.headers;
+      inFlight++;
+      metrics.inFlight.set(inFlight);
       try {
         // Options in the query string are checked before the upload is read.
-        checkPlanOptions(plan, parseOutputOptions({}, request.url, request.headers).requested);
-        await ensureVerified();
+        const early = parseOutputOptions({}, request.url, request.headers);
+        checkPlanOptions(plan, early.requested);
+        await ensureVerified(chooseModel(early.options.model, plan));
         const maxUpload = Math.min(config.limits.maxUploadBytes, plan.maxUploadBytes ?? Infinity);
         const upload = await readUpload(request.body, request.headers, uploadLimits(maxUpload), request.signal);
+        metrics.bytesIn.inc(upload.file.length);
         const { options: output, requested } = parseOutputOptions(upload.fields, request.url, request.headers);
         checkPlanOptions(plan, requested);
+        const modelName = chooseModel(output.model, plan);
+        await ensureVerified(modelName);
         const probe = await probeImage(upload.file, { maxInputPixels: config.limits.maxInputPixels });
         const pixels = probe.width * probe.height;
         if (plan.maxInputMegapixels !== undefined && pixels > plan.maxInputMegapixels * 1e6) {
@@ -166,7 +201,14 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         let segmentation: Segmentation;
         let rendered: Rendered;
         try {
-          segmentation = await segment(upload.file, probe, profile, model, { maxInputPixels: config.limits.maxInputPixels }, request.signal);
+          segmentation = await segment(
+            upload.file,
+            probe,
+            config.inference.models[modelName]!,
+            modelFor(modelName),
+            { maxInputPixels: config.limits.maxInputPixels },
+            request.signal,
+          );
           rendered = await renderOutput(segmentation, output, {
             pngCompressionLevel: config.pngCompressionLevel,
             maxOutputPixels,
@@ -177,8 +219,13 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
           throw error;
         }
         await enforcer.recordUsage(identity.account.id, pixels).catch((error: unknown) => config.onInternalError(error));
+        for (const [stage, ms] of Object.entries({ ...segmentation.timings, ...rendered.timings })) {
+          metrics.stages.observe({ stage }, (ms ?? 0) / 1000);
+        }
         return success(segmentation, rendered, output, upload.filename, state.headers);
       } finally {
+        inFlight--;
+        metrics.inFlight.set(inFlight);
         await admission.release();
       }
     });
@@ -187,8 +234,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   function account(request: CoreRequest): Promise<CoreResponse> {
     return respond('/v1/account', request, async (state) => {
       if (request.method !== 'GET') throw new ApiError('method_not_allowed', { headers: { allow: 'GET' }, detail: 'Use GET.' });
-      const identity = await authenticate(request, config.keyStore);
-      state.identity = identity;
+      const identity = await authenticate(request, config.keyStore, (known) => (state.identity = known));
       const plan = enforcer.plan(identity.account.plan);
       const standing = await enforcer.standing(identity.account.id, identity.account.plan);
       state.headers = rateLimitHeaders(standing.rate);
@@ -245,12 +291,22 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     };
   }
 
+  async function metricsRoute(request: CoreRequest): Promise<CoreResponse> {
+    if (request.method !== 'GET') {
+      return problemResponse(new ApiError('method_not_allowed', { detail: 'Use GET.' }), { allow: 'GET' });
+    }
+    const body = Buffer.from(await metrics.registry.metrics());
+    return { status: 200, headers: { 'content-type': metrics.registry.contentType, 'content-length': String(body.length) }, body };
+  }
+
   return {
     handle,
     account,
+    metrics: metricsRoute,
     routes: [
       { path: '/v1/remove-bg', handle },
       { path: '/v1/account', handle: account },
+      ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
     ],
     ready,
     async close() {

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
+import { grpcTarget, type InferenceTls } from './inference/inference-client.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
 import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
@@ -20,12 +21,23 @@ export interface AccessLogEntry {
 }
 
 export interface InferenceOptions {
-  /** `host:port` of the inference server (ours, or any Open Inference Protocol server). Default `127.0.0.1:50051`. */
-  address?: string;
-  /** Model name on the server. Default `isnet`. */
+  /**
+   * The inference server(s), ours or any Open Inference Protocol server: `host:port`, a
+   * `dns:///name:port` resolving to several, or a list of `ip:port`. Calls are balanced
+   * round-robin and UNAVAILABLE is retried on another server. Default `127.0.0.1:50051`.
+   */
+  address?: string | string[];
+  /** TLS to the inference servers: the CA's PEM, plus this client's certificate and key for mTLS. */
+  tls?: InferenceTls;
+  /** The model used when a request names none. Default `isnet`. */
   modelName?: string;
-  /** How images become the model's input, and its output a mask. Default: ISNet's. */
+  /** How images become that model's input, and its output a mask. Default: ISNet's. */
   profile?: PreprocessingProfile;
+  /**
+   * Every model a request may pick with the `model` option, by its name on the servers, with
+   * its preprocessing profile. Default: just `modelName` with `profile`.
+   */
+  models?: Record<string, PreprocessingProfile>;
   /** Deadline of each inference call, in ms. Default 30 000. */
   timeoutMs?: number;
   /** Largest gRPC message sent or received, in bytes. Default 64 MiB. */
@@ -47,6 +59,11 @@ export interface RequestLimits {
   maxFields?: number;
   /** Largest form field value, in bytes. Default 1024. */
   maxFieldBytes?: number;
+  /**
+   * Requests this API instance works on at once (uploading or processing); one more gets 503
+   * `server_busy` before its upload is read, so memory stays bounded. Default 32.
+   */
+  maxInFlight?: number;
 }
 
 export interface RemoveBgOptions {
@@ -65,6 +82,11 @@ export interface RemoveBgOptions {
   redisFailureMode?: RedisFailureMode;
   /** API instances sharing Redis, to size insurance limits (each gets 1/n). Default 1. */
   insuranceInstances?: number;
+  /**
+   * Serve Prometheus metrics at `/metrics` beside the endpoint (unauthenticated: keep it off the
+   * public network). Default false; `handler.metrics()` serves them anywhere else.
+   */
+  exposeMetrics?: boolean;
   /** Called once per response, with no key or header in it. Default: nothing. */
   onResponse?: (entry: AccessLogEntry) => void;
   inference?: InferenceOptions;
@@ -103,10 +125,13 @@ export function resolveOptions(options: RemoveBgOptions) {
     redisFailureMode: options.redisFailureMode ?? ('fail-closed' as RedisFailureMode),
     insuranceInstances: options.insuranceInstances ?? 1,
     onResponse: options.onResponse,
+    exposeMetrics: options.exposeMetrics ?? false,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
+      tls: inference.tls,
       modelName: inference.modelName ?? 'isnet',
       profile: inference.profile ?? ISNET_PROFILE,
+      models: inference.models ?? { [inference.modelName ?? 'isnet']: inference.profile ?? ISNET_PROFILE },
       timeoutMs: inference.timeoutMs ?? 30_000,
       maxMessageBytes: inference.maxMessageBytes ?? 64 * 1024 * 1024,
       retryAfterSeconds: inference.retryAfterSeconds ?? 2,
@@ -118,6 +143,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       uploadTimeoutMs: limits.uploadTimeoutMs ?? 60_000,
       maxFields: limits.maxFields ?? 16,
       maxFieldBytes: limits.maxFieldBytes ?? 1024,
+      maxInFlight: limits.maxInFlight ?? 32,
     },
     pngCompressionLevel: options.pngCompressionLevel ?? 4,
     foregroundEstimation: options.foregroundEstimation ?? true,
@@ -132,10 +158,14 @@ export function resolveOptions(options: RemoveBgOptions) {
   for (const name of ['timeoutMs', 'maxMessageBytes', 'retryAfterSeconds', 'startupTimeoutMs'] as const) {
     positive(`inference.${name}`, resolved.inference[name]);
   }
-  if (!/^[^\s]+:\d+$/.test(resolved.inference.address) && !resolved.inference.address.startsWith('dns:') && !resolved.inference.address.startsWith('unix:')) {
-    throw new RangeError(`inference.address must be host:port, got "${resolved.inference.address}"`);
+  const target = grpcTarget(resolved.inference.address);
+  if (!/^(dns:|unix:|ipv4:|ipv6:)/.test(target) && !/^[^\s/]+:\d+$/.test(target)) {
+    throw new RangeError(`inference.address must be host:port, dns:///name:port or a list of ip:port, got "${target}"`);
   }
-  validateProfile(resolved.inference.profile);
+  for (const profile of Object.values(resolved.inference.models)) validateProfile(profile);
+  if (!Object.hasOwn(resolved.inference.models, resolved.inference.modelName)) {
+    throw new RangeError(`inference.models must include the default model "${resolved.inference.modelName}"`);
+  }
   if (!Number.isInteger(resolved.pngCompressionLevel) || resolved.pngCompressionLevel < 0 || resolved.pngCompressionLevel > 9) {
     throw new RangeError('pngCompressionLevel must be 0..9');
   }
@@ -143,8 +173,8 @@ export function resolveOptions(options: RemoveBgOptions) {
     throw new RangeError('redisFailureMode must be "fail-closed" or "insurance"');
   }
   positive('insuranceInstances', resolved.insuranceInstances);
-  // The image must fit in one gRPC message of the model's input size.
-  const inputBytes = 3 * resolved.inference.profile.width * resolved.inference.profile.height * 4;
+  // The image must fit in one gRPC message of the largest model's input size.
+  const inputBytes = Math.max(...Object.values(resolved.inference.models).map((p) => 3 * p.width * p.height * 4));
   if (inputBytes + 1024 > resolved.inference.maxMessageBytes) {
     throw new RangeError(`inference.maxMessageBytes (${resolved.inference.maxMessageBytes}) is below the model input size (${inputBytes} bytes)`);
   }

@@ -24,10 +24,12 @@ export interface OutputOptions {
   size: 'preview' | 'full' | 'auto';
   /** `json` when the client sent `Accept: application/json`. */
   response: 'image' | 'json';
+  /** The model to use, by name; undefined for the default. */
+  model: string | undefined;
 }
 
 /** Names accepted as form fields or query parameters; plans list these in `outputOptions`. */
-export const OUTPUT_OPTION_NAMES = ['format', 'channels', 'bg_color', 'crop', 'crop_margin', 'size'] as const;
+export const OUTPUT_OPTION_NAMES = ['format', 'channels', 'bg_color', 'crop', 'crop_margin', 'size', 'model'] as const;
 export type OutputOptionName = (typeof OUTPUT_OPTION_NAMES)[number];
 
 export const DEFAULT_OUTPUT: OutputOptions = {
@@ -38,6 +40,7 @@ export const DEFAULT_OUTPUT: OutputOptions = {
   cropMargin: { value: 0, unit: 'px' },
   size: 'auto',
   response: 'image',
+  model: undefined,
 };
 
 /** Largest crop margin: 500 px or 100 % of the foreground's size. */
@@ -115,6 +118,11 @@ export function parseOutputOptions(
     if (!match || !(value <= MAX_MARGIN[unit])) throw invalid('crop_margin', `"${margin.slice(0, 50)}" is not a margin of 0-500px or 0-100%`);
     if (!options.crop) throw invalid('crop_margin', 'needs crop=true');
     options.cropMargin = { value, unit };
+  }
+  const model = given.get('model');
+  if (model !== undefined) {
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(model)) throw invalid('model', `"${model.slice(0, 50)}" is not a model name`);
+    options.model = model;
   }
   if (options.channels === 'alpha' && options.bgColor) throw invalid('bg_color', 'cannot be combined with channels=alpha');
 

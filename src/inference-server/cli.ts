@@ -1,60 +1,88 @@
 #!/usr/bin/env node
 /**
  * Standalone inference server:
- *   bgcut-inference-server [--host 0.0.0.0] [--port 50051] [--model isnet-fp16|isnet-quint8|file.onnx]
- *                          [--model-name isnet] [--workers 1] [--threads N] [--queue 4]
- * Each flag can also come from the environment (BGCUT_INFERENCE_HOST, _PORT, _MODEL, _MODEL_NAME,
- * _WORKERS, _THREADS, _QUEUE); a flag wins over the environment.
+ *   bgcut-inference-server [--host 0.0.0.0] [--port 50051]
+ *                          [--model isnet-fp16 | --model NAME=SOURCE ...] [--model-name isnet]
+ *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
+ *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ * SOURCE is a built-in model (isnet-fp16, isnet-quint8) or the path of an .onnx file. Each flag
+ * can also come from the environment (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS;
+ * several models separated by commas); a flag wins over the environment.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { startInferenceServer } from './server.js';
+import { startInferenceServer, type ModelSource } from './server.js';
 
-const FLAGS = {
-  host: 'BGCUT_INFERENCE_HOST',
-  port: 'BGCUT_INFERENCE_PORT',
-  model: 'BGCUT_INFERENCE_MODEL',
-  'model-name': 'BGCUT_INFERENCE_MODEL_NAME',
-  workers: 'BGCUT_INFERENCE_WORKERS',
-  threads: 'BGCUT_INFERENCE_THREADS',
-  queue: 'BGCUT_INFERENCE_QUEUE',
-} as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+type Flag = (typeof FLAGS)[number];
+
+function envName(flag: Flag): string {
+  return `BGCUT_INFERENCE_${flag.toUpperCase().replace(/-/g, '_')}`;
+}
 
 const { values } = parseArgs({
   options: {
-    ...Object.fromEntries(Object.keys(FLAGS).map((name) => [name, { type: 'string' as const }])),
+    ...Object.fromEntries(FLAGS.map((name) => [name, { type: 'string' as const, multiple: name === 'model' }])),
     help: { type: 'boolean', short: 'h' },
   },
   strict: true,
 });
 
 if (values.help) {
-  console.log(`usage: bgcut-inference-server [--${Object.keys(FLAGS).join(' V] [--')} V]`);
+  console.log(`usage: bgcut-inference-server ${FLAGS.map((f) => `[--${f} V]`).join(' ')}`);
   process.exit(0);
 }
 
-function setting(flag: keyof typeof FLAGS): string | undefined {
-  return ((values as Record<string, unknown>)[flag] as string | undefined) ?? process.env[FLAGS[flag]];
+function fail(message: string): never {
+  console.error(message);
+  process.exit(2);
 }
 
-function integer(flag: keyof typeof FLAGS): number | undefined {
+function setting(flag: Flag): string | undefined {
+  const value = (values as Record<string, unknown>)[flag];
+  return (Array.isArray(value) ? value.join(',') : (value as string | undefined)) ?? process.env[envName(flag)];
+}
+
+function integer(flag: Flag): number | undefined {
   const raw = setting(flag);
   if (raw === undefined) return undefined;
-  if (!/^\d+$/.test(raw)) {
-    console.error(`--${flag} must be a whole number, got "${raw}"`);
-    process.exit(2);
-  }
+  if (!/^\d+$/.test(raw)) fail(`--${flag} must be a whole number, got "${raw}"`);
   return Number(raw);
+}
+
+/** `--model isnet-fp16` (named by --model-name) or `--model name=source`, repeatable. */
+function models(): ModelSource[] | undefined {
+  const raw = setting('model');
+  if (raw === undefined) return undefined;
+  const specs = raw.split(',').filter(Boolean);
+  return specs.map((spec) => {
+    const eq = spec.indexOf('=');
+    if (eq > 0) return { name: spec.slice(0, eq), source: spec.slice(eq + 1) };
+    if (specs.length > 1) fail('with several --model flags, name each: --model name=source');
+    return { name: setting('model-name') ?? 'isnet', source: spec };
+  });
+}
+
+function tls() {
+  const cert = setting('tls-cert');
+  const key = setting('tls-key');
+  const clientCa = setting('tls-client-ca');
+  if (!cert && !key && !clientCa) return undefined;
+  if (!cert || !key) fail('--tls-cert and --tls-key go together');
+  return { cert: readFileSync(cert), key: readFileSync(key), ...(clientCa ? { clientCa: readFileSync(clientCa) } : {}) };
 }
 
 try {
   const server = await startInferenceServer({
     host: setting('host'),
     port: integer('port'),
-    model: setting('model'),
-    modelName: setting('model-name'),
+    models: models() ?? (setting('model-name') ? [{ name: setting('model-name')!, source: 'isnet-fp16' }] : undefined),
+    providers: setting('providers')?.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean),
     workers: integer('workers'),
     intraOpThreads: integer('threads'),
     maxQueue: integer('queue'),
+    tls: tls(),
+    metricsPort: integer('metrics-port'),
   });
   let stopping = false;
   const stop = (signal: string) => {

@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
+import type http from 'node:http';
 import os from 'node:os';
 import {
   DATATYPE_BYTES,
@@ -10,37 +11,59 @@ import {
   type ModelInferRequest__Output,
   type ModelInferResponse,
 } from '../protocol/index.js';
+import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
+
+export interface ModelSource {
+  /** The name clients ask for. */
+  name: string;
+  /** A built-in model (`isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
+  source: string;
+}
+
+export interface ServerTls {
+  /** PEM certificate chain and private key of this server. */
+  cert: Buffer;
+  key: Buffer;
+  /** PEM of the CA whose client certificates are accepted; when set, clients must present one (mTLS). */
+  clientCa?: Buffer;
+}
 
 export interface InferenceServerOptions {
   /** Interface to bind. Default `127.0.0.1`; `0.0.0.0` to serve other hosts. */
   host?: string;
   /** Port to bind; 0 picks a free one. Default 50051. */
   port?: number;
-  /** A built-in model (`isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. Default `isnet-fp16`. */
-  model?: string;
-  /** The name clients ask for in ModelInfer/ModelMetadata. Default `isnet`. */
-  modelName?: string;
-  /** Worker threads, each with its own session. Default 1. */
+  /** The models to serve. Default: `isnet` from the built-in `isnet-fp16`. */
+  models?: ModelSource[];
+  /** Execution providers to try, in order, for every model. Default `['cpu']`. */
+  providers?: string[];
+  /** Worker threads per model, each with its own session. Default 1. */
   workers?: number;
   /** Intra-op threads per session. Default: the machine's cores divided by `workers`. */
   intraOpThreads?: number;
-  /** Calls that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker. */
+  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker. */
   maxQueue?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
+  /** Connections are closed (gracefully) after this long, so clients rebalance onto new servers. Default 5 minutes. */
+  maxConnectionAgeMs?: number;
   /** How long shutdown waits for calls in flight before it cuts them off. Default 30 s. */
   shutdownGraceMs?: number;
+  /** TLS, or mutual TLS with `clientCa`. Default: plaintext. */
+  tls?: ServerTls;
+  /** Port of the Prometheus /metrics HTTP endpoint; absent for none. */
+  metricsPort?: number;
   /** Log lines go here. Default console.log. */
   log?: (line: string) => void;
 }
 
 export interface RunningInferenceServer {
   port: number;
-  modelName: string;
-  signature: ModelSignature;
+  metricsPort: number | undefined;
+  models: Record<string, ModelSignature & { version: string }>;
   /** Stops serving: NOT_SERVING, refuse new calls, finish in-flight ones, then close. */
   shutdown(): Promise<void>;
 }
@@ -54,22 +77,32 @@ export function resolveServerOptions(options: InferenceServerOptions) {
   const resolved = {
     host: options.host ?? '127.0.0.1',
     port: options.port ?? 50051,
-    model: options.model ?? 'isnet-fp16',
-    modelName: options.modelName ?? 'isnet',
+    models: options.models ?? [{ name: 'isnet', source: 'isnet-fp16' }],
+    providers: options.providers ?? ['cpu'],
     workers,
     intraOpThreads: options.intraOpThreads ?? Math.max(1, Math.floor(cores / workers)),
     maxQueue: options.maxQueue ?? 4 * workers,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
+    maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
+    tls: options.tls,
+    metricsPort: options.metricsPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
-  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes'] as const;
+  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
   for (const key of positiveInts) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
   if (!Number.isInteger(resolved.maxQueue) || resolved.maxQueue < 0) throw new RangeError('maxQueue must be an integer >= 0');
   if (!Number.isInteger(resolved.port) || resolved.port < 0 || resolved.port > 65535) throw new RangeError('port must be 0..65535');
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(resolved.modelName)) throw new RangeError('modelName must be 1-64 of [A-Za-z0-9_.-]');
+  if (resolved.models.length === 0) throw new RangeError('models must name at least one model');
+  for (const model of resolved.models) {
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(model.name)) throw new RangeError(`model name "${model.name}" must be 1-64 of [A-Za-z0-9_.-]`);
+  }
+  if (new Set(resolved.models.map((m) => m.name)).size !== resolved.models.length) throw new RangeError('model names must differ');
+  if (resolved.providers.length === 0 || resolved.providers.some((p) => !/^[a-z0-9-]+$/.test(p))) {
+    throw new RangeError('providers must be a list of execution provider names, e.g. cuda,cpu');
+  }
   return resolved;
 }
 
@@ -77,9 +110,17 @@ function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceErro
   return { code, details, message: details };
 }
 
+interface LoadedModel {
+  name: string;
+  source: string;
+  version: string;
+  pool: SessionPool;
+  signature: ModelSignature;
+}
+
 /**
- * Starts an Open Inference Protocol (KServe v2) gRPC server for one ONNX model, plus the
- * standard grpc.health.v1 service. Health reports NOT_SERVING until every session has loaded
+ * Starts an Open Inference Protocol (KServe v2) gRPC server for one or more ONNX models, plus
+ * the standard grpc.health.v1 service. Health reports NOT_SERVING until every session has loaded
  * and run once (warm-up), so load balancers send no traffic to a cold server.
  */
 export async function startInferenceServer(options: InferenceServerOptions = {}): Promise<RunningInferenceServer> {
@@ -90,21 +131,26 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     health.setStatus('', status);
     health.setStatus(INFERENCE_SERVICE_NAME, status);
   };
+  const metrics = new InferenceMetrics();
 
   const server = new grpc.Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
+    'grpc.max_connection_age_ms': config.maxConnectionAgeMs,
+    'grpc.max_connection_age_grace_ms': config.shutdownGraceMs,
   });
   health.addToServer(server);
 
-  let pool: SessionPool | undefined;
-  let signature: ModelSignature | undefined;
-  let version = '';
+  const models = new Map<string, LoadedModel>();
   let shuttingDown = false;
-  const ready = () => Boolean(pool && signature) && !shuttingDown;
+  let loaded = false;
+  const ready = () => loaded && !shuttingDown;
 
-  const knownModel = (name: string, requestedVersion: string) =>
-    name === config.modelName && (requestedVersion === '' || requestedVersion === version);
+  const find = (name: string, requestedVersion: string): LoadedModel | undefined => {
+    const model = models.get(name);
+    return model && (requestedVersion === '' || requestedVersion === model.version) ? model : undefined;
+  };
+  const known = (name: string) => config.models.some((m) => m.name === name);
 
   const handlers: GRPCInferenceServiceHandlers = {
     ServerLive(_call, callback) {
@@ -117,49 +163,57 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       callback(null, { name: SERVER_NAME, version: SERVER_VERSION, extensions: [] });
     },
     ModelReady(call, callback) {
-      if (!knownModel(call.request.name, call.request.version)) {
+      if (!known(call.request.name)) {
         callback(grpcError(grpc.status.NOT_FOUND, `unknown model ${call.request.name}`));
         return;
       }
-      callback(null, { ready: ready() });
+      callback(null, { ready: ready() && Boolean(find(call.request.name, call.request.version)) });
     },
     ModelMetadata(call, callback) {
-      if (!knownModel(call.request.name, call.request.version)) {
+      if (!known(call.request.name)) {
         callback(grpcError(grpc.status.NOT_FOUND, `unknown model ${call.request.name}`));
         return;
       }
-      if (!signature) {
-        callback(grpcError(grpc.status.UNAVAILABLE, 'model is loading'));
+      const model = find(call.request.name, call.request.version);
+      if (!model) {
+        callback(grpcError(loaded ? grpc.status.NOT_FOUND : grpc.status.UNAVAILABLE, loaded ? 'no such version' : 'model is loading'));
         return;
       }
       callback(null, {
-        name: config.modelName,
-        versions: [version],
+        name: model.name,
+        versions: [model.version],
         platform: 'onnxruntime_onnx',
-        inputs: signature.inputs,
-        outputs: signature.outputs,
+        inputs: model.signature.inputs,
+        outputs: model.signature.outputs,
+        parameters: { execution_provider: { stringParam: model.signature.provider }, source: { stringParam: model.source } },
       });
     },
     ModelInfer(call, callback) {
       const request = call.request;
-      if (!knownModel(request.modelName, request.modelVersion)) {
-        callback(grpcError(grpc.status.NOT_FOUND, `unknown model ${request.modelName}`));
+      const model = find(request.modelName, request.modelVersion);
+      const provider = model?.signature.provider ?? 'none';
+      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse) => {
+        metrics.calls.inc({ model: request.modelName, provider, status: error ? grpc.status[error.code!] : 'OK' });
+        callback(error, response);
+      };
+      if (!known(request.modelName)) {
+        answer(grpcError(grpc.status.NOT_FOUND, `unknown model ${request.modelName}`));
         return;
       }
-      if (!pool || !signature || shuttingDown) {
-        callback(grpcError(grpc.status.UNAVAILABLE, shuttingDown ? 'server is shutting down' : 'model is loading'));
+      if (!model || shuttingDown) {
+        answer(grpcError(grpc.status.UNAVAILABLE, shuttingDown ? 'server is shutting down' : 'model is loading'));
         return;
       }
       let inputs: TensorData[];
       let outputNames: string[];
       try {
-        inputs = decodeInputs(request, signature.inputs);
-        outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : signature.outputs.map((o) => o.name);
+        inputs = decodeInputs(request, model.signature.inputs);
+        outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
         for (const name of outputNames) {
-          if (!signature.outputs.some((o) => o.name === name)) throw new Error(`unknown output ${name}`);
+          if (!model.signature.outputs.some((o) => o.name === name)) throw new Error(`unknown output ${name}`);
         }
       } catch (error) {
-        callback(grpcError(grpc.status.INVALID_ARGUMENT, (error as Error).message));
+        answer(grpcError(grpc.status.INVALID_ARGUMENT, (error as Error).message));
         return;
       }
 
@@ -172,39 +226,43 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       if (Number.isFinite(deadlineMs)) {
         const remaining = deadlineMs - Date.now();
         if (remaining <= 0) {
-          callback(grpcError(grpc.status.DEADLINE_EXCEEDED, 'deadline passed before inference started'));
+          answer(grpcError(grpc.status.DEADLINE_EXCEEDED, 'deadline passed before inference started'));
           return;
         }
         deadlineTimer = setTimeout(() => abort.abort(), remaining);
       }
       if (call.cancelled) {
-        callback(grpcError(grpc.status.CANCELLED, 'cancelled before inference started'));
+        answer(grpcError(grpc.status.CANCELLED, 'cancelled before inference started'));
         return;
       }
 
-      pool.run(inputs, outputNames, abort.signal).then(
+      const run = model.pool.run(inputs, outputNames, abort.signal);
+      metrics.queueDepth.set({ model: model.name }, model.pool.queued);
+      run.then(
         (result) => {
           clearTimeout(deadlineTimer);
-          const response: ModelInferResponse = {
-            modelName: config.modelName,
-            modelVersion: version,
+          metrics.queueDepth.set({ model: model.name }, model.pool.queued);
+          metrics.runSeconds.observe({ model: model.name, provider }, result.runMs / 1000);
+          answer(null, {
+            modelName: model.name,
+            modelVersion: model.version,
             id: request.id,
             // Time inside session.run alone, so callers can tell transfer and queueing from compute.
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
-          };
-          callback(null, response);
+          });
         },
         (error: Error) => {
           clearTimeout(deadlineTimer);
-          if (error instanceof QueueFullError) callback(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
+          metrics.queueDepth.set({ model: model.name }, model.pool.queued);
+          if (error instanceof QueueFullError) answer(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
           else if (error instanceof JobAbortedError) {
             const expired = Number.isFinite(deadlineMs) && Date.now() >= deadlineMs;
-            callback(grpcError(expired ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED, error.message));
+            answer(grpcError(expired ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED, error.message));
           } else {
-            log(`inference failed: ${error.message}`);
-            callback(grpcError(grpc.status.INTERNAL, 'inference failed'));
+            log(`inference failed (${model.name}): ${error.message}`);
+            answer(grpcError(grpc.status.INTERNAL, 'inference failed'));
           }
         },
       );
@@ -212,41 +270,56 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   };
 
   server.addService(loadInferenceProto().inference.GRPCInferenceService.service, handlers);
+  const credentials = config.tls
+    ? grpc.ServerCredentials.createSsl(config.tls.clientCa ?? null, [{ cert_chain: config.tls.cert, private_key: config.tls.key }], Boolean(config.tls.clientCa))
+    : grpc.ServerCredentials.createInsecure();
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) =>
-      error ? reject(error) : resolve(bound),
-    );
+    server.bindAsync(`${config.host}:${config.port}`, credentials, (error, bound) => (error ? reject(error) : resolve(bound)));
   });
-  log(`inference server listening on ${config.host}:${port} (health NOT_SERVING while the model loads)`);
+  const security = config.tls ? (config.tls.clientCa ? 'mTLS' : 'TLS') : 'plaintext';
+  log(`inference server listening on ${config.host}:${port} (${security}; health NOT_SERVING while the models load)`);
 
+  let metricsServer: http.Server | undefined;
   try {
-    const modelFile = await resolveModelFile(config.model);
-    version = (await fileDigest(modelFile)).slice(0, 12);
-    const startedPool = new SessionPool({
-      modelFile,
-      workers: config.workers,
-      intraOpThreads: config.intraOpThreads,
-      maxQueue: config.maxQueue,
-    });
-    const loaded = Date.now();
-    const startedSignature = await startedPool.start();
-    await warmUp(startedPool, startedSignature, config.workers);
-    pool = startedPool;
-    signature = startedSignature;
-    log(
-      `model ${config.modelName} (${config.model}, version ${version}) ready in ${Date.now() - loaded} ms: ` +
-        `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), provider cpu, queue ${config.maxQueue}`,
-    );
+    if (config.metricsPort !== undefined) {
+      metricsServer = await metrics.listen(config.metricsPort, config.host);
+      const address = metricsServer.address() as { port: number };
+      log(`metrics on http://${config.host}:${address.port}/metrics`);
+    }
+    for (const source of config.models) {
+      const started = Date.now();
+      const modelFile = await resolveModelFile(source.source);
+      const version = (await fileDigest(modelFile)).slice(0, 12);
+      const pool = new SessionPool({
+        modelFile,
+        providers: config.providers,
+        workers: config.workers,
+        intraOpThreads: config.intraOpThreads,
+        maxQueue: config.maxQueue,
+      });
+      const signature = await pool.start();
+      for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
+      await warmUp(pool, signature, config.workers);
+      models.set(source.name, { name: source.name, source: source.source, version, pool, signature });
+      log(
+        `model ${source.name} (${source.source}, version ${version}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
+          `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
+          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${config.maxQueue}`,
+      );
+    }
+    loaded = true;
     setHealth('SERVING');
   } catch (error) {
     server.forceShutdown();
+    metricsServer?.close();
+    await Promise.all([...models.values()].map((m) => m.pool.close()));
     throw error;
   }
 
   return {
     port,
-    modelName: config.modelName,
-    signature: signature!,
+    metricsPort: metricsServer ? (metricsServer.address() as { port: number }).port : undefined,
+    models: Object.fromEntries([...models.values()].map((m) => [m.name, { ...m.signature, version: m.version }])),
     async shutdown() {
       if (shuttingDown) return;
       shuttingDown = true;
@@ -262,7 +335,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           resolve();
         });
       });
-      await pool?.close();
+      metricsServer?.close();
+      await Promise.all([...models.values()].map((m) => m.pool.close()));
     },
   };
 }

@@ -3,6 +3,8 @@ import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './
 
 export interface SessionPoolOptions {
   modelFile: string;
+  /** Execution providers to try in order. */
+  providers: string[];
   /** Worker threads, each holding its own session. */
   workers: number;
   /** Intra-op threads of each session. */
@@ -14,6 +16,9 @@ export interface SessionPoolOptions {
 export interface ModelSignature {
   inputs: TensorSpec[];
   outputs: TensorSpec[];
+  /** The execution provider the sessions run on, and the ones tried before it that failed. */
+  provider: string;
+  skipped: { provider: string; error: string }[];
 }
 
 export interface RunResult {
@@ -106,7 +111,7 @@ export class SessionPool {
   }
 
   private spawn(): Promise<ModelSignature> {
-    const init: WorkerInit = { modelFile: this.options.modelFile, intraOpThreads: this.options.intraOpThreads };
+    const init: WorkerInit = { modelFile: this.options.modelFile, intraOpThreads: this.options.intraOpThreads, providers: this.options.providers };
     const worker = new Worker(WORKER_URL, { workerData: init });
     const slot: Slot = { worker, busy: undefined };
     return new Promise<ModelSignature>((resolve, reject) => {
@@ -116,7 +121,7 @@ export class SessionPool {
           case 'ready':
             ready = true;
             this.slots.push(slot);
-            resolve({ inputs: reply.inputs, outputs: reply.outputs });
+            resolve({ inputs: reply.inputs, outputs: reply.outputs, provider: reply.provider, skipped: reply.skipped });
             this.pump(slot);
             break;
           case 'fatal':

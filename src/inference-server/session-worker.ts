@@ -25,15 +25,33 @@ function specsOf(metadata: readonly ort.InferenceSession.ValueMetadata[]): Tenso
   });
 }
 
+/**
+ * Opens the session on the first provider of the list that works, noting why the others did
+ * not: the caller logs and reports the provider really used, never falling back in silence.
+ */
+async function openSession() {
+  const skipped: { provider: string; error: string }[] = [];
+  for (const provider of init.providers) {
+    try {
+      const session = await ort.InferenceSession.create(init.modelFile, {
+        executionProviders: [provider],
+        intraOpNumThreads: init.intraOpThreads,
+        // One operator at a time: the pool gets parallelism from workers, each from its intra-op threads.
+        interOpNumThreads: 1,
+        executionMode: 'sequential',
+        graphOptimizationLevel: 'all',
+      });
+      return { session, provider, skipped };
+    } catch (error) {
+      skipped.push({ provider, error: error instanceof Error ? error.message.split('\n')[0]! : String(error) });
+    }
+  }
+  throw new Error(`no execution provider could load the model: ${skipped.map((s) => `${s.provider} (${s.error})`).join('; ')}`);
+}
+
 async function main(): Promise<void> {
-  const session = await ort.InferenceSession.create(init.modelFile, {
-    intraOpNumThreads: init.intraOpThreads,
-    // One operator at a time: the pool gets parallelism from workers, each from its intra-op threads.
-    interOpNumThreads: 1,
-    executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
-  });
-  post({ type: 'ready', inputs: specsOf(session.inputMetadata), outputs: specsOf(session.outputMetadata) });
+  const { session, provider, skipped } = await openSession();
+  post({ type: 'ready', inputs: specsOf(session.inputMetadata), outputs: specsOf(session.outputMetadata), provider, skipped });
 
   port!.on('message', (job: RunJob) => {
     void run(session, job);

@@ -12,6 +12,8 @@ export interface TensorSpec {
 export interface WorkerInit {
   modelFile: string;
   intraOpThreads: number;
+  /** Execution providers to try in order (`cuda`, `tensorrt`, `coreml`, `dml`, `cpu`, ...). */
+  providers: string[];
 }
 
 export interface TensorData {
@@ -30,7 +32,7 @@ export interface RunJob {
 }
 
 export type WorkerReply =
-  | { type: 'ready'; inputs: TensorSpec[]; outputs: TensorSpec[] }
+  | { type: 'ready'; inputs: TensorSpec[]; outputs: TensorSpec[]; provider: string; skipped: { provider: string; error: string }[] }
   | { type: 'result'; id: number; outputs: TensorData[]; runMs: number }
   | { type: 'error'; id: number; message: string }
   | { type: 'fatal'; message: string };

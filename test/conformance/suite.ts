@@ -120,9 +120,11 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       });
     });
 
-    it('403 for a suspended account', async () => {
+    it('403 for a suspended account, with the account\'s rate-limit headers', async () => {
       const response = await post({ headers: { 'x-api-key': keys.suspended }, body: imageForm(Buffer.from('x')) });
       await expectProblem(response, 403, 'account_suspended');
+      expect(response.headers.get('ratelimit-policy')).toBe('"minute";q=1000;w=60');
+      expect(response.headers.get('x-ratelimit-remaining')).toBe('1000');
     });
 
     it("429 with Retry-After once the plan's per-minute limit is used", async () => {

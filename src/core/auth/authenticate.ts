@@ -46,7 +46,16 @@ export interface AuthRequest {
   clientIp?: string | undefined;
 }
 
-export async function authenticate(request: AuthRequest, store: KeyStore, now = new Date()): Promise<Identity> {
+/**
+ * Identifies the caller (401s), then checks they may proceed (403s). `onIdentified` hears of the
+ * identity before the 403 checks, so a refusal can still carry the account's rate-limit headers.
+ */
+export async function authenticate(
+  request: AuthRequest,
+  store: KeyStore,
+  onIdentified?: (identity: Identity) => void,
+  now = new Date(),
+): Promise<Identity> {
   const key = extractApiKey(request.headers, request.url);
   const hash = hashApiKey(key);
   let found;
@@ -59,9 +68,11 @@ export async function authenticate(request: AuthRequest, store: KeyStore, now = 
   if (!found) throw unauthorized('invalid_api_key');
   if (found.key.revokedAt) throw unauthorized('revoked_api_key');
   if (found.key.expiresAt && Date.parse(found.key.expiresAt) <= now.getTime()) throw unauthorized('expired_api_key');
+  const identity = { account: found.account, keyId: keyIdOf(hash) };
+  onIdentified?.(identity);
   if (found.account.status !== 'active') throw new ApiError('account_suspended');
   checkRestrictions(found.key, request);
-  return { account: found.account, keyId: keyIdOf(hash) };
+  return identity;
 }
 
 /** Keys may be limited to client addresses (or CIDR ranges) and to browser origins. */

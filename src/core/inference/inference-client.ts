@@ -8,19 +8,69 @@ import {
 import { ApiError } from '../errors.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 
+export interface InferenceTls {
+  /** PEM of the CA that signed the servers' certificates. */
+  ca: Buffer;
+  /** PEM certificate and key of this client, for mutual TLS. */
+  cert?: Buffer;
+  key?: Buffer;
+}
+
 export interface InferenceClientOptions {
-  /** `host:port` of an Open Inference Protocol (KServe v2) gRPC server. */
-  address: string;
-  /** Model name on that server. */
-  modelName: string;
+  /**
+   * Where the Open Inference Protocol (KServe v2) servers are: `host:port`, a `dns:///name:port`
+   * that resolves to several, or a list of `ip:port` addresses. Calls are balanced round-robin.
+   */
+  address: string | string[];
   /** Deadline of each ModelInfer call, in ms. */
   timeoutMs: number;
   /** Largest message sent or received, in bytes. */
   maxMessageBytes: number;
   /** Seconds a client is told to wait (Retry-After) when the server is down or busy. */
   retryAfterSeconds: number;
-  credentials?: grpc.ChannelCredentials;
+  tls?: InferenceTls;
 }
+
+/** How long "all servers full" is assumed to last before requests are let through to try again. */
+const SATURATION_WINDOW_MS = 500;
+
+/** Largest ModelInfer request kept for a retry (the FP32 input of a 1024x1024 model is 12 MiB). */
+const RETRY_BUFFER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * One gRPC target for one or several servers: a list of IP addresses becomes an `ipv4:`/`ipv6:`
+ * target (grpc-js resolves it to all of them); names need a `dns:///` target instead.
+ */
+export function grpcTarget(address: string | string[]): string {
+  if (!Array.isArray(address)) return address;
+  if (address.length === 1) return address[0]!;
+  const v6 = address.every((a) => a.startsWith('['));
+  const v4 = address.every((a) => /^\d+\.\d+\.\d+\.\d+:\d+$/.test(a));
+  if (!v4 && !v6) throw new RangeError('several inference addresses must all be IP:port; use one dns:///name:port for host names');
+  return `${v6 ? 'ipv6' : 'ipv4'}:${address.join(',')}`;
+}
+
+/**
+ * Round-robin over every resolved server, and transparent retries of UNAVAILABLE (a server that
+ * went away or is draining) on another one: inference is idempotent, and the retries stay
+ * within the call's deadline.
+ */
+const SERVICE_CONFIG = {
+  loadBalancingConfig: [{ round_robin: {} }],
+  methodConfig: [
+    {
+      name: [{ service: 'inference.GRPCInferenceService' }],
+      retryPolicy: {
+        maxAttempts: 4,
+        initialBackoff: '0.05s',
+        maxBackoff: '0.5s',
+        backoffMultiplier: 2,
+        // RESOURCE_EXHAUSTED: that server's queue is full, another may have room.
+        retryableStatusCodes: ['UNAVAILABLE', 'RESOURCE_EXHAUSTED'],
+      },
+    },
+  ],
+};
 
 /**
  * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
@@ -28,12 +78,22 @@ export interface InferenceClientOptions {
  */
 export class InferenceClient {
   private readonly client: GRPCInferenceServiceClient;
+  /** Until when every server answered "queue full" (ms since the epoch). */
+  private saturatedUntil = 0;
+  /** The execution provider each checked model runs on, as the server reports it (bgcut servers do). */
+  readonly providers = new Map<string, string>();
 
   constructor(private readonly options: InferenceClientOptions) {
     const Service = loadInferenceProto().inference.GRPCInferenceService;
-    this.client = new Service(options.address, options.credentials ?? grpc.credentials.createInsecure(), {
+    const credentials = options.tls
+      ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
+      : grpc.credentials.createInsecure();
+    this.client = new Service(grpcTarget(options.address), credentials, {
       'grpc.max_receive_message_length': options.maxMessageBytes,
       'grpc.max_send_message_length': options.maxMessageBytes,
+      'grpc.service_config': JSON.stringify(SERVICE_CONFIG),
+      'grpc.per_rpc_retry_buffer_size': RETRY_BUFFER_BYTES,
+      'grpc.retry_buffer_size': 4 * RETRY_BUFFER_BYTES,
       // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
       'grpc.initial_reconnect_backoff_ms': 250,
       'grpc.max_reconnect_backoff_ms': 2000,
@@ -44,10 +104,10 @@ export class InferenceClient {
     });
   }
 
-  metadata(timeoutMs: number): Promise<ModelMetadataResponse__Output> {
+  metadata(model: string, timeoutMs: number): Promise<ModelMetadataResponse__Output> {
     return new Promise((resolve, reject) => {
       this.client.ModelMetadata(
-        { name: this.options.modelName },
+        { name: model },
         { deadline: Date.now() + timeoutMs },
         (error, response) => (error || !response ? reject(error ?? new Error('empty response')) : resolve(response)),
       );
@@ -56,6 +116,7 @@ export class InferenceClient {
 
   /** Runs the model on one FP32 input and returns the named FP32 output. */
   infer(
+    model: string,
     input: { name: string; shape: number[]; data: Float32Array },
     outputName: string,
     signal: AbortSignal,
@@ -64,7 +125,7 @@ export class InferenceClient {
       const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
       const call = this.client.ModelInfer(
         {
-          modelName: this.options.modelName,
+          modelName: model,
           inputs: [{ name: input.name, datatype: 'FP32', shape: input.shape }],
           outputs: [{ name: outputName }],
           rawInputContents: [raw],
@@ -89,8 +150,8 @@ export class InferenceClient {
   }
 
   /** Checks that the served model takes and returns what the profile expects. */
-  async verifyModel(profile: PreprocessingProfile, timeoutMs: number): Promise<void> {
-    const meta = await this.metadata(timeoutMs);
+  async verifyModel(model: string, profile: PreprocessingProfile, timeoutMs: number): Promise<void> {
+    const meta = await this.metadata(model, timeoutMs);
     const input = meta.inputs.find((t) => t.name === profile.inputName);
     const output = meta.outputs.find((t) => t.name === profile.outputName);
     const fits = (shape: number[], expected: number[]) =>
@@ -104,9 +165,18 @@ export class InferenceClient {
     else if (output.datatype !== 'FP32' || !fits(output.shape, [1, 1, profile.height, profile.width])) {
       problems.push(`output "${output.name}" is ${output.datatype}[${output.shape}], the profile needs FP32[1,1,${profile.height},${profile.width}]`);
     }
+    this.providers.set(model, meta.parameters?.execution_provider?.stringParam ?? 'unknown');
     if (problems.length > 0) {
-      throw new ModelMismatchError(`model "${this.options.modelName}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
+      throw new ModelMismatchError(`model "${model}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
     }
+  }
+
+  /**
+   * True for a moment after every server tried was full: new requests are then refused at once,
+   * before their uploads are read, instead of piling up in memory only to be refused later.
+   */
+  saturated(): boolean {
+    return Date.now() < this.saturatedUntil;
   }
 
   close(): void {
@@ -130,8 +200,10 @@ export class InferenceClient {
   private toApiError(error: grpc.ServiceError): ApiError {
     const retryAfter = { 'retry-after': String(this.options.retryAfterSeconds) };
     switch (error.code) {
-      case grpc.status.UNAVAILABLE:
       case grpc.status.RESOURCE_EXHAUSTED:
+        this.saturatedUntil = Date.now() + SATURATION_WINDOW_MS;
+        return new ApiError('inference_unavailable', { headers: retryAfter, cause: error, detail: 'Every inference server is busy. Retry after the time in Retry-After.' });
+      case grpc.status.UNAVAILABLE:
         return new ApiError('inference_unavailable', { headers: retryAfter, cause: error });
       case grpc.status.DEADLINE_EXCEEDED:
         return new ApiError('inference_timeout', { headers: retryAfter, cause: error });

@@ -21,6 +21,8 @@ export interface Plan {
   maxInputMegapixels?: number;
   /** Largest output, in megapixels: `size=auto` scales down to it, `size=full` above it is refused. */
   maxOutputMegapixels?: number;
+  /** Models the plan may pick with the `model` option; absent for all. */
+  models?: string[];
   /** Output options the plan may use (see the README); absent for all. */
   outputOptions?: string[];
 }
@@ -42,6 +44,7 @@ const PLAN_KEYS = new Set([
   'maxInputMegapixels',
   'maxOutputMegapixels',
   'outputOptions',
+  'models',
 ]);
 
 /** Checks a plan table, naming the first wrong value; returns it unchanged. */
@@ -77,6 +80,9 @@ export function validatePlans(plans: unknown, knownOutputOptions?: readonly stri
       if (!Number.isInteger(quota.amount) || (quota.amount as number) <= 0) {
         throw new RangeError(`${where}.monthlyQuota.amount must be a positive integer`);
       }
+    }
+    if (plan.models !== undefined && (!Array.isArray(plan.models) || plan.models.some((m) => typeof m !== 'string'))) {
+      throw new RangeError(`${where}.models must be a list of model names`);
     }
     if (plan.outputOptions !== undefined) {
       if (!Array.isArray(plan.outputOptions) || plan.outputOptions.some((o) => typeof o !== 'string')) {

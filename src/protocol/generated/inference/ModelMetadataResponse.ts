@@ -1,5 +1,6 @@
 // Original file: proto/grpc_predict_v2.proto
 
+import type { InferParameter as _inference_InferParameter, InferParameter__Output as _inference_InferParameter__Output } from '../inference/InferParameter.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface _inference_ModelMetadataResponse_TensorMetadata {
@@ -20,6 +21,7 @@ export interface ModelMetadataResponse {
   'platform'?: (string);
   'inputs'?: (_inference_ModelMetadataResponse_TensorMetadata)[];
   'outputs'?: (_inference_ModelMetadataResponse_TensorMetadata)[];
+  'parameters'?: ({[key: string]: _inference_InferParameter});
 }
 
 export interface ModelMetadataResponse__Output {
@@ -28,4 +30,5 @@ export interface ModelMetadataResponse__Output {
   'platform': (string);
   'inputs': (_inference_ModelMetadataResponse_TensorMetadata__Output)[];
   'outputs': (_inference_ModelMetadataResponse_TensorMetadata__Output)[];
+  'parameters': ({[key: string]: _inference_InferParameter__Output});
 }

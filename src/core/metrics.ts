@@ -1,0 +1,33 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Prometheus metrics of one API instance (its own registry, so several handlers never clash). */
+export class ApiMetrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'bgcut_http_requests_total',
+    help: 'Responses by route, status and problem code',
+    labelNames: ['route', 'status', 'code'],
+    registers: [this.registry],
+  });
+  readonly duration = new Histogram({
+    name: 'bgcut_http_request_duration_seconds',
+    help: 'Time from request to response',
+    labelNames: ['route'],
+    buckets: [0.005, 0.05, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34],
+    registers: [this.registry],
+  });
+  readonly stages = new Histogram({
+    name: 'bgcut_stage_duration_seconds',
+    help: 'Time per pipeline stage of successful cutouts',
+    labelNames: ['stage'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8],
+    registers: [this.registry],
+  });
+  readonly bytesIn = new Counter({ name: 'bgcut_upload_bytes_total', help: 'Bytes of uploaded images', registers: [this.registry] });
+  readonly bytesOut = new Counter({ name: 'bgcut_response_bytes_total', help: 'Bytes of response bodies', registers: [this.registry] });
+  readonly inFlight = new Gauge({ name: 'bgcut_requests_in_flight', help: 'Requests uploading or being processed', registers: [this.registry] });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'bgcut_api_' });
+  }
+}
