@@ -32,7 +32,7 @@ export interface InferenceClientOptions {
 }
 
 /** How long "all servers full" is assumed to last before requests are let through to try again. */
-const SATURATION_WINDOW_MS = 500;
+const SATURATION_WINDOW_MS = 1000;
 
 /** Largest ModelInfer request kept for a retry (the FP32 input of a 1024x1024 model is 12 MiB). */
 const RETRY_BUFFER_BYTES = 64 * 1024 * 1024;
