@@ -47,7 +47,7 @@ describe('foreground colour estimation', () => {
   it('takes most of the old background out of soft edges', async () => {
     const { rgb, alpha, truth } = softEdgeScene(600, 400);
     const before = softError(rgb, alpha, truth);
-    const estimated = await estimateForeground(rgb, alpha, 600, 400);
+    const estimated = await estimateForeground(Buffer.from(rgb), alpha, 600, 400);
     const after = softError(estimated, alpha, truth);
     console.log(`foreground estimation: mean alpha-weighted colour error at soft pixels ${before.toFixed(2)} -> ${after.toFixed(2)} (of 255)`);
     expect(after).toBeLessThan(before * 0.5);
@@ -55,7 +55,7 @@ describe('foreground colour estimation', () => {
 
   it('leaves opaque and transparent pixels alone', async () => {
     const { rgb, alpha } = softEdgeScene(300, 200);
-    const estimated = await estimateForeground(rgb, alpha, 300, 200);
+    const estimated = await estimateForeground(Buffer.from(rgb), alpha, 300, 200);
     for (let i = 0; i < alpha.length; i++) {
       if (alpha[i] === 0 || alpha[i] === 255) {
         expect(estimated.subarray(i * 3, i * 3 + 3)).toEqual(rgb.subarray(i * 3, i * 3 + 3));
@@ -65,7 +65,7 @@ describe('foreground colour estimation', () => {
 
   it('works at a size far above its working resolution', async () => {
     const { rgb, alpha, truth } = softEdgeScene(2400, 1600);
-    const after = softError(await estimateForeground(rgb, alpha, 2400, 1600), alpha, truth);
+    const after = softError(await estimateForeground(Buffer.from(rgb), alpha, 2400, 1600), alpha, truth);
     expect(after).toBeLessThan(softError(rgb, alpha, truth) * 0.5);
   });
 });

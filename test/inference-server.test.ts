@@ -171,7 +171,7 @@ describe('session pool', () => {
   const input = () => [{ name: 'input', datatype: 'FP32' as const, shape: [1, 3, 1024, 1024], data: new ArrayBuffer(INPUT_BYTES) }];
 
   beforeAll(async () => {
-    pool = new SessionPool({ modelFile: await resolveModelFile('isnet-fp16'), workers: 1, intraOpThreads: 2, maxQueue: 2 });
+    pool = new SessionPool({ modelFile: await resolveModelFile('isnet-fp16'), providers: ['cpu'], workers: 1, intraOpThreads: 2, maxQueue: 2 });
     await pool.start();
   });
   afterAll(() => pool.close());

@@ -12,22 +12,33 @@ import sharp from 'sharp';
  * WORKING_PIXELS and sampled bilinearly at the soft pixels: time and memory stay flat however
  * large the image is.
  */
-const WORKING_PIXELS = 120_000;
+const WORKING_PIXELS = 60_000;
 
-export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: number, height: number): Promise<Buffer> {
-  let soft = 0;
-  for (let i = 0; i < alpha.length; i++) if (alpha[i]! > 0 && alpha[i]! < 255) soft++;
-  if (soft === 0) return rgb;
+/** An image and its alpha at some size: the full one, or a smaller view of the same picture. */
+export interface ImageView {
+  rgb: Buffer;
+  alpha: Buffer;
+  width: number;
+  height: number;
+}
 
-  const scale = Math.min(1, Math.sqrt(WORKING_PIXELS / (width * height)));
-  const w = Math.max(1, Math.round(width * scale));
-  const h = Math.max(1, Math.round(height * scale));
+/**
+ * Rewrites `rgb` in place at soft pixels with the estimated foreground colour, and returns it.
+ * `source` (optional) is a smaller view of the same picture to compute the blurred estimates
+ * from, sparing a downscale of a large image.
+ */
+export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: number, height: number, source?: ImageView): Promise<Buffer> {
+  const from = source ?? { rgb, alpha, width, height };
+  const scale = Math.min(1, Math.sqrt(WORKING_PIXELS / (from.width * from.height)));
+  // Working size: the source's aspect, even when the source itself is stretched (model input).
+  const w = Math.max(1, Math.round((scale === 1 ? from.width : Math.sqrt(WORKING_PIXELS * (width / height)))));
+  const h = Math.max(1, Math.round((scale === 1 ? from.height : Math.sqrt(WORKING_PIXELS * (height / width)))));
   const [smallRgb, smallAlpha] =
-    scale === 1
-      ? [rgb, alpha]
+    w === from.width && h === from.height
+      ? [from.rgb, from.alpha]
       : await Promise.all([
-          sharp(rgb, { raw: { width, height, channels: 3 } }).resize(w, h, { fit: 'fill' }).raw().toBuffer(),
-          sharp(alpha, { raw: { width, height, channels: 1 } }).resize(w, h, { fit: 'fill' }).extractChannel(0).raw().toBuffer(),
+          sharp(from.rgb, { raw: { width: from.width, height: from.height, channels: 3 } }).resize(w, h, { fit: 'fill' }).raw().toBuffer(),
+          sharp(from.alpha, { raw: { width: from.width, height: from.height, channels: 1 } }).resize(w, h, { fit: 'fill' }).extractChannel(0).raw().toBuffer(),
         ]);
 
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
@@ -50,7 +61,7 @@ export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: numb
   const bb = second.blurredBackground;
   const sx = (w - 1) / Math.max(1, width - 1);
   const sy = (h - 1) / Math.max(1, height - 1);
-  const out = Buffer.from(rgb);
+  const out = rgb;
   for (let y = 0; y < height; y++) {
     const fy = y * sy;
     const y0 = Math.floor(fy);
@@ -78,7 +89,7 @@ export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: numb
         const B = bb[c]!;
         const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
         const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
-        const f = fb + al * (rgb[i * 3 + c]! - al * fb - (1 - al) * bg);
+        const f = fb + al * (out[i * 3 + c]! - al * fb - (1 - al) * bg);
         out[i * 3 + c] = f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
       }
     }
@@ -90,6 +101,13 @@ export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: numb
 function blurFusion(image: Float32Array[], f: Float32Array[], b: Float32Array[], a: Float32Array, w: number, h: number, size: number) {
   const n = w * h;
   const blurredA = boxBlur(a, w, h, size);
+  // 1 / blurred alpha and 1 / (1 - blurred alpha), shared by the three channels.
+  const invA = new Float32Array(n);
+  const invB = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    invA[i] = 1 / (blurredA[i]! + 1e-5);
+    invB[i] = 1 / (1 - blurredA[i]! + 1e-5);
+  }
   const blurredForeground: Float32Array[] = [];
   const blurredBackground: Float32Array[] = [];
   const foreground: Float32Array[] = [];
@@ -104,10 +122,11 @@ function blurFusion(image: Float32Array[], f: Float32Array[], b: Float32Array[],
     const bb = boxBlur(weighted, w, h, size);
     const fg = new Float32Array(n);
     for (let i = 0; i < n; i++) {
-      const ba = blurredA[i]!;
+      const fi = bf[i]! * invA[i]!;
+      const bi = bb[i]! * invB[i]!;
+      bf[i] = fi;
+      bb[i] = bi;
       const ai = a[i]!;
-      const fi = (bf[i] = bf[i]! / (ba + 1e-5));
-      const bi = (bb[i] = bb[i]! / (1 - ba + 1e-5));
       const value = fi + ai * (ic[i]! - ai * fi - (1 - ai) * bi);
       fg[i] = value < 0 ? 0 : value > 1 ? 1 : value;
     }

@@ -96,7 +96,8 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
     raw = alpha;
     channels = 1;
   } else {
-    const colour = render.foregroundEstimation ? await estimateForeground(seg.rgb, alpha, width, height) : seg.rgb;
+    // In place: the segmentation's colour is used once, here.
+    const colour = render.foregroundEstimation ? await estimateForeground(seg.rgb, alpha, width, height, seg.model) : seg.rgb;
     if (background && background.alpha >= 1) {
       raw = composeOpaque(colour, alpha, background);
       channels = 3;
@@ -182,6 +183,21 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
 export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null): Buffer {
   const pixels = alpha.length;
   const out = Buffer.allocUnsafe(pixels * 4);
+  if (!background && out.byteOffset % 4 === 0) {
+    // The common case: integers only, one 32-bit write per pixel (RGBA in memory order).
+    const words = new Uint32Array(out.buffer, out.byteOffset, pixels);
+    const le = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+    for (let i = 0, j = 0; i < pixels; i++, j += 3) {
+      const a = alpha[i]!;
+      words[i] =
+        a === 0
+          ? 0
+          : le
+            ? (rgb[j]! | (rgb[j + 1]! << 8) | (rgb[j + 2]! << 16) | (a << 24)) >>> 0
+            : ((rgb[j]! << 24) | (rgb[j + 1]! << 16) | (rgb[j + 2]! << 8) | a) >>> 0;
+    }
+    return out;
+  }
   const ba = background ? background.alpha : 0;
   for (let i = 0, j = 0, k = 0; i < pixels; i++, j += 3, k += 4) {
     const a = alpha[i]! / 255;

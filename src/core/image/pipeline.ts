@@ -1,7 +1,7 @@
 import sharp, { type Metadata } from 'sharp';
 import { ApiError } from '../errors.js';
 import type { PreprocessingProfile } from './profile.js';
-import { maskToGrey, rgbToTensor } from './tensor.js';
+import { maskToGrey, rgbToTensor, upscaleMask } from './tensor.js';
 
 export interface ImageLimits {
   /** Largest image accepted, in pixels (width x height), checked from the header before decoding. */
@@ -21,6 +21,8 @@ export interface Segmentation {
   alpha: Buffer;
   width: number;
   height: number;
+  /** The image and mask at the model's size: a cheap, small view for whole-image estimates. */
+  model: { rgb: Buffer; alpha: Buffer; width: number; height: number };
   /**
    * Milliseconds per stage so far. `inference` is session.run on the inference server;
    * `transfer` is the rest of the ModelInfer call (queueing, gRPC, copies).
@@ -126,12 +128,8 @@ export async function segment(
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
   const grey = maskToGrey(mask, profile.minMaxNormalize);
-  const alpha = await sharp(grey, { raw: { width: profile.width, height: profile.height, channels: 1 } })
-    // Bilinear: a smooth mask upscale, and the cheapest kernel that is not blocky.
-    .resize(width, height, { fit: 'fill', kernel: 'linear' })
-    .extractChannel(0)
-    .raw()
-    .toBuffer();
+  // Bilinear: a smooth mask upscale, and the cheapest kernel that is not blocky.
+  const alpha = upscaleMask(grey, profile.width, profile.height, width, height);
   const rgb = probe.hasAlpha ? splitAlpha(decoded.data, alpha) : decoded.data;
   const postprocessMs = lap();
 
@@ -141,6 +139,7 @@ export async function segment(
     alpha,
     width,
     height,
+    model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
     timings: {
       decode: decodeMs,
       preprocess: preprocessMs,

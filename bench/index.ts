@@ -1,0 +1,247 @@
+/**
+ * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
+ *
+ * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
+ * same machine load:
+ * - latency: a ~1 MP photo, time per stage, end-to-end over HTTP and raw in-process
+ *   session.run of the same model on the same threads (runs alternate); ratio end-to-end / raw;
+ * - large: the same for a 24 MP photo;
+ * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
+ *   the single-stream rate of raw session.run;
+ * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads;
+ * - soak: RSS of the inference server after request 50 and after request N (default 500).
+ * The API (examples/express-app) and the inference server run as their own processes.
+ */
+import ort from 'onnxruntime-node';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import sharp from 'sharp';
+import { FileKeyStore, InferenceClient, ISNET_PROFILE } from '../src/core/index.js';
+import { rgbToTensor } from '../src/core/image/tensor.js';
+import { resolveModelFile } from '../src/inference-server/model-source.js';
+import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
+import { objectOnTexture } from '../test/helpers/synthetic-image.js';
+
+const { values } = parseArgs({
+  options: {
+    image: { type: 'string' },
+    runs: { type: 'string', default: '5' },
+    soak: { type: 'string', default: '500' },
+    json: { type: 'string' },
+    only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
+  },
+});
+const runs = Number(values.runs);
+if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
+const sections = new Set(values.only!.split(','));
+const threads = os.availableParallelism();
+
+const median = (xs: number[]) => percentile(xs, 50);
+function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const rank = (p / 100) * (s.length - 1);
+  const lo = Math.floor(rank);
+  return s[lo]! + (s[Math.min(s.length - 1, lo + 1)]! - s[lo]!) * (rank - lo);
+}
+const round = (x: number) => Math.round(x * 10) / 10;
+/** Resident set size (or its peak, VmHWM) of a process, in MB, from /proc. */
+function rssMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
+}
+
+const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-'));
+const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
+const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
+await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
+
+/** The Express example as its own process, on a free port. */
+async function startApi(inferenceAddress: string): Promise<{ child: ChildProcess; url: string; stop: () => void }> {
+  const script = fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const child = spawn(process.execPath, [script], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      BGCUT_KEYS_FILE: path.join(dir, 'keys.json'),
+      BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
+      BGCUT_INFERENCE_ADDRESS: inferenceAddress,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('listening')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
+  });
+  child.stdout!.resume();
+  return { child, url: `http://127.0.0.1:${port}/v1/remove-bg`, stop: () => child.kill('SIGTERM') };
+}
+
+async function post(url: string, image: Buffer): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+  const form = new FormData();
+  form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
+  const started = performance.now();
+  const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+  await response.arrayBuffer();
+  const ms = performance.now() - started;
+  const stages = Object.fromEntries(
+    (response.headers.get('server-timing') ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((part) => {
+        const [name, dur] = part.trim().split(';dur=');
+        return [name!, Number(dur)];
+      }),
+  );
+  return { ms, status: response.status, stages };
+}
+
+const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32']);
+const api = await startApi(inference.address);
+const session = await ort.InferenceSession.create(await resolveModelFile('isnet-fp16'), {
+  intraOpNumThreads: threads,
+  interOpNumThreads: 1,
+  executionMode: 'sequential',
+  graphOptimizationLevel: 'all',
+});
+async function rawRun(image: Buffer): Promise<() => Promise<number>> {
+  const rgb = await sharp(image).autoOrient().removeAlpha().resize(1024, 1024, { fit: 'fill' }).raw().toBuffer();
+  const feeds = { input: new ort.Tensor('float32', rgbToTensor(rgb, ISNET_PROFILE), [1, 3, 1024, 1024]) };
+  return async () => {
+    const started = performance.now();
+    await session.run(feeds, ['output']);
+    return performance.now() - started;
+  };
+}
+
+const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}`, threads, runs };
+let rawMedian = NaN;
+
+/** End-to-end against raw, alternating, with per-stage medians. */
+async function latency(label: string, image: Buffer) {
+  const meta = await sharp(image).metadata();
+  const raw = await rawRun(image);
+  await post(api.url, image);
+  await raw();
+  const e2e: number[] = [];
+  const rawMs: number[] = [];
+  const stages: Record<string, number[]> = {};
+  for (let i = 0; i < runs; i++) {
+    const result = await post(api.url, image);
+    if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
+    e2e.push(result.ms);
+    for (const [stage, ms] of Object.entries(result.stages)) (stages[stage] ??= []).push(ms);
+    (stages.modelInfer ??= []).push((result.stages.inference ?? 0) + (result.stages.transfer ?? 0));
+    rawMs.push(await raw());
+  }
+  const section = {
+    image: `${meta.width}x${meta.height} (${(((meta.width ?? 0) * (meta.height ?? 0)) / 1e6).toFixed(1)} MP, ${(image.length / 1e6).toFixed(1)} MB)`,
+    endToEndMs: round(median(e2e)),
+    rawSessionRunMs: round(median(rawMs)),
+    stagesMs: Object.fromEntries(Object.entries(stages).map(([s, xs]) => [s, round(median(xs))])),
+    ratioEndToEndOverRaw: Math.round((median(e2e) / median(rawMs)) * 1000) / 1000,
+  };
+  report[label] = section;
+  console.log(`\n${label}: ${section.image}, medians of ${runs} runs`);
+  console.log('| measure | ms |\n|---|---|');
+  for (const [s, ms] of Object.entries(section.stagesMs)) console.log(`| stage ${s} | ${ms} |`);
+  console.log(`| end-to-end HTTP | ${section.endToEndMs} |\n| raw session.run | ${section.rawSessionRunMs} |\n| **end-to-end / raw** | **${section.ratioEndToEndOverRaw}** |`);
+  return median(rawMs);
+}
+
+try {
+  const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
+  if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
+  if (sections.has('large')) {
+    const large = await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
+      .resize(6000, 4000)
+      .jpeg({ quality: 85 })
+      .toBuffer();
+    await latency('latency_24mp', large);
+  }
+
+  if (sections.has('concurrency')) {
+    if (Number.isNaN(rawMedian)) rawMedian = median(await Promise.all([0, 1, 2, 3, 4].map(async () => (await rawRun(photo)).call(null))));
+    const levels = [];
+    for (const clients of [1, 2, 4, 8, 16]) {
+      const perClient = Math.max(2, Math.ceil(8 / clients));
+      const latencies: number[] = [];
+      let errors = 0;
+      const started = performance.now();
+      await Promise.all(
+        Array.from({ length: clients }, async () => {
+          for (let i = 0; i < perClient; i++) {
+            const r = await post(api.url, photo);
+            if (r.status === 200) latencies.push(r.ms);
+            else errors++;
+          }
+        }),
+      );
+      const seconds = (performance.now() - started) / 1000;
+      levels.push({
+        clients,
+        requests: clients * perClient,
+        errors,
+        throughputPerS: Math.round((latencies.length / seconds) * 1000) / 1000,
+        p50Ms: round(percentile(latencies, 50)),
+        p95Ms: round(percentile(latencies, 95)),
+        p99Ms: round(percentile(latencies, 99)),
+      });
+    }
+    const rawRate = 1000 / rawMedian;
+    const at8 = levels.find((l) => l.clients === 8)!.throughputPerS;
+    report.concurrency = { levels, rawSingleStreamPerS: Math.round(rawRate * 1000) / 1000, ratioThroughputAt8OverRaw: Math.round((at8 / rawRate) * 1000) / 1000 };
+    console.log(`\nconcurrency (1 MP photo; raw single-stream ${rawRate.toFixed(3)}/s)`);
+    console.log('| clients | requests | errors | throughput /s | p50 ms | p95 ms | p99 ms |\n|---|---|---|---|---|---|---|');
+    for (const l of levels) console.log(`| ${l.clients} | ${l.requests} | ${l.errors} | ${l.throughputPerS} | ${l.p50Ms} | ${l.p95Ms} | ${l.p99Ms} |`);
+    console.log(`| **throughput at 8 / raw single-stream** | | | **${(at8 / rawRate).toFixed(3)}** | | | |`);
+  }
+
+  if (sections.has('memory')) {
+    const fresh = await startApi(inference.address);
+    try {
+      const big = await sharp((await objectOnTexture(1060, 708, 'raw')).rgb, { raw: { width: 1060, height: 708, channels: 3 } })
+        .resize(4240, 2832)
+        .jpeg({ quality: 90 })
+        .toBuffer();
+      const idle = rssMb(fresh.child.pid!, 'VmRSS');
+      const results = await Promise.all(Array.from({ length: 16 }, () => post(fresh.url, big)));
+      const peak = rssMb(fresh.child.pid!, 'VmHWM');
+      report.memory = { uploads: '16 concurrent 4240x2832 (12 MP) JPEGs', statuses: results.map((r) => r.status), idleRssMb: round(idle), peakRssMb: round(peak) };
+      console.log(`\nmemory: API process RSS idle ${idle.toFixed(0)} MB, peak under 16 concurrent 12 MP uploads ${peak.toFixed(0)} MB (statuses ${[...new Set(results.map((r) => r.status))].join(',')})`);
+    } finally {
+      fresh.stop();
+    }
+  }
+
+  if (sections.has('soak')) {
+    const total = Number(values.soak);
+    const client = new InferenceClient({ address: inference.address, timeoutMs: 60_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    const input = rgbToTensor(await sharp(photo).resize(1024, 1024, { fit: 'fill' }).removeAlpha().raw().toBuffer(), ISNET_PROFILE);
+    let at50 = NaN;
+    for (let i = 1; i <= total; i++) {
+      await client.infer('isnet', { name: 'input', shape: [1, 3, 1024, 1024], data: input }, 'output', new AbortController().signal);
+      if (i === Math.min(50, total)) at50 = rssMb(inference.child.pid!, 'VmRSS');
+    }
+    const end = rssMb(inference.child.pid!, 'VmRSS');
+    client.close();
+    report.soak = { requests: total, rssAt50Mb: round(at50), rssAtEndMb: round(end), growthPercent: round(((end - at50) / at50) * 100) };
+    console.log(`\nsoak: inference server RSS ${at50.toFixed(0)} MB at request ${Math.min(50, total)}, ${end.toFixed(0)} MB at request ${total} (${(((end - at50) / at50) * 100).toFixed(1)} %)`);
+  }
+} finally {
+  api.stop();
+  await session.release();
+  await inference.stop();
+}
+if (values.json) await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`);
+process.exit(0);
