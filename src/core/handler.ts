@@ -3,7 +3,8 @@ import { authenticate, type Identity } from './auth/authenticate.js';
 import { ApiError, problemOf } from './errors.js';
 import type { CoreRequest, CoreResponse } from './http-types.js';
 import { renderOutput, type Rendered } from './image/output.js';
-import { probeImage, segment, type Segmentation } from './image/pipeline.js';
+import { decodeFullSize, probeImage, segment, type Segmentation } from './image/pipeline.js';
+import { Budget } from './limits/budget.js';
 import { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
 import { PlanEnforcer, rateLimitHeaders } from './limits/plan-enforcer.js';
 import { ApiMetrics } from './metrics.js';
@@ -58,6 +59,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const verified = new Set<string>();
   let inFlight = 0;
   const metrics = new ApiMetrics();
+  // Memory bounds of the image work: model inputs in flight (each a 12 MiB tensor plus its gRPC
+  // copies), and full-size pixels being decoded, composed and encoded.
+  const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
+  const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
 
   async function ready(): Promise<void> {
     const deadline = Date.now() + config.inference.startupTimeoutMs;
@@ -201,19 +206,37 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         let segmentation: Segmentation;
         let rendered: Rendered;
         try {
-          segmentation = await segment(
-            upload.file,
-            probe,
-            config.inference.models[modelName]!,
-            modelFor(modelName),
-            { maxInputPixels: config.limits.maxInputPixels },
-            request.signal,
-          );
-          rendered = await renderOutput(segmentation, output, {
-            pngCompressionLevel: config.pngCompressionLevel,
-            maxOutputPixels,
-            foregroundEstimation: config.foregroundEstimation,
-          });
+          const imageLimits = { maxInputPixels: config.limits.maxInputPixels };
+          const releaseSlot = await inferenceSlots.take(1);
+          // Decode the full size while the model runs when there is memory for it now; else later.
+          let releasePixels = pixelBudget.tryTake(pixels);
+          try {
+            segmentation = await segment(
+              upload.file,
+              probe,
+              config.inference.models[modelName]!,
+              modelFor(modelName),
+              imageLimits,
+              request.signal,
+              Boolean(releasePixels),
+            );
+          } catch (error) {
+            releasePixels?.();
+            throw error;
+          } finally {
+            releaseSlot();
+          }
+          releasePixels ??= await pixelBudget.take(pixels);
+          try {
+            await decodeFullSize(segmentation, imageLimits);
+            rendered = await renderOutput(segmentation, output, {
+              pngCompressionLevel: config.pngCompressionLevel,
+              maxOutputPixels,
+              foregroundEstimation: config.foregroundEstimation,
+            });
+          } finally {
+            releasePixels();
+          }
         } catch (error) {
           await refund();
           throw error;

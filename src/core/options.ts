@@ -64,6 +64,16 @@ export interface RequestLimits {
    * `server_busy` before its upload is read, so memory stays bounded. Default 32.
    */
   maxInFlight?: number;
+  /**
+   * Inference calls one instance makes at once; more requests wait their turn holding only their
+   * upload. Set it to the worker slots (plus queue) of the servers behind it. Default 4.
+   */
+  maxConcurrentInferences?: number;
+  /**
+   * Full-size pixels decoded, composed and encoded at once; a larger single image waits until it
+   * is alone. Bounds memory under bursts of large uploads. Default 16 000 000.
+   */
+  maxPixelsInProcess?: number;
 }
 
 export interface RemoveBgOptions {
@@ -144,6 +154,8 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxFields: limits.maxFields ?? 16,
       maxFieldBytes: limits.maxFieldBytes ?? 1024,
       maxInFlight: limits.maxInFlight ?? 32,
+      maxConcurrentInferences: limits.maxConcurrentInferences ?? 4,
+      maxPixelsInProcess: limits.maxPixelsInProcess ?? 16_000_000,
     },
     pngCompressionLevel: options.pngCompressionLevel ?? 4,
     foregroundEstimation: options.foregroundEstimation ?? true,

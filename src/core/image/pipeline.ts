@@ -15,8 +15,10 @@ export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postpr
 
 /** The model's answer at the image's upright full size. */
 export interface Segmentation {
-  /** 8-bit sRGB, interleaved, width x height x 3. */
+  /** 8-bit sRGB, interleaved, width x height x 3; empty until decodeFullSize() when not decoded alongside. */
   rgb: Buffer;
+  bytes: Buffer;
+  probe: Probe;
   /** 8-bit alpha (255 = foreground), width x height; already multiplied by the input's own alpha. */
   alpha: Buffer;
   width: number;
@@ -86,6 +88,11 @@ export async function segment(
   model: MaskModel,
   limits: ImageLimits,
   signal: AbortSignal,
+  /**
+   * Decode the full-size image while the model runs (fastest), or leave `rgb` empty for
+   * decodeFullSize() later (when memory for it is not to be had yet).
+   */
+  decodeAlongside = true,
 ): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
@@ -113,28 +120,22 @@ export async function segment(
   const preprocessMs = lap();
 
   // The full-size decode, needed only for the output, runs while the model does.
-  const fullSize = (probe.hasAlpha ? decoder().ensureAlpha() : decoder().removeAlpha())
-    .raw({ depth: 'uchar' })
-    .toBuffer({ resolveWithObject: true })
-    .catch((error: unknown) => {
-      throw new ApiError('corrupt_image', { cause: error });
-    });
+  const fullSize = decodeAlongside ? decodeRaw(bytes, probe, limits) : Promise.resolve(undefined);
   const [{ mask, serverRunMs }, decoded] = await Promise.all([model(input, signal), fullSize]);
   const modelMs = lap();
-  const { width, height, channels } = decoded.info;
-  if (width !== probe.width || height !== probe.height || channels !== (probe.hasAlpha ? 4 : 3)) {
-    throw new ApiError('corrupt_image', { detail: 'The decoded image does not match its header.' });
-  }
+  const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
   const grey = maskToGrey(mask, profile.minMaxNormalize);
   // Bilinear: a smooth mask upscale, and the cheapest kernel that is not blocky.
   const alpha = upscaleMask(grey, profile.width, profile.height, width, height);
-  const rgb = probe.hasAlpha ? splitAlpha(decoded.data, alpha) : decoded.data;
+  const rgb = decoded ? (probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded) : Buffer.alloc(0);
   const postprocessMs = lap();
 
   const inferenceMs = serverRunMs ?? modelMs;
   return {
+    bytes,
+    probe,
     rgb,
     alpha,
     width,
@@ -148,6 +149,29 @@ export async function segment(
       postprocess: postprocessMs,
     },
   };
+}
+
+/** The upright full-size 8-bit sRGB (RGBA when the image has alpha) decode. */
+async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<Buffer> {
+  try {
+    const base = sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
+    const { data, info } = await (probe.hasAlpha ? base.ensureAlpha() : base.removeAlpha()).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    if (info.width !== probe.width || info.height !== probe.height || info.channels !== (probe.hasAlpha ? 4 : 3)) {
+      throw new Error('the decoded image does not match its header');
+    }
+    return data;
+  } catch (error) {
+    throw new ApiError('corrupt_image', { cause: error });
+  }
+}
+
+/** Completes a segmentation made with `decodeAlongside = false`. */
+export async function decodeFullSize(seg: Segmentation, limits: ImageLimits): Promise<void> {
+  if (seg.rgb.length > 0) return;
+  const started = performance.now();
+  const decoded = await decodeRaw(seg.bytes, seg.probe, limits);
+  seg.rgb = seg.probe.hasAlpha ? splitAlpha(decoded, seg.alpha) : decoded;
+  seg.timings.decode = (seg.timings.decode ?? 0) + performance.now() - started;
 }
 
 /**
