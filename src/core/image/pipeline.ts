@@ -102,10 +102,7 @@ export async function segment(
     return elapsed;
   };
 
-  // failOn 'error' refuses truncated data instead of returning a half-grey picture; autoOrient
-  // turns the image upright first; toColourspace converts CMYK, grey and ICC-tagged input.
-  const decoder = () =>
-    sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
+  const decoder = () => openDecoder(bytes, limits);
   let modelRgb: Buffer;
   try {
     // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos
@@ -151,10 +148,19 @@ export async function segment(
   };
 }
 
+/**
+ * Every decode of an upload starts here: failOn 'error' refuses truncated data instead of
+ * returning a half-grey picture; autoOrient turns the image upright first; toColourspace converts
+ * CMYK, grey and ICC-tagged input to sRGB.
+ */
+function openDecoder(bytes: Buffer, limits: ImageLimits) {
+  return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
+}
+
 /** The upright full-size 8-bit sRGB (RGBA when the image has alpha) decode. */
 async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<Buffer> {
   try {
-    const base = sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
+    const base = openDecoder(bytes, limits);
     const { data, info } = await (probe.hasAlpha ? base.ensureAlpha() : base.removeAlpha()).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     if (info.width !== probe.width || info.height !== probe.height || info.channels !== (probe.hasAlpha ? 4 : 3)) {
       throw new Error('the decoded image does not match its header');
