@@ -13,7 +13,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
-import { DEFAULT_OUTPUT, ISNET_PROFILE } from '../src/core/index.js';
+import { DEFAULT_OUTPUT, ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { probeImage, segment } from '../src/core/image/pipeline.js';
 import { renderOutput } from '../src/core/image/output.js';
@@ -45,11 +45,9 @@ async function main(): Promise<number> {
   const all = await readdir(folder!);
   const server = await startInferenceProcess(['--model', values.model!]);
   const client = new InferenceClient({ address: server.address, timeoutMs: 60_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
-  const profile = ISNET_PROFILE;
-  const model = async (input: Float32Array, signal: AbortSignal) => {
-    const out = await client.infer('isnet', { name: profile.inputName, shape: [1, 3, profile.height, profile.width], data: input }, profile.outputName, signal);
-    return { mask: out.data, serverRunMs: out.serverRunMs };
-  };
+  // The prepared model (`isnet`) takes 8-bit pixels; ISNet as shipped (and any other .onnx) FP32.
+  const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+  const model = client.maskModel('isnet', profile);
   if (values.composites) await mkdir(values.composites, { recursive: true });
 
   const rows: { name: string; group: 'whole' | 'dimcrop'; ms: number; inferenceMs: number } & Scores[] = [] as never;

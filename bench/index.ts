@@ -21,7 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
-import { FileKeyStore, ISNET_PROFILE } from '../src/core/index.js';
+import { FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { rgbToTensor } from '../src/core/image/tensor.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
@@ -238,7 +238,7 @@ try {
     const input = rgbToTensor(await sharp(photo).resize(1024, 1024, { fit: 'fill' }).removeAlpha().raw().toBuffer(), ISNET_PROFILE);
     let at50 = NaN;
     for (let i = 1; i <= total; i++) {
-      await client.infer('isnet', { name: 'input', shape: [1, 3, 1024, 1024], data: input }, 'output', new AbortController().signal);
+      await client.maskModel('isnet', ISNET_FP32_PROFILE)(input, new AbortController().signal);
       if (i === Math.min(50, total)) at50 = rssMb(inference.child.pid!, 'VmRSS');
     }
     const end = rssMb(inference.child.pid!, 'VmRSS');

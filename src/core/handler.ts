@@ -86,13 +86,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     open,
   };
 
-  const model = (name: string): MaskModel => {
-    const profile = config.inference.models[name]!;
-    return async (input, signal) => {
-      const output = await client.infer(name, { name: profile.inputName, shape: [1, 3, profile.height, profile.width], data: input }, profile.outputName, signal);
-      return { mask: output.data, serverRunMs: output.serverRunMs };
-    };
-  };
+  const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
 
   function handle(request: CoreRequest): Promise<CoreResponse> {
     return respond('/v1/remove-bg', request, respondDeps, async (scope) => {

@@ -14,6 +14,6 @@ export { NotFoundError } from './auth/key-records.js';
 export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX } from './auth/api-key.js';
 export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, type MonthlyQuota } from './limits/plans.js';
 export type { RedisFailureMode } from './limits/plan-enforcer.js';
-export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
+export { ISNET_PROFILE, ISNET_FP32_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
 export { OUTPUT_OPTION_NAMES, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName } from './output-options.js';
 export { connectRedis } from './redis.js';

@@ -5,7 +5,10 @@ import os from 'node:os';
 import {
   DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
+  elementCount,
   isDatatype,
+  typedContentsToBytes,
+  typedValueCount,
   loadInferenceProto,
   type GRPCInferenceServiceHandlers,
   type ModelInferRequest__Output,
@@ -63,13 +66,18 @@ export interface InferenceServerOptions {
 export interface RunningInferenceServer {
   port: number;
   metricsPort: number | undefined;
-  models: Record<string, ModelSignature & { version: string }>;
+  models: Record<string, ModelSignature & { version: string; sha256: string }>;
   /** Stops serving: NOT_SERVING, refuse new calls, finish in-flight ones, then close. */
   shutdown(): Promise<void>;
 }
 
 const SERVER_NAME = 'bgcut-inference-server';
 const SERVER_VERSION = '0.1.0';
+/**
+ * Each model is served as version "1", as Triton numbers versions; the file's SHA-256 is in the
+ * metadata's properties. A client that asks for no version gets this one.
+ */
+const MODEL_VERSION = '1';
 
 export function resolveServerOptions(options: InferenceServerOptions) {
   const workers = options.workers ?? 1;
@@ -113,7 +121,7 @@ function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceErro
 interface LoadedModel {
   name: string;
   source: string;
-  version: string;
+  sha256: string;
   pool: SessionPool;
   signature: ModelSignature;
 }
@@ -146,11 +154,18 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   let loaded = false;
   const ready = () => loaded && !shuttingDown;
 
-  const find = (name: string, requestedVersion: string): LoadedModel | undefined => {
-    const model = models.get(name);
-    return model && (requestedVersion === '' || requestedVersion === model.version) ? model : undefined;
-  };
   const known = (name: string) => config.models.some((m) => m.name === name);
+  /**
+   * NOT_FOUND for a model or version this server does not have (as Triton answers: retrying will
+   * not help), undefined when it does; the model itself may still be loading.
+   */
+  const missing = (name: string, version: string): Partial<grpc.ServiceError> | undefined => {
+    if (!known(name)) return grpcError(grpc.status.NOT_FOUND, `unknown model ${name}`);
+    if (version !== '' && version !== MODEL_VERSION) return grpcError(grpc.status.NOT_FOUND, `model ${name} has no version ${version} (versions: ${MODEL_VERSION})`);
+    return undefined;
+  };
+  // Metric labels take only configured names, so clients cannot grow the label set.
+  const modelLabel = (name: string) => (known(name) ? name : '_unknown');
 
   const handlers: GRPCInferenceServiceHandlers = {
     ServerLive(_call, callback) {
@@ -163,41 +178,41 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       callback(null, { name: SERVER_NAME, version: SERVER_VERSION, extensions: [] });
     },
     ModelReady(call, callback) {
-      if (!known(call.request.name)) {
-        callback(grpcError(grpc.status.NOT_FOUND, `unknown model ${call.request.name}`));
-        return;
-      }
-      callback(null, { ready: ready() && Boolean(find(call.request.name, call.request.version)) });
+      const notFound = missing(call.request.name, call.request.version);
+      if (notFound) callback(notFound);
+      else callback(null, { ready: ready() && models.has(call.request.name) });
     },
     ModelMetadata(call, callback) {
-      if (!known(call.request.name)) {
-        callback(grpcError(grpc.status.NOT_FOUND, `unknown model ${call.request.name}`));
+      const notFound = missing(call.request.name, call.request.version);
+      if (notFound) {
+        callback(notFound);
         return;
       }
-      const model = find(call.request.name, call.request.version);
+      const model = models.get(call.request.name);
       if (!model) {
-        callback(grpcError(loaded ? grpc.status.NOT_FOUND : grpc.status.UNAVAILABLE, loaded ? 'no such version' : 'model is loading'));
+        callback(grpcError(grpc.status.UNAVAILABLE, 'model is loading'));
         return;
       }
       callback(null, {
         name: model.name,
-        versions: [model.version],
+        versions: [MODEL_VERSION],
         platform: 'onnxruntime_onnx',
         inputs: model.signature.inputs,
         outputs: model.signature.outputs,
-        parameters: { execution_provider: { stringParam: model.signature.provider }, source: { stringParam: model.source } },
+        properties: { execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
       });
     },
     ModelInfer(call, callback) {
       const request = call.request;
-      const model = find(request.modelName, request.modelVersion);
+      const model = models.get(request.modelName);
       const provider = model?.signature.provider ?? 'none';
       const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse) => {
-        metrics.calls.inc({ model: request.modelName, provider, status: error ? grpc.status[error.code!] : 'OK' });
+        metrics.calls.inc({ model: modelLabel(request.modelName), provider, status: error ? grpc.status[error.code!] : 'OK' });
         callback(error, response);
       };
-      if (!known(request.modelName)) {
-        answer(grpcError(grpc.status.NOT_FOUND, `unknown model ${request.modelName}`));
+      const notFound = missing(request.modelName, request.modelVersion);
+      if (notFound) {
+        answer(notFound);
         return;
       }
       if (!model || shuttingDown) {
@@ -208,9 +223,18 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       let outputNames: string[];
       try {
         inputs = decodeInputs(request, model.signature.inputs);
+        // No outputs named: every output of the model, as the protocol says.
         outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
+        if (new Set(outputNames).size !== outputNames.length) throw new Error('an output is named twice');
+        let responseBytes = 0;
         for (const name of outputNames) {
-          if (!model.signature.outputs.some((o) => o.name === name)) throw new Error(`unknown output ${name}`);
+          const spec = model.signature.outputs.find((o) => o.name === name);
+          if (!spec) throw new Error(`unknown output ${name} (outputs: ${model.signature.outputs.map((o) => o.name).join(', ')})`);
+          responseBytes += spec.shape.reduce((a, d) => a * (d > 0 ? d : (inputs[0]?.shape[0] ?? 1)), 1) * DATATYPE_BYTES[spec.datatype];
+        }
+        // Refused before the inference runs, not after: the answer could never be sent.
+        if (responseBytes > config.maxMessageBytes) {
+          throw new Error(`the outputs asked for take ${responseBytes} bytes, over the ${config.maxMessageBytes}-byte message limit; name fewer outputs`);
         }
       } catch (error) {
         answer(grpcError(grpc.status.INVALID_ARGUMENT, (error as Error).message));
@@ -245,7 +269,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           metrics.runSeconds.observe({ model: model.name, provider }, result.runMs / 1000);
           answer(null, {
             modelName: model.name,
-            modelVersion: model.version,
+            modelVersion: MODEL_VERSION,
             id: request.id,
             // Time inside session.run alone, so callers can tell transfer and queueing from compute.
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
@@ -289,7 +313,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     for (const source of config.models) {
       const started = Date.now();
       const modelFile = await resolveModelFile(source.source);
-      const version = (await fileDigest(modelFile)).slice(0, 12);
+      const sha256 = await fileDigest(modelFile);
       const pool = new SessionPool({
         modelFile,
         providers: config.providers,
@@ -300,9 +324,9 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
       await warmUp(pool, signature, config.workers);
-      models.set(source.name, { name: source.name, source: source.source, version, pool, signature });
+      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
       log(
-        `model ${source.name} (${source.source}, version ${version}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
+        `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
           `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${config.maxQueue}`,
       );
@@ -319,7 +343,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   return {
     port,
     metricsPort: metricsServer ? (metricsServer.address() as { port: number }).port : undefined,
-    models: Object.fromEntries([...models.values()].map((m) => [m.name, { ...m.signature, version: m.version }])),
+    models: Object.fromEntries([...models.values()].map((m) => [m.name, { ...m.signature, version: MODEL_VERSION, sha256: m.sha256 }])),
     async shutdown() {
       if (shuttingDown) return;
       shuttingDown = true;
@@ -353,17 +377,24 @@ async function warmUp(pool: SessionPool, signature: ModelSignature, workers: num
   await Promise.all(Array.from({ length: workers }, () => pool.run(inputs(), outputNames)));
 }
 
-/** Checks each input against the model's signature and copies its raw bytes into a transferable buffer. */
+/**
+ * Checks each input against the model's signature and copies its bytes into a transferable
+ * buffer. Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
+ */
 function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): TensorData[] {
   if (request.inputs.length !== specs.length) {
-    throw new Error(`model takes ${specs.length} input(s), got ${request.inputs.length}`);
+    throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
-  if (request.rawInputContents.length !== request.inputs.length) {
-    throw new Error('inputs must be sent in raw_input_contents, one entry per input');
+  const raw = request.rawInputContents.length > 0;
+  if (raw && request.rawInputContents.length !== request.inputs.length) {
+    throw new Error(`raw_input_contents has ${request.rawInputContents.length} entries for ${request.inputs.length} input(s)`);
   }
+  const seen = new Set<string>();
   return request.inputs.map((input, index) => {
     const spec = specs.find((s) => s.name === input.name);
-    if (!spec) throw new Error(`unknown input ${input.name}`);
+    if (!spec) throw new Error(`unknown input ${input.name} (inputs: ${specs.map((s) => s.name).join(', ')})`);
+    if (seen.has(input.name)) throw new Error(`input ${input.name} is sent twice`);
+    seen.add(input.name);
     if (!isDatatype(input.datatype) || input.datatype !== spec.datatype) {
       throw new Error(`input ${input.name} must be ${spec.datatype}, got ${input.datatype}`);
     }
@@ -371,11 +402,15 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): 
     if (shape.length !== spec.shape.length || shape.some((d, i) => d < 1 || (spec.shape[i]! > 0 && d !== spec.shape[i]))) {
       throw new Error(`input ${input.name} must have shape [${spec.shape}], got [${shape}]`);
     }
-    const raw = request.rawInputContents[index]!;
-    const expected = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
-    if (raw.length !== expected) throw new Error(`input ${input.name} needs ${expected} bytes, got ${raw.length}`);
-    const data = new ArrayBuffer(raw.length);
-    new Uint8Array(data).set(raw);
+    const elements = elementCount(shape);
+    const typed = typedValueCount(input.contents);
+    if (raw && typed > 0) throw new Error(`input ${input.name} has both raw_input_contents and typed contents; send one`);
+    if (!raw && typed === 0 && elements > 0) throw new Error(`input ${input.name} has no data (neither raw_input_contents nor contents)`);
+    const bytes = raw ? request.rawInputContents[index]! : typedContentsToBytes(spec.datatype, input.contents!, elements);
+    const expected = elements * DATATYPE_BYTES[spec.datatype];
+    if (bytes.length !== expected) throw new Error(`input ${input.name} needs ${expected} bytes, got ${bytes.length}`);
+    const data = new ArrayBuffer(bytes.length);
+    new Uint8Array(data).set(bytes);
     return { name: input.name, datatype: spec.datatype, shape, data };
   });
 }

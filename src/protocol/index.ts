@@ -7,6 +7,7 @@ import type { ProtoGrpcType } from './generated/grpc_predict_v2.js';
 export type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
 export type { ModelInferResponse, ModelInferResponse__Output } from './generated/inference/ModelInferResponse.js';
 export type { ModelMetadataResponse, ModelMetadataResponse__Output } from './generated/inference/ModelMetadataResponse.js';
+export type { InferTensorContents, InferTensorContents__Output } from './generated/inference/InferTensorContents.js';
 export type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
 export type { GRPCInferenceServiceClient } from './generated/inference/GRPCInferenceService.js';
 export type { GRPCInferenceServiceHandlers } from './generated/inference/GRPCInferenceService.js';
@@ -48,24 +49,5 @@ export function loadInferenceProto(): ProtoGrpcType {
   return cached;
 }
 
-/** Tensor datatypes of the protocol, with their element sizes in bytes. */
-export const DATATYPE_BYTES = {
-  BOOL: 1,
-  UINT8: 1,
-  INT8: 1,
-  UINT16: 2,
-  INT16: 2,
-  FP16: 2,
-  UINT32: 4,
-  INT32: 4,
-  FP32: 4,
-  UINT64: 8,
-  INT64: 8,
-  FP64: 8,
-} as const;
-
-export type Datatype = keyof typeof DATATYPE_BYTES;
-
-export function isDatatype(value: string): value is Datatype {
-  return Object.hasOwn(DATATYPE_BYTES, value);
-}
+export { DATATYPE_BYTES, isDatatype, type Datatype } from './datatypes.js';
+export { CONTENTS_FIELD, elementCount, typedContentsToBytes, typedValueCount } from './tensor-contents.js';

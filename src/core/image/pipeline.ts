@@ -1,15 +1,15 @@
 import sharp, { type Metadata } from 'sharp';
 import { ApiError } from '../errors.js';
 import type { PreprocessingProfile } from './profile.js';
-import { maskToGrey, rgbToTensor, upscaleMask } from './tensor.js';
+import { imageToTensor, maskToGrey, upscaleMask, type InputTensor, type MaskTensor } from './tensor.js';
 
 export interface ImageLimits {
   /** Largest image accepted, in pixels (width x height), checked from the header before decoding. */
   maxInputPixels: number;
 }
 
-/** Runs the model on a normalised input tensor and resolves with its float mask. */
-export type MaskModel = (input: Float32Array, signal: AbortSignal) => Promise<{ mask: Float32Array; serverRunMs?: number | undefined }>;
+/** Runs the model on its input tensor (as the profile says) and resolves with its mask. */
+export type MaskModel = (input: InputTensor, signal: AbortSignal) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>;
 
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
@@ -113,7 +113,7 @@ export async function segment(
     throw new ApiError('corrupt_image', { cause: error });
   }
   const decodeMs = lap();
-  const input = rgbToTensor(modelRgb, profile);
+  const input = imageToTensor(modelRgb, profile);
   const preprocessMs = lap();
 
   // The full-size decode, needed only for the output, runs while the model does.

@@ -1,7 +1,7 @@
 /**
  * How to turn an image into a model's input tensor and its output back into a mask. Any ONNX
- * segmentation model that takes one NCHW RGB float tensor and returns one [N,1,H,W] map of
- * foreground probability can be served with its own profile.
+ * segmentation model that takes one RGB tensor (8-bit pixels, or normalised floats) and returns
+ * one [1,1,H,W] map of foreground probability can be served with its own profile.
  */
 export interface PreprocessingProfile {
   /** Name of the model's input tensor. */
@@ -11,28 +11,77 @@ export interface PreprocessingProfile {
   /** Model input width and height in pixels; the image is resized to exactly this (no letterbox). */
   width: number;
   height: number;
-  /** Per-channel (R, G, B) normalisation: value = (pixel / 255 - mean) / std. */
+  /**
+   * What the input tensor holds. `UINT8`: the decoder's 8-bit pixels as they are (the model
+   * casts and normalises inside its graph; `mean`/`std` unused). `FP32`: normalised floats,
+   * value = (pixel / 255 - mean) / std. Default `FP32`.
+   */
+  inputDatatype?: InputDatatype;
+  /** `NHWC` ([1,H,W,3], interleaved, as decoded) or `NCHW` ([1,3,H,W], planar). Default `NCHW`. */
+  inputLayout?: InputLayout;
+  /** Per-channel (R, G, B) normalisation of FP32 inputs. */
   mean: [number, number, number];
   std: [number, number, number];
   /**
+   * What the mask output holds: `FP32` probabilities 0..1, or fixed point `UINT8` (value / 255)
+   * or `UINT16` (value / 65535). Default `FP32`.
+   */
+  outputDatatype?: MaskDatatype;
+  /**
    * Stretch the output's range to 0..1 before use. ISNet's raw output rarely reaches exactly 0
-   * or 1; the reference pipelines (rembg, imgly) stretch it.
+   * or 1; the reference pipelines (rembg, imgly) stretch it. False when the model's graph already
+   * does (the prepared ISNet).
    */
   minMaxNormalize: boolean;
 }
 
-/** ISNet (DIS), as shipped in @imgly/background-removal-data. */
+export type InputDatatype = 'FP32' | 'UINT8';
+export type InputLayout = 'NCHW' | 'NHWC';
+export type MaskDatatype = 'FP32' | 'UINT8' | 'UINT16';
+
+/**
+ * ISNet prepared by the inference server (`isnet`, the default): 8-bit NHWC pixels in, the
+ * stretched 8-bit mask out. The cast, transpose, normalisation, stretch and "no foreground" rule
+ * run inside the graph, so the API does no per-pixel work before or after the model.
+ */
 export const ISNET_PROFILE: PreprocessingProfile = {
+  inputName: 'image',
+  outputName: 'mask',
+  width: 1024,
+  height: 1024,
+  inputDatatype: 'UINT8',
+  inputLayout: 'NHWC',
+  mean: [0.5, 0.5, 0.5],
+  std: [1, 1, 1],
+  outputDatatype: 'UINT8',
+  minMaxNormalize: false,
+};
+
+/** ISNet (DIS) as shipped in @imgly/background-removal-data (`isnet-fp16`, `isnet-quint8`): FP32 NCHW in, FP32 out. */
+export const ISNET_FP32_PROFILE: PreprocessingProfile = {
   inputName: 'input',
   outputName: 'output',
   width: 1024,
   height: 1024,
+  inputDatatype: 'FP32',
+  inputLayout: 'NCHW',
   mean: [0.5, 0.5, 0.5],
   std: [1, 1, 1],
+  outputDatatype: 'FP32',
   minMaxNormalize: true,
 };
 
-export const PROFILES = { isnet: ISNET_PROFILE } as const;
+export const PROFILES = { isnet: ISNET_PROFILE, 'isnet-fp32': ISNET_FP32_PROFILE } as const;
+
+/** The input tensor's shape for this profile (batch of one). */
+export function inputShape(profile: PreprocessingProfile): number[] {
+  return (profile.inputLayout ?? 'NCHW') === 'NHWC' ? [1, profile.height, profile.width, 3] : [1, 3, profile.height, profile.width];
+}
+
+/** The mask output's shape for this profile. */
+export function maskShape(profile: PreprocessingProfile): number[] {
+  return [1, 1, profile.height, profile.width];
+}
 
 export function validateProfile(profile: PreprocessingProfile): void {
   const sizeOk = (n: number) => Number.isInteger(n) && n >= 8 && n <= 4096;
@@ -41,4 +90,7 @@ export function validateProfile(profile: PreprocessingProfile): void {
   if (profile.mean.length !== 3 || profile.std.length !== 3 || profile.std.some((s) => !(s > 0))) {
     throw new RangeError('profile mean and std need three values, std > 0');
   }
+  if (!['FP32', 'UINT8', undefined].includes(profile.inputDatatype)) throw new RangeError('profile inputDatatype must be FP32 or UINT8');
+  if (!['NCHW', 'NHWC', undefined].includes(profile.inputLayout)) throw new RangeError('profile inputLayout must be NCHW or NHWC');
+  if (!['FP32', 'UINT8', 'UINT16', undefined].includes(profile.outputDatatype)) throw new RangeError('profile outputDatatype must be FP32, UINT8 or UINT16');
 }

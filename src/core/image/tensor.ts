@@ -1,18 +1,42 @@
 import type { PreprocessingProfile } from './profile.js';
 
-/** Interleaved RGB bytes (HWC) at the model's size to a normalised planar (NCHW) float32 tensor. */
-export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32Array {
+/** A model's input: 8-bit pixels or normalised floats. */
+export type InputTensor = Uint8Array | Float32Array;
+/** A model's mask output: probabilities, or fixed point 0..255 / 0..65535. */
+export type MaskTensor = Float32Array | Uint8Array | Uint16Array;
+
+/**
+ * Interleaved RGB bytes (HWC) at the model's size to the profile's input tensor. An 8-bit NHWC
+ * model takes the decoder's bytes as they are: no per-pixel work, no copy.
+ */
+export function imageToTensor(rgb: Buffer, profile: PreprocessingProfile): InputTensor {
   const pixels = profile.width * profile.height;
   if (rgb.length !== pixels * 3) throw new Error(`expected ${pixels * 3} RGB bytes, got ${rgb.length}`);
+  const planar = (profile.inputLayout ?? 'NCHW') === 'NCHW';
+  if ((profile.inputDatatype ?? 'FP32') === 'UINT8') {
+    if (!planar) return new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength);
+    const tensor = new Uint8Array(pixels * 3);
+    for (let c = 0; c < 3; c++) for (let i = 0, j = c; i < pixels; i++, j += 3) tensor[c * pixels + i] = rgb[j]!;
+    return tensor;
+  }
   const tensor = new Float32Array(pixels * 3);
   for (let c = 0; c < 3; c++) {
     // value = (px / 255 - mean) / std, folded into one multiply-add per element.
     const scale = 1 / (255 * profile.std[c]!);
     const offset = -profile.mean[c]! / profile.std[c]!;
-    const plane = c * pixels;
-    for (let i = 0, j = c; i < pixels; i++, j += 3) tensor[plane + i] = rgb[j]! * scale + offset;
+    if (planar) {
+      const plane = c * pixels;
+      for (let i = 0, j = c; i < pixels; i++, j += 3) tensor[plane + i] = rgb[j]! * scale + offset;
+    } else {
+      for (let j = c; j < pixels * 3; j += 3) tensor[j] = rgb[j]! * scale + offset;
+    }
   }
   return tensor;
+}
+
+/** Normalised planar FP32 (the layout of ISNet as shipped), kept for benchmarks and FP32 models. */
+export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32Array {
+  return imageToTensor(rgb, { ...profile, inputDatatype: 'FP32', inputLayout: 'NCHW' }) as Float32Array;
 }
 
 /**
@@ -21,21 +45,28 @@ export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32
  */
 export const MIN_STRETCH_PEAK = 0.25;
 
-/** A float mask to 8-bit grey, optionally stretched to the full range first. */
-export function maskToGrey(mask: Float32Array, minMaxNormalize: boolean): Buffer {
+/**
+ * A mask to 8-bit grey, optionally stretched to the full range first. Fixed-point masks count
+ * as value / 255 (UINT8) or value / 65535 (UINT16); an 8-bit mask that needs no stretch is
+ * used as it is, without a copy.
+ */
+export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean): Buffer {
+  const unit = mask instanceof Uint8Array ? 255 : mask instanceof Uint16Array ? 65535 : 1;
+  if (unit === 255 && !minMaxNormalize) return Buffer.from(mask.buffer, mask.byteOffset, mask.byteLength);
   let lo = 0;
-  let hi = 1;
+  let hi = unit;
   if (minMaxNormalize) {
     lo = Infinity;
     hi = -Infinity;
-    for (const v of mask) {
+    for (let i = 0; i < mask.length; i++) {
+      const v = mask[i]!;
       if (v < lo) lo = v;
       if (v > hi) hi = v;
     }
     // A flat map (no foreground anywhere, or all foreground) has nothing to stretch.
-    if (!(hi - lo > 1e-6) || hi < MIN_STRETCH_PEAK) {
+    if (!(hi - lo > 1e-6 * unit) || hi < MIN_STRETCH_PEAK * unit) {
       lo = 0;
-      hi = 1;
+      hi = unit;
     }
   }
   const grey = Buffer.allocUnsafe(mask.length);

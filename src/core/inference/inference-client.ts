@@ -1,12 +1,20 @@
 import * as grpc from '@grpc/grpc-js';
 import {
+  DATATYPE_BYTES,
+  elementCount,
+  isDatatype,
   loadInferenceProto,
+  typedContentsToBytes,
+  typedValueCount,
+  type Datatype,
   type GRPCInferenceServiceClient,
   type ModelInferResponse__Output,
   type ModelMetadataResponse__Output,
 } from '../../protocol/index.js';
 import { ApiError } from '../errors.js';
-import type { PreprocessingProfile } from '../image/profile.js';
+import type { MaskModel } from '../image/pipeline.js';
+import { inputShape, maskShape, type PreprocessingProfile } from '../image/profile.js';
+import type { InputTensor, MaskTensor } from '../image/tensor.js';
 
 export interface InferenceTls {
   /** PEM of the CA that signed the servers' certificates. */
@@ -114,20 +122,34 @@ export class InferenceClient {
     });
   }
 
-  /** Runs the model on one FP32 input and returns the named FP32 output. */
+  /** The profile's model as the image pipeline calls it: its input tensor in, its mask out. */
+  maskModel(model: string, profile: PreprocessingProfile): MaskModel {
+    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32', shape: inputShape(profile) };
+    const output = { name: profile.outputName, datatype: profile.outputDatatype ?? 'FP32' };
+    return async (data, signal) => {
+      const result = await this.infer(model, { ...input, data }, output, signal);
+      return { mask: result.data, serverRunMs: result.serverRunMs };
+    };
+  }
+
+  /**
+   * Runs the model on one input and returns the named output, read from raw or typed contents
+   * (Triton and KServe answer in either) and checked against its shape.
+   */
   infer(
     model: string,
-    input: { name: string; shape: number[]; data: Float32Array },
-    outputName: string,
+    input: { name: string; datatype: Datatype; shape: number[]; data: InputTensor },
+    output: { name: string; datatype: Datatype },
     signal: AbortSignal,
-  ): Promise<{ shape: number[]; data: Float32Array; serverRunMs: number | undefined }> {
+  ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
     return new Promise((resolve, reject) => {
+      // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
       const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
       const call = this.client.ModelInfer(
         {
           modelName: model,
-          inputs: [{ name: input.name, datatype: 'FP32', shape: input.shape }],
-          outputs: [{ name: outputName }],
+          inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
+          outputs: [{ name: output.name }],
           rawInputContents: [raw],
         },
         { deadline: Date.now() + this.options.timeoutMs },
@@ -136,9 +158,9 @@ export class InferenceClient {
           if (error) reject(this.toApiError(error));
           else {
             try {
-              resolve(this.readOutput(response!, outputName));
+              resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent: raw.length });
             } catch (failure) {
-              reject(failure);
+              reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
             }
           }
         },
@@ -149,23 +171,28 @@ export class InferenceClient {
     });
   }
 
-  /** Checks that the served model takes and returns what the profile expects. */
+  /** Checks that the served model takes and returns what the profile expects (datatype, layout, size). */
   async verifyModel(model: string, profile: PreprocessingProfile, timeoutMs: number): Promise<void> {
     const meta = await this.metadata(model, timeoutMs);
     const input = meta.inputs.find((t) => t.name === profile.inputName);
     const output = meta.outputs.find((t) => t.name === profile.outputName);
     const fits = (shape: number[], expected: number[]) =>
       shape.length === expected.length && shape.every((d, i) => d === -1 || d === expected[i]);
+    const wantIn = { datatype: profile.inputDatatype ?? 'FP32', shape: inputShape(profile) };
+    const wantOut = { datatype: profile.outputDatatype ?? 'FP32', shape: maskShape(profile) };
     const problems: string[] = [];
     if (!input) problems.push(`it has no input "${profile.inputName}" (inputs: ${meta.inputs.map((t) => t.name).join(', ')})`);
-    else if (input.datatype !== 'FP32' || !fits(input.shape, [1, 3, profile.height, profile.width])) {
-      problems.push(`input "${input.name}" is ${input.datatype}[${input.shape}], the profile needs FP32[1,3,${profile.height},${profile.width}]`);
+    else if (input.datatype !== wantIn.datatype || !fits(input.shape.map(Number), wantIn.shape)) {
+      problems.push(
+        `input "${input.name}" is ${input.datatype}[${input.shape}], the profile needs ${wantIn.datatype}[${wantIn.shape}] (${profile.inputLayout ?? 'NCHW'})`,
+      );
     }
-    if (!output) problems.push(`it has no output "${profile.outputName}"`);
-    else if (output.datatype !== 'FP32' || !fits(output.shape, [1, 1, profile.height, profile.width])) {
-      problems.push(`output "${output.name}" is ${output.datatype}[${output.shape}], the profile needs FP32[1,1,${profile.height},${profile.width}]`);
+    if (!output) problems.push(`it has no output "${profile.outputName}" (outputs: ${meta.outputs.map((t) => t.name).join(', ')})`);
+    else if (output.datatype !== wantOut.datatype || !fits(output.shape.map(Number), wantOut.shape)) {
+      problems.push(`output "${output.name}" is ${output.datatype}[${output.shape}], the profile needs ${wantOut.datatype}[${wantOut.shape}]`);
     }
-    this.providers.set(model, meta.parameters?.execution_provider?.stringParam ?? 'unknown');
+    // Only bgcut's server reports its execution provider; Triton and KServe need not.
+    this.providers.set(model, meta.properties?.execution_provider ?? 'unknown');
     if (problems.length > 0) {
       throw new ModelMismatchError(`model "${model}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
     }
@@ -181,20 +208,6 @@ export class InferenceClient {
 
   close(): void {
     this.client.close();
-  }
-
-  private readOutput(response: ModelInferResponse__Output, outputName: string) {
-    const index = response.outputs.findIndex((o) => o.name === outputName);
-    const tensor = response.outputs[index];
-    const raw = response.rawOutputContents[index];
-    if (!tensor || !raw || tensor.datatype !== 'FP32' || raw.length % 4 !== 0) {
-      throw new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.' });
-    }
-    // Copy into an aligned buffer: the received bytes may start at any offset.
-    const data = new Float32Array(raw.length / 4);
-    new Uint8Array(data.buffer).set(raw);
-    const runUs = response.parameters.session_run_us?.int64Param;
-    return { shape: tensor.shape.map(Number), data, serverRunMs: runUs === undefined ? undefined : Number(runUs) / 1000 };
   }
 
   private toApiError(error: grpc.ServiceError): ApiError {
@@ -217,4 +230,35 @@ export class InferenceClient {
 
 export class ModelMismatchError extends Error {
   override readonly name = 'ModelMismatchError';
+}
+
+/**
+ * The named output of a ModelInfer answer as a typed array, from `raw_output_contents` or the
+ * tensor's typed `contents`, after checking its datatype and that its bytes fill its shape.
+ */
+export function readOutput(response: ModelInferResponse__Output, name: string, datatype: Datatype) {
+  const index = response.outputs.findIndex((o) => o.name === name);
+  const tensor = response.outputs[index];
+  if (!tensor) throw new Error(`no output ${name} in the answer`);
+  if (tensor.datatype !== datatype || !isDatatype(datatype)) throw new Error(`output ${name} is ${tensor.datatype}, expected ${datatype}`);
+  if (datatype !== 'FP32' && datatype !== 'UINT8' && datatype !== 'UINT16') throw new Error(`masks of type ${datatype} are not supported`);
+  const shape = tensor.shape.map(Number);
+  const elements = elementCount(shape);
+  const raw = response.rawOutputContents.length > 0 ? response.rawOutputContents[index] : undefined;
+  if (raw && typedValueCount(tensor.contents) > 0) throw new Error(`output ${name} has both raw and typed contents`);
+  const bytes = raw ?? typedContentsToBytes(datatype, tensor.contents ?? ({} as never), elements);
+  if (bytes.length !== elements * DATATYPE_BYTES[datatype]) throw new Error(`output ${name} has ${bytes.length} bytes for shape [${shape}]`);
+  const runUs = response.parameters.session_run_us?.int64Param;
+  const serverRunMs = runUs === undefined ? undefined : Number(runUs) / 1000;
+  return { shape, data: typedView(datatype, bytes), serverRunMs, bytesReceived: bytes.length };
+}
+
+/** A typed view of received bytes; copied only when they do not start on the element's alignment. */
+function typedView(datatype: 'FP32' | 'UINT8' | 'UINT16', bytes: Buffer): MaskTensor {
+  const size = DATATYPE_BYTES[datatype];
+  const aligned = bytes.byteOffset % size === 0 ? bytes : Buffer.from(bytes);
+  const { buffer, byteOffset, byteLength } = aligned;
+  if (datatype === 'UINT8') return new Uint8Array(buffer, byteOffset, byteLength);
+  if (datatype === 'UINT16') return new Uint16Array(buffer, byteOffset, byteLength / 2);
+  return new Float32Array(buffer, byteOffset, byteLength / 4);
 }

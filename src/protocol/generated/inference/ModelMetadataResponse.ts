@@ -1,6 +1,5 @@
 // Original file: proto/grpc_predict_v2.proto
 
-import type { InferParameter as _inference_InferParameter, InferParameter__Output as _inference_InferParameter__Output } from '../inference/InferParameter.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface _inference_ModelMetadataResponse_TensorMetadata {
@@ -21,7 +20,7 @@ export interface ModelMetadataResponse {
   'platform'?: (string);
   'inputs'?: (_inference_ModelMetadataResponse_TensorMetadata)[];
   'outputs'?: (_inference_ModelMetadataResponse_TensorMetadata)[];
-  'parameters'?: ({[key: string]: _inference_InferParameter});
+  'properties'?: ({[key: string]: string});
 }
 
 export interface ModelMetadataResponse__Output {
@@ -30,5 +29,5 @@ export interface ModelMetadataResponse__Output {
   'platform': (string);
   'inputs': (_inference_ModelMetadataResponse_TensorMetadata__Output)[];
   'outputs': (_inference_ModelMetadataResponse_TensorMetadata__Output)[];
-  'parameters': ({[key: string]: _inference_InferParameter__Output});
+  'properties': ({[key: string]: string});
 }
