@@ -91,7 +91,7 @@ describe('execution providers', () => {
       expect(server.output()).toMatch(/execution provider cuda unavailable/);
       expect(server.output()).toMatch(/on provider cpu \(fell back from cuda\)/);
       const meta = await client.metadata('isnet', 5000);
-      expect(meta.parameters.execution_provider?.stringParam).toBe('cpu');
+      expect(meta.properties.execution_provider).toBe('cpu');
     } finally {
       client.close();
       await server.stop();

@@ -2,16 +2,60 @@
 /**
  * Standalone inference server:
  *   bgcut-inference-server [--host 0.0.0.0] [--port 50051]
- *                          [--model isnet-fp16 | --model NAME=SOURCE ...] [--model-name isnet]
+ *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
- * SOURCE is a built-in model (isnet-fp16, isnet-quint8) or the path of an .onnx file. Each flag
- * can also come from the environment (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS;
- * several models separated by commas); a flag wins over the environment.
+ * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
+ * or the path of an .onnx file. Each flag can also come from the environment
+ * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
+ * a flag wins over the environment.
+ *
+ *   bgcut-inference-server export --triton <dir> [--model isnet] [--model-name isnet]
+ *                                 [--instance-kind KIND_CPU|KIND_GPU] [--instances 1]
+ * writes the model as a Triton model repository (<dir>/<name>/1/model.onnx and config.pbtxt),
+ * which Triton or KServe serve in place of this server.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { resolveModelFile } from './model-source.js';
 import { startInferenceServer, type ModelSource } from './server.js';
+import { exportTritonRepository } from './triton-export.js';
+
+if (process.argv[2] === 'export') {
+  const { values: options } = parseArgs({
+    args: process.argv.slice(3),
+    options: {
+      triton: { type: 'string' },
+      model: { type: 'string', default: 'isnet' },
+      'model-name': { type: 'string', default: 'isnet' },
+      'instance-kind': { type: 'string', default: 'KIND_CPU' },
+      instances: { type: 'string', default: '1' },
+    },
+    strict: true,
+  });
+  if (!options.triton) {
+    console.error('usage: bgcut-inference-server export --triton <dir> [--model isnet] [--model-name isnet] [--instance-kind KIND_CPU|KIND_GPU] [--instances 1]');
+    process.exit(2);
+  }
+  const kind = options['instance-kind'];
+  if (kind !== 'KIND_CPU' && kind !== 'KIND_GPU') {
+    console.error('--instance-kind must be KIND_CPU or KIND_GPU');
+    process.exit(2);
+  }
+  try {
+    const written = await exportTritonRepository(options.triton, {
+      name: options['model-name']!,
+      modelFile: await resolveModelFile(options.model!),
+      instanceKind: kind,
+      instances: Number(options.instances),
+    });
+    console.log(`wrote ${written.modelFile} and ${written.configFile}; serve with: tritonserver --model-repository ${options.triton}`);
+    process.exit(0);
+  } catch (error) {
+    console.error(`export failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
 
 const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
 type Flag = (typeof FLAGS)[number];
@@ -50,7 +94,7 @@ function integer(flag: Flag): number | undefined {
   return Number(raw);
 }
 
-/** `--model isnet-fp16` (named by --model-name) or `--model name=source`, repeatable. */
+/** `--model isnet` (named by --model-name) or `--model name=source`, repeatable. */
 function models(): ModelSource[] | undefined {
   const raw = setting('model');
   if (raw === undefined) return undefined;
@@ -76,7 +120,7 @@ try {
   const server = await startInferenceServer({
     host: setting('host'),
     port: integer('port'),
-    models: models() ?? (setting('model-name') ? [{ name: setting('model-name')!, source: 'isnet-fp16' }] : undefined),
+    models: models() ?? (setting('model-name') ? [{ name: setting('model-name')!, source: 'isnet' }] : undefined),
     providers: setting('providers')?.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean),
     workers: integer('workers'),
     intraOpThreads: integer('threads'),

@@ -1,22 +1,34 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { prepareModel, type PrepareOptions } from './prepare-model.js';
 
 /**
  * Built-in models: ISNet as shipped, in 4 MiB chunks, by the npm package
- * `@imgly/background-removal-data`. That package is AGPL-labelled while the ISNet weights are
- * credited upstream as permissive; a deployment that wants neither can point `--model` at any
- * ONNX file instead.
+ * `@imgly/background-removal-data`, and the same ISNet prepared for serving (`isnet`, the
+ * default: 8-bit NHWC pixels in, the stretched 8-bit mask alone out; `isnet-u16`: the mask as
+ * 16-bit probability, stretched by the API). That package is AGPL-labelled while the ISNet
+ * weights are credited upstream as permissive; a deployment that wants neither can point
+ * `--model` at any ONNX file instead.
  */
 export const BUILTIN_MODELS = {
+  isnet: '/models/medium',
+  'isnet-u16': '/models/medium',
   'isnet-fp16': '/models/medium',
   'isnet-quint8': '/models/small',
 } as const;
 
 export type BuiltinModelName = keyof typeof BUILTIN_MODELS;
+
+/** How the prepared built-ins are made from ISNet; bump PREPARE_REVISION when the rewrite changes. */
+const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
+  isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
+  'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
+};
+const PREPARE_REVISION = 1;
 
 export function isBuiltinModel(spec: string): spec is BuiltinModelName {
   return Object.hasOwn(BUILTIN_MODELS, spec);
@@ -28,13 +40,45 @@ interface ResourceEntry {
 }
 
 export interface ResolveModelOptions {
-  /** Where assembled built-in models are cached. Default: `$BGCUT_CACHE_DIR` or `<tmp>/bgcut-models`. */
+  /** Where assembled built-in models are cached. Default: defaultCacheDir(). */
   cacheDir?: string;
 }
 
 /**
- * Returns the path of an ONNX file for `spec`: a built-in model name (assembled once from the
- * data package and cached, each chunk checked against its SHA-256) or a path to an `.onnx` file.
+ * The model cache of this user: `$BGCUT_CACHE_DIR`, else `$XDG_CACHE_HOME/bgcut/models`, else
+ * `~/.cache/bgcut/models`. Never the shared temp folder, where another local user could plant a
+ * file under the name a server is about to load.
+ */
+export function defaultCacheDir(): string {
+  if (process.env.BGCUT_CACHE_DIR) return path.resolve(process.env.BGCUT_CACHE_DIR);
+  const base = process.env.XDG_CACHE_HOME ? path.resolve(process.env.XDG_CACHE_HOME) : path.join(os.homedir(), '.cache');
+  return path.join(base, 'bgcut', 'models');
+}
+
+/**
+ * Creates the cache folder private to this user (0700) and refuses one that other users could
+ * write to: whatever is in it is still verified before use, but no one else should be able to
+ * swap a file between the check and the load.
+ */
+export async function ensurePrivateDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const info = await stat(dir);
+  const uid = process.getuid?.();
+  if (uid === undefined) return;
+  if ((info.uid !== uid && info.uid !== 0) || (info.mode & 0o022) !== 0) {
+    throw new Error(
+      `model cache ${dir} is owned by uid ${info.uid} with mode ${(info.mode & 0o777).toString(8)}: other users could replace a model there; ` +
+        'use a folder of your own (BGCUT_CACHE_DIR) writable by you alone',
+    );
+  }
+}
+
+/**
+ * Returns the path of an ONNX file for `spec`: a built-in model name or a path to an `.onnx`
+ * file. Built-ins are assembled once from the data package and cached; a cached file is used
+ * only after its bytes are checked again (each chunk against its SHA-256 from the package, and a
+ * prepared model against a fresh preparation's SHA-256), so a planted or damaged file is replaced,
+ * never loaded.
  */
 export async function resolveModelFile(spec: string, options: ResolveModelOptions = {}): Promise<string> {
   if (!isBuiltinModel(spec)) {
@@ -47,7 +91,8 @@ export async function resolveModelFile(spec: string, options: ResolveModelOption
     }
     return file;
   }
-  const cacheDir = options.cacheDir ?? process.env.BGCUT_CACHE_DIR ?? path.join(os.tmpdir(), 'bgcut-models');
+  const cacheDir = options.cacheDir ?? defaultCacheDir();
+  await ensurePrivateDir(cacheDir);
   const require = createRequire(import.meta.url);
   const resourcesFile = require.resolve('@imgly/background-removal-data/dist/resources.json');
   const dataDir = path.dirname(resourcesFile);
@@ -61,39 +106,70 @@ export async function resolveModelFile(spec: string, options: ResolveModelOption
     .update(entry.chunks.map((c) => c.hash).join(','))
     .digest('hex')
     .slice(0, 16);
-  const target = path.join(cacheDir, `${spec}-${listHash}.onnx`);
-  const existing = await stat(target).catch(() => undefined);
-  if (existing?.size === entry.size) return target;
+  const sourceName = spec === 'isnet-quint8' ? 'isnet-quint8' : 'isnet-fp16';
+  const source = path.join(cacheDir, `${sourceName}-${listHash}.onnx`);
+  const sourceBytes = await readVerified(source, entry).catch(() => undefined);
+  const assembled = sourceBytes ?? (await assemble(source, entry, dataDir));
 
-  await mkdir(cacheDir, { recursive: true });
-  // Written under a unique name then renamed, so concurrent starts never see a half-written model.
-  const partial = `${target}.${process.pid}.${Date.now()}.partial`;
-  const out = await open(partial, 'w');
-  try {
-    const chunks = [...entry.chunks].sort((a, b) => a.offsets[0] - b.offsets[0]);
-    let expectedOffset = 0;
-    for (const chunk of chunks) {
-      if (chunk.offsets[0] !== expectedOffset) throw new Error(`gap in model chunks at byte ${expectedOffset}`);
-      const bytes = await readFile(path.join(dataDir, chunk.hash));
-      const digest = createHash('sha256').update(bytes).digest('hex');
-      if (digest !== chunk.hash) throw new Error(`model chunk ${chunk.hash} is corrupt (sha256 ${digest})`);
-      if (bytes.length !== chunk.offsets[1] - chunk.offsets[0]) throw new Error(`model chunk ${chunk.hash} has the wrong size`);
-      await out.write(bytes, 0, bytes.length, chunk.offsets[0]);
-      expectedOffset = chunk.offsets[1];
-    }
-    if (expectedOffset !== entry.size) throw new Error(`model chunks cover ${expectedOffset} of ${entry.size} bytes`);
-    await out.sync();
-  } catch (error) {
-    await out.close();
-    await rm(partial, { force: true });
-    throw error;
-  }
-  await out.close();
-  await rename(partial, target);
+  const prepare = PREPARED[spec];
+  if (!prepare) return source;
+  const { bytes } = prepareModel(assembled, prepare);
+  const digest = sha256(bytes);
+  const target = path.join(cacheDir, `${spec}-${listHash}-r${PREPARE_REVISION}.onnx`);
+  const cached = await readFile(target).catch(() => undefined);
+  if (cached && sha256(cached) === digest) return target;
+  await writeAtomically(target, bytes);
   return target;
 }
 
-/** SHA-256 of a file, streamed; used as the model version so clients can tell builds apart. */
+function sha256(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** The cached assembly's bytes, if every chunk range matches its SHA-256; rejects otherwise. */
+async function readVerified(file: string, entry: ResourceEntry): Promise<Buffer> {
+  const bytes = await readFile(file);
+  if (bytes.length !== entry.size) throw new Error(`${file} has the wrong size`);
+  for (const chunk of entry.chunks) {
+    if (sha256(bytes.subarray(chunk.offsets[0], chunk.offsets[1])) !== chunk.hash) throw new Error(`${file} does not match chunk ${chunk.hash}`);
+  }
+  return bytes;
+}
+
+/** Assembles the model from the package's chunks, each checked against its SHA-256, and caches it. */
+async function assemble(target: string, entry: ResourceEntry, dataDir: string): Promise<Buffer> {
+  const whole = Buffer.alloc(entry.size);
+  const chunks = [...entry.chunks].sort((a, b) => a.offsets[0] - b.offsets[0]);
+  let expectedOffset = 0;
+  for (const chunk of chunks) {
+    if (chunk.offsets[0] !== expectedOffset) throw new Error(`gap in model chunks at byte ${expectedOffset}`);
+    const bytes = await readFile(path.join(dataDir, chunk.hash));
+    const digest = sha256(bytes);
+    if (digest !== chunk.hash) throw new Error(`model chunk ${chunk.hash} is corrupt (sha256 ${digest})`);
+    if (bytes.length !== chunk.offsets[1] - chunk.offsets[0]) throw new Error(`model chunk ${chunk.hash} has the wrong size`);
+    bytes.copy(whole, chunk.offsets[0]);
+    expectedOffset = chunk.offsets[1];
+  }
+  if (expectedOffset !== entry.size) throw new Error(`model chunks cover ${expectedOffset} of ${entry.size} bytes`);
+  await writeAtomically(target, whole);
+  return whole;
+}
+
+/** Written under a unique name then renamed, so concurrent starts never see a half-written model. */
+async function writeAtomically(target: string, bytes: Uint8Array): Promise<void> {
+  const partial = `${target}.${process.pid}.${Date.now()}.partial`;
+  try {
+    await writeFile(partial, bytes, { mode: 0o600 });
+    const handle = await open(partial, 'r+');
+    await handle.sync().finally(() => handle.close());
+    await rename(partial, target);
+  } catch (error) {
+    await rm(partial, { force: true });
+    throw error;
+  }
+}
+
+/** SHA-256 of a file, streamed; reported in model metadata so clients can tell builds apart. */
 export async function fileDigest(file: string): Promise<string> {
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);

@@ -22,7 +22,7 @@ import type { TensorData, TensorSpec } from './worker-protocol.js';
 export interface ModelSource {
   /** The name clients ask for. */
   name: string;
-  /** A built-in model (`isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
+  /** A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
   source: string;
 }
 
@@ -39,7 +39,7 @@ export interface InferenceServerOptions {
   host?: string;
   /** Port to bind; 0 picks a free one. Default 50051. */
   port?: number;
-  /** The models to serve. Default: `isnet` from the built-in `isnet-fp16`. */
+  /** The models to serve. Default: `isnet`, the built-in prepared ISNet (8-bit in, 8-bit mask out). */
   models?: ModelSource[];
   /** Execution providers to try, in order, for every model. Default `['cpu']`. */
   providers?: string[];
@@ -85,7 +85,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
   const resolved = {
     host: options.host ?? '127.0.0.1',
     port: options.port ?? 50051,
-    models: options.models ?? [{ name: 'isnet', source: 'isnet-fp16' }],
+    models: options.models ?? [{ name: 'isnet', source: 'isnet' }],
     providers: options.providers ?? ['cpu'],
     workers,
     intraOpThreads: options.intraOpThreads ?? Math.max(1, Math.floor(cores / workers)),
