@@ -1,5 +1,6 @@
 /**
  * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
+ *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
  * same machine load:
@@ -10,7 +11,11 @@
  *   the single-stream rate of raw session.run;
  * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads;
  * - soak: RSS of the inference server after request 50 and after request N (default 500).
- * The API (examples/express-app) and the inference server run as their own processes.
+ * The API (examples/express-app) and the inference server run as their own processes. `--model`
+ * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
+ * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
+ * process's CPU time per image (from /proc, the inference server excluded) and the tensor bytes
+ * each ModelInfer call sends and receives.
  */
 import ort from 'onnxruntime-node';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -23,7 +28,8 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
-import { rgbToTensor } from '../src/core/image/tensor.js';
+import { inputShape } from '../src/core/image/profile.js';
+import { imageToTensor } from '../src/core/image/tensor.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
@@ -31,16 +37,26 @@ import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 const { values } = parseArgs({
   options: {
     image: { type: 'string' },
+    large: { type: 'string' },
     runs: { type: 'string', default: '5' },
     soak: { type: 'string', default: '500' },
     json: { type: 'string' },
     only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
+    model: { type: 'string', default: 'isnet' },
   },
 });
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
 const threads = os.availableParallelism();
+if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
+const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+const CLOCK_TICKS_PER_S = 100;
+/** User + system CPU time of a process so far, in ms, from /proc (Linux reports it in 1/100 s). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+}
 
 const median = (xs: number[]) => percentile(xs, 50);
 function percentile(xs: number[], p: number): number {
@@ -73,6 +89,7 @@ async function startApi(inferenceAddress: string): Promise<{ child: ChildProcess
       BGCUT_KEYS_FILE: path.join(dir, 'keys.json'),
       BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
       BGCUT_INFERENCE_ADDRESS: inferenceAddress,
+      BGCUT_MODEL_PROFILE: values.model === 'isnet' ? 'isnet' : 'isnet-fp32',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -107,9 +124,9 @@ async function post(url: string, image: Buffer): Promise<{ ms: number; status: n
   return { ms, status: response.status, stages };
 }
 
-const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32']);
+const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', '--model', values.model!]);
 const api = await startApi(inference.address);
-const session = await ort.InferenceSession.create(await resolveModelFile('isnet-fp16'), {
+const session = await ort.InferenceSession.create(await resolveModelFile(values.model!), {
   intraOpNumThreads: threads,
   interOpNumThreads: 1,
   executionMode: 'sequential',
@@ -117,15 +134,29 @@ const session = await ort.InferenceSession.create(await resolveModelFile('isnet-
 });
 async function rawRun(image: Buffer): Promise<() => Promise<number>> {
   const rgb = await sharp(image).autoOrient().removeAlpha().resize(1024, 1024, { fit: 'fill' }).raw().toBuffer();
-  const feeds = { input: new ort.Tensor('float32', rgbToTensor(rgb, ISNET_PROFILE), [1, 3, 1024, 1024]) };
+  const tensor = imageToTensor(rgb, profile);
+  const feeds = {
+    [profile.inputName]: tensor instanceof Float32Array ? new ort.Tensor('float32', tensor, inputShape(profile)) : new ort.Tensor('uint8', tensor, inputShape(profile)),
+  };
   return async () => {
     const started = performance.now();
-    await session.run(feeds, ['output']);
+    await session.run(feeds, [profile.outputName]);
     return performance.now() - started;
   };
 }
 
-const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}`, threads, runs };
+const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}`, threads, runs, model: values.model };
+// The tensor payload of one ModelInfer call, from the served model's metadata (protobuf framing adds a few dozen bytes).
+{
+  const client = new InferenceClient({ address: inference.address, timeoutMs: 10_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+  const meta = await client.metadata('isnet', 10_000);
+  client.close();
+  const bytesOf = (t: { datatype: string; shape: number[] }) => t.shape.reduce((a, d) => a * Number(d), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
+  const input = meta.inputs.find((t) => t.name === profile.inputName)!;
+  const output = meta.outputs.find((t) => t.name === profile.outputName)!;
+  report.bytesPerCall = { sent: bytesOf(input), received: bytesOf(output) };
+  console.log(`ModelInfer tensor bytes per call (${values.model}): sent ${bytesOf(input)}, received ${bytesOf(output)}`);
+}
 let rawMedian = NaN;
 
 /** End-to-end against raw, alternating, with per-stage medians. */
@@ -136,9 +167,12 @@ async function latency(label: string, image: Buffer) {
   await raw();
   const e2e: number[] = [];
   const rawMs: number[] = [];
+  const apiCpu: number[] = [];
   const stages: Record<string, number[]> = {};
   for (let i = 0; i < runs; i++) {
+    const cpuBefore = cpuMs(api.child.pid!);
     const result = await post(api.url, image);
+    apiCpu.push(cpuMs(api.child.pid!) - cpuBefore);
     if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
     e2e.push(result.ms);
     for (const [stage, ms] of Object.entries(result.stages)) (stages[stage] ??= []).push(ms);
@@ -151,12 +185,15 @@ async function latency(label: string, image: Buffer) {
     rawSessionRunMs: round(median(rawMs)),
     stagesMs: Object.fromEntries(Object.entries(stages).map(([s, xs]) => [s, round(median(xs))])),
     ratioEndToEndOverRaw: Math.round((median(e2e) / median(rawMs)) * 1000) / 1000,
+    // The API process's own CPU per image (decode, resize, compose, encode, gRPC), 10 ms resolution.
+    apiCpuMsPerImage: round(median(apiCpu)),
   };
   report[label] = section;
   console.log(`\n${label}: ${section.image}, medians of ${runs} runs`);
   console.log('| measure | ms |\n|---|---|');
   for (const [s, ms] of Object.entries(section.stagesMs)) console.log(`| stage ${s} | ${ms} |`);
   console.log(`| end-to-end HTTP | ${section.endToEndMs} |\n| raw session.run | ${section.rawSessionRunMs} |\n| **end-to-end / raw** | **${section.ratioEndToEndOverRaw}** |`);
+  console.log(`| API process CPU per image | ${section.apiCpuMsPerImage} |`);
   return median(rawMs);
 }
 
@@ -164,7 +201,7 @@ try {
   const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
   if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
   if (sections.has('large')) {
-    const large = await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
+    const large = values.large ? await readFile(values.large) : await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
       .resize(6000, 4000)
       .jpeg({ quality: 85 })
       .toBuffer();
@@ -235,10 +272,10 @@ try {
   if (sections.has('soak')) {
     const total = Number(values.soak);
     const client = new InferenceClient({ address: inference.address, timeoutMs: 60_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
-    const input = rgbToTensor(await sharp(photo).resize(1024, 1024, { fit: 'fill' }).removeAlpha().raw().toBuffer(), ISNET_PROFILE);
+    const input = imageToTensor(await sharp(photo).resize(1024, 1024, { fit: 'fill' }).removeAlpha().raw().toBuffer(), profile);
     let at50 = NaN;
     for (let i = 1; i <= total; i++) {
-      await client.maskModel('isnet', ISNET_FP32_PROFILE)(input, new AbortController().signal);
+      await client.maskModel('isnet', profile)(input, new AbortController().signal);
       if (i === Math.min(50, total)) at50 = rssMb(inference.child.pid!, 'VmRSS');
     }
     const end = rssMb(inference.child.pid!, 'VmRSS');

@@ -10,6 +10,7 @@ import {
   createRemoveBgHandler,
   FileKeyStore,
   loadPlansFile,
+  PROFILES,
   RedisKeyStore,
   type RemoveBgHandler,
   type RemoveBgOptions,
@@ -38,7 +39,8 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = ''): Express
 /**
  * The handler as configured by the environment: REDIS_URL (shared keys and limits for many
  * instances; else a key file and in-memory limits), BGCUT_KEYS_FILE, BGCUT_PLANS_FILE,
- * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS. Access log lines go to stdout, with key ids only.
+ * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
+ * default; `isnet-fp32` for ISNet as shipped). Access log lines go to stdout, with key ids only.
  */
 export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
   const redis = process.env.REDIS_URL ? connectRedis(process.env.REDIS_URL) : undefined;
@@ -47,7 +49,7 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     redis,
     redisFailureMode: process.env.BGCUT_REDIS_FAILURE_MODE === 'insurance' ? 'insurance' : 'fail-closed',
     ...(process.env.BGCUT_PLANS_FILE ? { plans: loadPlansFile(process.env.BGCUT_PLANS_FILE) } : {}),
-    inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051' },
+    inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051', profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet },
     onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
     exposeMetrics: true,
     ...overrides,

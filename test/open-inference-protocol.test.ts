@@ -7,7 +7,8 @@
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { readOutput } from '../src/core/inference/inference-client.js';
+import { ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/image/profile.js';
+import { InferenceClient, ModelMismatchError, readOutput } from '../src/core/inference/inference-client.js';
 import { startInferenceProcess } from './helpers/inference-process.js';
 
 // Field numbers as in the open-inference-protocol repository's grpc_predict_v2.proto.
@@ -99,8 +100,8 @@ describe('Open Inference Protocol, hand-built requests (shared server, real mode
     const { error, response } = await call(client, 'ModelMetadata', { name: 'isnet' }, 'ModelMetadataResponse');
     expect(error).toBeNull();
     expect(response.versions).toEqual(['1']);
-    expect(response.inputs).toEqual([{ name: 'image', datatype: 'UINT8', shape: [1, 1024, 1024, 3] }]);
-    expect(response.outputs).toEqual([{ name: 'mask', datatype: 'UINT8', shape: [1, 1, 1024, 1024] }]);
+    expect(response.inputs).toEqual([{ name: 'image', datatype: 'UINT8', shape: [-1, 1024, 1024, 3] }]);
+    expect(response.outputs).toEqual([{ name: 'mask', datatype: 'UINT8', shape: [-1, 1, 1024, 1024] }]);
     expect(response.properties.execution_provider).toBe('cpu');
   });
 
@@ -157,6 +158,22 @@ describe('Open Inference Protocol, hand-built requests (shared server, real mode
     expect(codes).toEqual(Object.fromEntries(Object.keys(cases).map((k) => [k, grpc.status.INVALID_ARGUMENT])));
     expect(details.both).toMatch(/both raw_input_contents and typed contents/);
     expect(details.range).toMatch(/out of range for UINT8/);
+  });
+});
+
+describe("the API's model check (ready()) against the served metadata", () => {
+  it('accepts the prepared profile and refuses a profile of another input datatype or layout, naming both', async () => {
+    const client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 10_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    try {
+      await client.verifyModel('isnet', ISNET_PROFILE, 10_000);
+      expect(client.providers.get('isnet')).toBe('cpu');
+      const fp32 = { ...ISNET_FP32_PROFILE, inputName: 'image', outputName: 'mask' };
+      await expect(client.verifyModel('isnet', fp32, 10_000)).rejects.toThrow(/input "image" is UINT8\[-1,1024,1024,3\], the profile needs FP32\[1,3,1024,1024\] \(NCHW\)/);
+      await expect(client.verifyModel('isnet', { ...ISNET_PROFILE, inputLayout: 'NCHW' }, 10_000)).rejects.toBeInstanceOf(ModelMismatchError);
+      await expect(client.verifyModel('isnet', { ...ISNET_PROFILE, outputDatatype: 'UINT16' }, 10_000)).rejects.toThrow(/output "mask" is UINT8/);
+    } finally {
+      client.close();
+    }
   });
 });
 

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
-import { exportTritonRepository, tensorConfigs } from '../src/inference-server/triton-export.js';
+import { exportTritonRepository, tensorConfigs, tritonConfig } from '../src/inference-server/triton-export.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/inference-server/cli.js', import.meta.url));
 const sha256 = async (file: string) => createHash('sha256').update(await readFile(file)).digest('hex');
@@ -24,8 +24,8 @@ describe('export --triton', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('writes isnet/1/model.onnx (the prepared model) and a config.pbtxt naming its tensors, datatypes, dims and instance group', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'export', '--triton', dir, '--instance-kind', 'KIND_GPU', '--instances', '2']);
+  it('writes isnet/1/model.onnx (the prepared model) and a config.pbtxt naming its tensors, datatypes, dims, instance group and batcher', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'export', '--triton', dir, '--instance-kind', 'KIND_GPU', '--instances', '2', '--max-batch', '8']);
     expect(stdout).toContain(`tritonserver --model-repository ${dir}`);
     expect(await readdir(dir)).toEqual(['isnet']);
     expect((await readdir(path.join(dir, 'isnet'))).sort()).toEqual(['1', 'config.pbtxt']);
@@ -35,19 +35,19 @@ describe('export --triton', () => {
       [
         'name: "isnet"',
         'platform: "onnxruntime_onnx"',
-        'max_batch_size: 0',
+        'max_batch_size: 8',
         'input [',
         '  {',
         '    name: "image"',
         '    data_type: TYPE_UINT8',
-        '    dims: [ 1, 1024, 1024, 3 ]',
+        '    dims: [ 1024, 1024, 3 ]',
         '  }',
         ']',
         'output [',
         '  {',
         '    name: "mask"',
         '    data_type: TYPE_UINT8',
-        '    dims: [ 1, 1, 1024, 1024 ]',
+        '    dims: [ 1, 1024, 1024 ]',
         '  }',
         ']',
         'instance_group [',
@@ -56,6 +56,7 @@ describe('export --triton', () => {
         '    kind: KIND_GPU',
         '  }',
         ']',
+        'dynamic_batching { max_queue_delay_microseconds: 2000 }',
         'version_policy: { latest: { num_versions: 1 } }',
         '',
       ].join('\n'),
@@ -82,6 +83,7 @@ describe('export --triton', () => {
       inputs: [{ name: 'x', dataType: 'TYPE_FP32', dims: [-1, 3, 64, 64] }],
       outputs: [{ name: 'y', dataType: 'TYPE_FP16', dims: [-1, 3, 64, 64] }],
     });
+    expect(tritonConfig({ name: 'tiny', instanceKind: 'KIND_CPU', instances: 1, maxBatch: 0 }, tensorConfigs(model))).toContain('dims: [ -1, 3, 64, 64 ]');
     await expect(exportTritonRepository(dir, { name: '../escape', modelFile: 'x.onnx' })).rejects.toThrow(/model name/);
   });
 });

@@ -11,7 +11,7 @@
  * a flag wins over the environment.
  *
  *   bgcut-inference-server export --triton <dir> [--model isnet] [--model-name isnet]
- *                                 [--instance-kind KIND_CPU|KIND_GPU] [--instances 1]
+ *                                 [--instance-kind KIND_CPU|KIND_GPU] [--instances 1] [--max-batch 0]
  * writes the model as a Triton model repository (<dir>/<name>/1/model.onnx and config.pbtxt),
  * which Triton or KServe serve in place of this server.
  */
@@ -30,11 +30,12 @@ if (process.argv[2] === 'export') {
       'model-name': { type: 'string', default: 'isnet' },
       'instance-kind': { type: 'string', default: 'KIND_CPU' },
       instances: { type: 'string', default: '1' },
+      'max-batch': { type: 'string', default: '0' },
     },
     strict: true,
   });
   if (!options.triton) {
-    console.error('usage: bgcut-inference-server export --triton <dir> [--model isnet] [--model-name isnet] [--instance-kind KIND_CPU|KIND_GPU] [--instances 1]');
+    console.error('usage: bgcut-inference-server export --triton <dir> [--model isnet] [--model-name isnet] [--instance-kind KIND_CPU|KIND_GPU] [--instances 1] [--max-batch 0]');
     process.exit(2);
   }
   const kind = options['instance-kind'];
@@ -48,6 +49,7 @@ if (process.argv[2] === 'export') {
       modelFile: await resolveModelFile(options.model!),
       instanceKind: kind,
       instances: Number(options.instances),
+      maxBatch: Number(options['max-batch']),
     });
     console.log(`wrote ${written.modelFile} and ${written.configFile}; serve with: tritonserver --model-repository ${options.triton}`);
     process.exit(0);

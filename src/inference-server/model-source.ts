@@ -28,7 +28,7 @@ const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
   isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
   'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
 };
-const PREPARE_REVISION = 1;
+const PREPARE_REVISION = 2;
 
 export function isBuiltinModel(spec: string): spec is BuiltinModelName {
   return Object.hasOwn(BUILTIN_MODELS, spec);

@@ -38,7 +38,7 @@ export interface PreparedModelInfo {
 /**
  * Rewrites a segmentation model's ONNX graph so that the API does no per-pixel work and the
  * wire carries the fewest bytes:
- *  - input: 8-bit pixels as the decoder produces them (NHWC [1,H,W,3]); the transpose, cast and
+ *  - input: 8-bit pixels as the decoder produces them (NHWC [N,H,W,3]); the transpose, cast and
  *    normalisation run as the graph's first nodes;
  *  - output: the mask alone, as 8-bit (already stretched) or 16-bit fixed point; every other
  *    output and the nodes that only fed them are dropped.
@@ -96,8 +96,9 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
     // The API's stretch, in the graph: lo..hi -> 0..255, unless the map is flat or peaks below
     // minStretchPeak (no foreground: the noise must not be stretched into one).
     post.push(
-      node('ReduceMin', [mask], name('lo'), [int('keepdims', 0)]),
-      node('ReduceMax', [mask], name('hi'), [int('keepdims', 0)]),
+      // Per image ([N,1,1,1]), so images batched together never change each other's mask.
+      node('ReduceMin', [mask], name('lo'), [ints('axes', [1, 2, 3]), int('keepdims', 1)]),
+      node('ReduceMax', [mask], name('hi'), [ints('axes', [1, 2, 3]), int('keepdims', 1)]),
       node('Sub', [name('hi'), name('lo')], name('range')),
       node('Greater', [name('range'), constant('min_range', FLOAT, [1e-6])], name('has_range')),
       node('Less', [name('hi'), constant('min_peak', FLOAT, [options.minStretchPeak])], name('low_peak')),
@@ -127,11 +128,16 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
   const used = new Set(nodes.flatMap((n) => n.input ?? []));
   graph.node = nodes;
   graph.initializer = [...(graph.initializer ?? []).filter((t) => used.has(t.name!)), ...constants];
-  graph.valueInfo = (graph.valueInfo ?? []).filter((v) => used.has(v.name!));
-  const tensorType = (elemType: number, shape: number[]) => ({ tensorType: { elemType, shape: { dim: shape.map((d) => ({ dimValue: d })) } } });
+  // Shapes inferred for batch 1 would pin the batch again: ONNX Runtime infers them anew.
+  graph.valueInfo = [];
+  // The batch is left free: ISNet's Resize sizes take the batch from the tensor's own shape, so
+  // several images can run in one call (what Triton's dynamic batcher does on GPUs).
+  const tensorType = (elemType: number, shape: number[]) => ({
+    tensorType: { elemType, shape: { dim: shape.map((d) => (d > 0 ? { dimValue: d } : { dimParam: 'batch' })) } },
+  });
   const info: PreparedModelInfo = {
-    input: { name: options.inputName, datatype: 'UINT8', shape: [1, height, width, 3] },
-    output: { name: options.outputName, datatype: options.maskBits === 8 ? 'UINT8' : 'UINT16', shape: [1, 1, height, width] },
+    input: { name: options.inputName, datatype: 'UINT8', shape: [-1, height, width, 3] },
+    output: { name: options.outputName, datatype: options.maskBits === 8 ? 'UINT8' : 'UINT16', shape: [-1, 1, height, width] },
   };
   graph.input = [{ name: info.input.name, type: tensorType(UINT8, info.input.shape) }];
   graph.output = [{ name: info.output.name, type: tensorType(options.maskBits === 8 ? UINT8 : UINT16, info.output.shape) }];
