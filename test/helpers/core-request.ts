@@ -1,6 +1,5 @@
 import { PassThrough } from 'node:stream';
 import type { CoreRequest } from '../../src/core/index.js';
-import { multipartBody } from './fixtures.js';
 
 export interface DrivenRequest {
   request: CoreRequest;
@@ -35,10 +34,19 @@ export function drivenRequest(options: { key?: string; url?: string; headers?: R
   };
 }
 
-/** A whole upload of one image, sent at once. */
-export function uploadRequest(key: string, image: Buffer, filename = 'photo.jpg'): DrivenRequest {
-  const { body, contentType } = multipartBody([{ name: 'file', filename, type: 'image/jpeg', data: image }]);
-  const driven = drivenRequest({ key, contentType });
+/**
+ * A whole upload of one image, sent at once. The file name goes in `filename="..."` as browsers
+ * send it (UTF-8 bytes), or with `extended` in RFC 5987's `filename*=UTF-8''...` form.
+ */
+export function uploadRequest(key: string, image: Buffer, filename = 'photo.jpg', extended = false): DrivenRequest {
+  const boundary = `----bgcut${Math.random().toString(16).slice(2)}`;
+  const name = extended ? `filename*=UTF-8''${encodeURIComponent(filename)}` : `filename="${filename}"`;
+  const body = Buffer.concat([
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; ${name}\r\nContent-Type: image/jpeg\r\n\r\n`),
+    image,
+    Buffer.from(`\r\n--${boundary}--\r\n`),
+  ]);
+  const driven = drivenRequest({ key, contentType: `multipart/form-data; boundary=${boundary}` });
   driven.request.headers['content-length'] = String(body.length);
   driven.body.end(body);
   return driven;
