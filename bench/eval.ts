@@ -1,6 +1,6 @@
 /**
  * npm run eval -- <folder> [--json] [--check quality/isnet-fp16.json] [--write quality/isnet-fp16.json]
- *                 [--model isnet-fp16] [--limit N] [--composites DIR]
+ *                 [--model isnet (prepared, default) | isnet-fp16] [--limit N] [--composites DIR]
  *
  * Cutout quality on pairs NAME.jpg|png + NAME.mask.png (8-bit grey, same size), through the same
  * pipeline the endpoint uses (probe, segment on a real inference server, render), reporting per
@@ -26,7 +26,7 @@ const { values, positionals } = parseArgs({
     json: { type: 'boolean' },
     check: { type: 'string' },
     write: { type: 'string' },
-    model: { type: 'string', default: 'isnet-fp16' },
+    model: { type: 'string', default: 'isnet' },
     limit: { type: 'string' },
     composites: { type: 'string' },
   },

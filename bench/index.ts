@@ -109,7 +109,17 @@ async function post(url: string, image: Buffer): Promise<{ ms: number; status: n
   const form = new FormData();
   form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
   const started = performance.now();
-  const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+  let response: Response;
+  try {
+    response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+  } catch (error) {
+    // The raw session.run between two posts blocks this process's event loop for seconds; on a
+    // busy machine that outlasts the API's keep-alive timeout, the idle socket is closed under
+    // the fetch, and the write fails before the request reached the API: send it again.
+    const code = (error as { cause?: { code?: string } }).cause?.code;
+    if (code !== 'EPIPE' && code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET') throw error;
+    response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+  }
   await response.arrayBuffer();
   const ms = performance.now() - started;
   const stages = Object.fromEntries(
