@@ -161,7 +161,8 @@ const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cp
   const client = new InferenceClient({ address: inference.address, timeoutMs: 10_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   const meta = await client.metadata('isnet', 10_000);
   client.close();
-  const bytesOf = (t: { datatype: string; shape: number[] }) => t.shape.reduce((a, d) => a * Number(d), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
+  // A free (-1) batch dimension counts as one image.
+  const bytesOf = (t: { datatype: string; shape: number[] }) => t.shape.reduce((a, d) => a * Math.max(1, Number(d)), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
   const input = meta.inputs.find((t) => t.name === profile.inputName)!;
   const output = meta.outputs.find((t) => t.name === profile.outputName)!;
   report.bytesPerCall = { sent: bytesOf(input), received: bytesOf(output) };

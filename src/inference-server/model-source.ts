@@ -61,7 +61,11 @@ export function defaultCacheDir(): string {
  * swap a file between the check and the load.
  */
 export async function ensurePrivateDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw new Error(`cannot create the model cache ${dir} (${(error as Error).message}); set BGCUT_CACHE_DIR to a folder of your own`);
+  }
   const info = await stat(dir);
   const uid = process.getuid?.();
   if (uid === undefined) return;
