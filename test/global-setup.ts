@@ -7,6 +7,8 @@ import { startInferenceProcess, type InferenceProcess } from './helpers/inferenc
 declare module 'vitest' {
   export interface ProvidedContext {
     inferenceAddress: string;
+    /** The shared inference server's Prometheus endpoint. */
+    inferenceMetricsUrl: string;
   }
 }
 
@@ -20,8 +22,9 @@ process.env.BGCUT_TEST_ISSUED_KEYS = path.join(captureDir, 'issued-keys.txt');
 export async function setup(project: TestProject): Promise<void> {
   writeFileSync(process.env.BGCUT_TEST_OUTPUT_CAPTURE!, '');
   writeFileSync(process.env.BGCUT_TEST_ISSUED_KEYS!, '');
-  server = await startInferenceProcess();
+  server = await startInferenceProcess(['--metrics-port', '0']);
   project.provide('inferenceAddress', server.address);
+  project.provide('inferenceMetricsUrl', server.metricsUrl!);
 }
 
 /** Fails the run if any key a test issued shows up in anything the test processes printed. */

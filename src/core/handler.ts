@@ -63,6 +63,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
   const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
+  metrics.observeBudgets(() => ({ inferenceSlots: inferenceSlots.inUse, inferenceQueue: inferenceSlots.queued, pixels: pixelBudget.inUse }));
 
   async function ready(): Promise<void> {
     const deadline = Date.now() + config.inference.startupTimeoutMs;

@@ -28,6 +28,11 @@ export class Budget {
     return this.used;
   }
 
+  /** Requests waiting for units. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
   private fits(units: number): boolean {
     return this.used === 0 || this.used + units <= this.capacity;
   }
