@@ -27,23 +27,20 @@ export class ApiMetrics {
   readonly bytesOut = new Counter({ name: 'bgcut_response_bytes_total', help: 'Bytes of response bodies', registers: [this.registry] });
   readonly inFlight = new Gauge({ name: 'bgcut_requests_in_flight', help: 'Requests uploading or being processed', registers: [this.registry] });
 
-  /** Gauges read at scrape time: what the handler's budgets hold and how many wait for them. */
-  observeBudgets(read: () => { inferenceSlots: number; inferenceQueue: number; pixels: number }): void {
-    const gauge = (name: string, help: string, pick: (v: ReturnType<typeof read>) => number) =>
+  /** `budgets` reads the memory budgets at each scrape: what is held now, and how many wait. */
+  constructor(budgets: () => { inferenceSlots: number; inferenceQueue: number; pixels: number }) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'bgcut_api_' });
+    const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
         name,
         help,
         registers: [this.registry],
         collect() {
-          this.set(pick(read()));
+          this.set(read());
         },
       });
-    gauge('bgcut_inference_slots_in_use', 'Inference slots held by requests', (v) => v.inferenceSlots);
-    gauge('bgcut_inference_slot_waiters', 'Requests waiting for an inference slot', (v) => v.inferenceQueue);
-    gauge('bgcut_pixels_in_process', 'Full-size pixels being decoded, composed or encoded', (v) => v.pixels);
-  }
-
-  constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'bgcut_api_' });
+    gauge('bgcut_inference_slots_in_use', 'Inference calls this instance makes now', () => budgets().inferenceSlots);
+    gauge('bgcut_inference_slots_waiting', 'Requests waiting for an inference slot', () => budgets().inferenceQueue);
+    gauge('bgcut_pixels_in_process', 'Full-size pixels being decoded, composed and encoded', () => budgets().pixels);
   }
 }
