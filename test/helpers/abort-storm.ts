@@ -112,7 +112,7 @@ export function holdings(apiMetrics: string): Holdings {
   return {
     inFlight: metricValue(apiMetrics, 'bgcut_requests_in_flight'),
     slots: metricValue(apiMetrics, 'bgcut_inference_slots_in_use'),
-    slotWaiters: metricValue(apiMetrics, 'bgcut_inference_slot_waiters'),
+    slotWaiters: metricValue(apiMetrics, 'bgcut_inference_slots_waiting'),
     pixels: metricValue(apiMetrics, 'bgcut_pixels_in_process'),
   };
 }
