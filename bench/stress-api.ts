@@ -1,0 +1,54 @@
+/**
+ * One API instance as its own process, for bench/refusals.ts and bench/stress.ts (and the
+ * SIGTERM test): the example Express or Fastify app with limits from the environment.
+ *   STRESS_FRAMEWORK=express|fastify  STRESS_INFERENCE=host:port  STRESS_KEYS_FILE=keys.json
+ *   STRESS_REDIS_URL=redis://…  STRESS_UPLOAD_TIMEOUT_MS  STRESS_MAX_INFERENCES
+ * Prints `listening <port>`. On SIGTERM it drains: handler.close() answers new requests 503 while
+ * the ones in progress finish, then the HTTP server closes and the process exits 0.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { createExpressApp } from '../examples/express-app.js';
+import { createFastifyApp } from '../examples/fastify-app.js';
+import { connectRedis, createRemoveBgHandler, FileKeyStore } from '../src/core/index.js';
+import { STRESS_PLANS } from '../test/helpers/stress-app.js';
+
+const env = process.env;
+const redis = env.STRESS_REDIS_URL ? connectRedis(env.STRESS_REDIS_URL) : undefined;
+const handler = createRemoveBgHandler({
+  keyStore: new FileKeyStore({ file: env.STRESS_KEYS_FILE!, reloadIntervalMs: 0 }),
+  plans: STRESS_PLANS,
+  ...(redis ? { redis } : {}),
+  inference: { address: env.STRESS_INFERENCE ?? '127.0.0.1:50051', timeoutMs: 30_000, retryAfterSeconds: 1 },
+  limits: {
+    maxUploadBytes: 2 * 1024 * 1024,
+    maxInFlight: 2_000,
+    maxConcurrentInferences: Number(env.STRESS_MAX_INFERENCES ?? 1),
+    uploadTimeoutMs: Number(env.STRESS_UPLOAD_TIMEOUT_MS ?? 10_000),
+  },
+  exposeMetrics: true,
+  onInternalError: (error) => console.error(`internal error: ${error instanceof Error ? error.message : String(error)}`),
+});
+await handler.ready();
+
+let server: Server;
+if ((env.STRESS_FRAMEWORK ?? 'express') === 'express') {
+  server = createExpressApp(handler).listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+} else {
+  const app = await createFastifyApp(handler);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  server = app.server;
+}
+console.log(`listening ${(server.address() as AddressInfo).port}`);
+
+process.once('SIGTERM', async () => {
+  console.log('SIGTERM: draining');
+  await handler.close();
+  console.log('drained');
+  server.closeAllConnections();
+  server.close(() => {
+    redis?.disconnect();
+    process.exit(0);
+  });
+});
