@@ -46,9 +46,14 @@ process.once('SIGTERM', async () => {
   console.log('SIGTERM: draining');
   await handler.close();
   console.log('drained');
-  server.closeAllConnections();
+  // handler.close() resolves when the last request has its answer, which the adapter may still
+  // be writing: close gracefully (idle connections now, busy ones once answered), and only
+  // force the stragglers (clients still sending on keep-alive connections) after a while.
+  const force = setTimeout(() => server.closeAllConnections(), 2_000);
   server.close(() => {
+    clearTimeout(force);
     redis?.disconnect();
     process.exit(0);
   });
+  server.closeIdleConnections();
 });

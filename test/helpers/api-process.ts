@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { captureOutput } from './log-capture.js';
 
@@ -14,6 +14,8 @@ export interface ApiProcess {
   output(): string;
   /** Resident memory of the process, in bytes (Linux). */
   rss(): number;
+  /** Open file descriptors of the process (sockets, files, pipes): its handles, seen from outside. */
+  fds(): number;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
   stop(): Promise<void>;
@@ -40,6 +42,7 @@ export function startApiProcess(env: Record<string, string>): Promise<ApiProcess
           child,
           output: () => log,
           rss: () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) * 1024,
+          fds: () => readdirSync(`/proc/${child.pid}/fd`).length,
           exited,
           stop: async () => {
             if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -21,12 +21,15 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** A real redis-server on a free loopback port, without persistence. `.ci/run` installs it. */
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * A real redis-server on a free loopback port, without persistence. `.ci/run` installs it.
+ * `debugCommand` allows `DEBUG SLEEP` from loopback (Redis 7 refuses DEBUG by default), to pause it.
+ */
+export async function startRedis(options: { debugCommand?: boolean } = {}): Promise<RedisServer> {
   const port = await freePort();
   let child: ChildProcess | undefined;
   const launch = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.debugCommand ? ['--enable-debug-command', 'local'] : [])], { stdio: 'ignore' });
     child.on('error', (error) => {
       throw new Error(`cannot start redis-server (is it installed?): ${error.message}`);
     });
