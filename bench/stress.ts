@@ -336,8 +336,9 @@ async function redisFaults(): Promise<void> {
 async function sigterm(): Promise<void> {
   const api = await startApiProcess(apiEnv({ STRESS_MAX_INFERENCES: '2' }));
   await cutout(api);
-  const load = startLoad({ url: `${api.baseUrl}/v1/remove-bg`, key, ...form, workers: 6 });
-  const before = await settle(() => apiHoldings(api), (h) => h.inFlight >= 4, 60_000);
+  // Few enough in flight that they drain within the handler's shutdownTimeoutMs (30 s) on a busy box.
+  const load = startLoad({ url: `${api.baseUrl}/v1/remove-bg`, key, ...form, workers: 4 });
+  const before = await settle(() => apiHoldings(api), (h) => h.inFlight >= 3, 60_000);
   const at = load.now();
   api.child.kill('SIGTERM');
   const exit = await Promise.race([api.exited, sleep(60_000).then(() => 'timeout' as const)]);

@@ -3,6 +3,7 @@ import { createRemoveBgHandler, type AccessLogEntry, type KeyLookup, type KeySto
 import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 /** A key store whose answers wait until the test lets them through. */
 function heldKeyStore(inner: KeyStore) {
@@ -31,7 +32,7 @@ describe('cancellation: a request whose client left gives back everything it hel
       // Long enough that only cancellation, not the upload timer, can end the request in time.
       limits: { uploadTimeoutMs: 60_000 },
       onResponse: (entry) => log.push(entry),
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     const first = drivenRequest({ key: keys.oneAtATime });
     const answered = handler.handle(first.request);
@@ -57,7 +58,7 @@ describe('cancellation: a request whose client left gives back everything it hel
       inference: { address: inject('inferenceAddress') },
       limits: { uploadTimeoutMs: 60_000 },
       onResponse: (entry) => log.push(entry),
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     await handler.ready();
     const first = drivenRequest({ key: keys.oneAtATime });
@@ -83,7 +84,7 @@ describe('cancellation: a request whose client left gives back everything it hel
       inference: { address: inject('inferenceAddress') },
       limits: { maxConcurrentInferences: 1 },
       onResponse: (entry) => log.push(entry),
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     await handler.ready();
     const image = (await objectOnTexture(320, 240)).bytes;

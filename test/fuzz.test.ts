@@ -60,9 +60,10 @@ describe('fuzzing the request path (every answer a defined status with a problem
     await property(() => imageCases(keys, images, false), 600);
   });
 
+  // Each case that decodes costs a real inference: few of them, and time for a busy machine.
   it('mutated images that go on to decoding and the real model', async () => {
-    await property(() => imageCases(keys, images, true), 16, 60_000);
-  });
+    await property(() => imageCases(keys, images, true), 10, 60_000);
+  }, 300_000);
 
   it('leaves nothing behind: no internal error reported, nothing in flight', async () => {
     expect(stats.cases).toBeGreaterThanOrEqual(3900);

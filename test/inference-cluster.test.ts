@@ -12,9 +12,10 @@ import { baseUrlOf } from './conformance/suite.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 async function startApi(keys: TestKeys, extra: Partial<RemoveBgOptions>) {
-  const handler: RemoveBgHandler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, onInternalError: () => {}, ...extra });
+  const handler: RemoveBgHandler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, onInternalError: captureInternalError, ...extra });
   await handler.ready();
   const server: http.Server = express().use(createRemoveBgRouter(handler)).listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));

@@ -6,6 +6,8 @@ import { loadInferenceProto, type GRPCInferenceServiceClient } from '../src/prot
 import { JobAbortedError, QueueFullError, SessionPool } from '../dist/src/inference-server/session-pool.js';
 import { resolveModelFile } from '../dist/src/inference-server/model-source.js';
 import { startInferenceProcess } from './helpers/inference-process.js';
+import { settle } from './helpers/abort-storm.js';
+import { metricValue } from './helpers/fuzz.js';
 
 const INPUT_BYTES = 3 * 1024 * 1024 * 4;
 const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
@@ -141,16 +143,31 @@ describe('inference server limits and lifecycle (own instance)', () => {
   });
 
   it('on SIGTERM reports NOT_SERVING, refuses new calls, finishes the one in flight, exits 0', async () => {
-    const server = await startInferenceProcess();
+    const server = await startInferenceProcess(['--metrics-port', '0']);
     const client = inferenceClient(server.address);
     const health = new HealthClient(server.address, grpc.credentials.createInsecure());
     try {
       expect((await healthCheck(health, 'inference.GRPCInferenceService')).status).toBe('SERVING');
       const inFlight = infer(client);
-      await new Promise((r) => setTimeout(r, 300));
+      // Event-based: SIGTERM once the call is inside session.run, as the server's metrics say.
+      await settle(
+        async () => metricValue(await (await fetch(server.metricsUrl!)).text(), 'bgcut_inference_running'),
+        (running) => running >= 1,
+        30_000,
+      );
+      let finished = false;
+      void inFlight.then(() => (finished = true));
       const exited = new Promise<number | null>((r) => server.child.once('exit', (code) => r(code)));
       server.child.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 100));
+      // While it drains: health says NOT_SERVING (both the server and the service), new calls are refused.
+      let overall = 'SERVING';
+      let service = 'SERVING';
+      const healthDeadline = Date.now() + 5_000;
+      while ((overall !== 'NOT_SERVING' || service !== 'NOT_SERVING') && Date.now() < healthDeadline) {
+        overall = (await healthCheck(health)).status;
+        service = (await healthCheck(health, 'inference.GRPCInferenceService')).status;
+      }
+      expect({ overall, service, inferenceStillRunning: !finished }).toEqual({ overall: 'NOT_SERVING', service: 'NOT_SERVING', inferenceStillRunning: true });
       const late = await infer(client, 5000);
       expect(late.error?.code).toBe(grpc.status.UNAVAILABLE);
       const result = await inFlight;

@@ -4,7 +4,7 @@ import express from 'express';
 import type http from 'node:http';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
 import { connectRedis, createRemoveBgHandler, FileKeyStore, RedisKeyStore, type KeyStore, type Plans, type RemoveBgHandler, type RemoveBgOptions } from '../src/core/index.js';
-import { recordIssuedKeys } from './helpers/log-capture.js';
+import { recordIssuedKeys, captureInternalError } from './helpers/log-capture.js';
 import { startRedis, type RedisServer } from './helpers/redis-server.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { mkdtemp } from 'node:fs/promises';
@@ -33,7 +33,7 @@ async function startInstance(redisUrl: string, keyStore: (redis: Redis) => KeySt
     plans: PLANS,
     redis,
     inference: { address: inject('inferenceAddress') },
-    onInternalError: () => {},
+    onInternalError: captureInternalError,
     ...extra,
   });
   const app = express().use(createRemoveBgRouter(handler));

@@ -5,6 +5,7 @@ import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } fro
 import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../helpers/fixtures.js';
 import { startInferenceProcess } from '../helpers/inference-process.js';
 import { alphaIoU, decodeAlpha, objectOnTexture } from '../helpers/synthetic-image.js';
+import { captureInternalError } from '../helpers/log-capture.js';
 
 /** How a suite gets an app of one framework, serving the handler over real HTTP. */
 export interface AdapterHarness {
@@ -21,7 +22,7 @@ function handlerOptions(keys: TestKeys, address: string, extra: Partial<RemoveBg
     plans: TEST_PLANS,
     inference: { address, timeoutMs: 20_000, retryAfterSeconds: 3 },
     limits: { maxUploadBytes: MAX_UPLOAD, maxInputPixels: 30_000_000 },
-    onInternalError: () => {},
+    onInternalError: captureInternalError,
     // Printed, so the global log scan sees the access log too.
     onResponse: (entry) => console.log(`access ${JSON.stringify(entry)}`),
     ...extra,

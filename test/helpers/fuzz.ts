@@ -24,7 +24,7 @@ import {
   type Plans,
   type RemoveBgHandler,
 } from '../../src/core/index.js';
-import { recordIssuedKeys } from './log-capture.js';
+import { captureInternalError, recordIssuedKeys } from './log-capture.js';
 
 export const FUZZ_PLANS: Plans = {
   // Rate limits high enough that fuzzing never turns into a run of 429s.
@@ -378,7 +378,10 @@ export function fuzzHandler(keys: FuzzKeys, inferenceAddress: string, stats: Fuz
     plans: FUZZ_PLANS,
     inference: { address: inferenceAddress, timeoutMs: 60_000 },
     limits: { maxUploadBytes: 256 * 1024, maxInputPixels: 4_000_000, uploadTimeoutMs: 5_000, maxInFlight: 1_000 },
-    onInternalError: (error) => stats.internalErrors.push(error),
+    onInternalError: (error) => {
+      stats.internalErrors.push(error);
+      captureInternalError(error);
+    },
   });
 }
 

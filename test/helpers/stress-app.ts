@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import { createExpressApp } from '../../examples/express-app.js';
 import { createFastifyApp } from '../../examples/fastify-app.js';
 import { createRemoveBgHandler, FileKeyStore, type Plans, type RemoveBgHandler, type RemoveBgOptions } from '../../src/core/index.js';
-import { recordIssuedKeys } from './log-capture.js';
+import { captureInternalError, recordIssuedKeys } from './log-capture.js';
 import { holdings, type Holdings } from './abort-storm.js';
 import { objectOnTexture } from './synthetic-image.js';
 
@@ -55,7 +55,10 @@ export async function startStressApp(options: {
     ...(options.redis ? { redis: options.redis } : {}),
     inference: { address: options.inferenceAddress, timeoutMs: 30_000, retryAfterSeconds: 1, ...options.inference },
     limits: { maxUploadBytes: 2 * 1024 * 1024, maxInFlight: 2_000, maxConcurrentInferences: 1, uploadTimeoutMs: 10_000, ...options.limits },
-    onInternalError: (error) => internalErrors.push(error),
+    onInternalError: (error) => {
+      internalErrors.push(error);
+      captureInternalError(error);
+    },
   });
   await handler.ready();
   let baseUrl: string;
