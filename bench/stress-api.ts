@@ -3,13 +3,13 @@
  * SIGTERM test): the example Express or Fastify app with limits from the environment.
  *   STRESS_FRAMEWORK=express|fastify  STRESS_INFERENCE=host:port  STRESS_KEYS_FILE=keys.json
  *   STRESS_REDIS_URL=redis://…  STRESS_UPLOAD_TIMEOUT_MS  STRESS_MAX_INFERENCES
- * Prints `listening <port>`. On SIGTERM it drains: handler.close() answers new requests 503 while
- * the ones in progress finish, then the HTTP server closes and the process exits 0.
+ * Prints `listening <port>`. On SIGTERM it shuts down as the examples do (examples/graceful-shutdown.ts).
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createExpressApp } from '../examples/express-app.js';
 import { createFastifyApp } from '../examples/fastify-app.js';
+import { shutDownGracefully } from '../examples/graceful-shutdown.js';
 import { connectRedis, createRemoveBgHandler, FileKeyStore } from '../src/core/index.js';
 import { STRESS_PLANS } from '../test/helpers/stress-app.js';
 
@@ -42,18 +42,6 @@ if ((env.STRESS_FRAMEWORK ?? 'express') === 'express') {
 }
 console.log(`listening ${(server.address() as AddressInfo).port}`);
 
-process.once('SIGTERM', async () => {
-  console.log('SIGTERM: draining');
-  await handler.close();
-  console.log('drained');
-  // handler.close() resolves when the last request has its answer, which the adapter may still
-  // be writing: close gracefully (idle connections now, busy ones once answered), and only
-  // force the stragglers (clients still sending on keep-alive connections) after a while.
-  const force = setTimeout(() => server.closeAllConnections(), 2_000);
-  server.close(() => {
-    clearTimeout(force);
-    redis?.disconnect();
-    process.exit(0);
-  });
-  server.closeIdleConnections();
-});
+// The example apps' own shutdown: handler.close() (new requests 503, those in progress finish),
+// then the HTTP server, then exit 0.
+shutDownGracefully(server, handler, () => redis?.disconnect());

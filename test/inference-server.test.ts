@@ -87,19 +87,31 @@ describe('inference server (shared instance, real model)', () => {
     expect(unknown?.code).toBe(grpc.status.NOT_FOUND);
   });
 
-  it('answers health checks within 100 ms while an inference is running', async () => {
+  it('answers health checks while an inference is running, without waiting for it', async () => {
+    const inferenceStarted = performance.now();
     const running = infer(client);
-    await new Promise((r) => setTimeout(r, 300)); // the inference is now in session.run
-    const checks = [];
-    for (let i = 0; i < 5; i++) {
-      checks.push(await healthCheck(health));
-      await new Promise((r) => setTimeout(r, 100));
+    let finishedAt = 0;
+    void running.then(() => (finishedAt = performance.now()));
+    // Event-based: check once the call is inside session.run, as the server's metrics say.
+    await settle(
+      async () => metricValue(await (await fetch(inject('inferenceMetricsUrl'))).text(), 'bgcut_inference_running'),
+      (n) => n >= 1,
+      30_000,
+    );
+    const checks: { status: string; ms: number; answeredDuringInference: boolean }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const check = await healthCheck(health);
+      checks.push({ ...check, answeredDuringInference: finishedAt === 0 });
     }
     const result = await running;
     expect(result.error).toBeNull();
+    const inferenceMs = finishedAt - inferenceStarted;
     for (const check of checks) {
       expect(check.status).toBe('SERVING');
-      expect(check.ms).toBeLessThan(100);
+      // Answered while the model was still running, so not queued behind it; the bound in ms is
+      // a margin for a busy machine, the event is the claim.
+      expect(check.answeredDuringInference).toBe(true);
+      expect(check.ms).toBeLessThan(Math.max(1000, inferenceMs / 2));
     }
   });
 });
