@@ -169,17 +169,34 @@ describe('inference server limits and lifecycle (own instance)', () => {
       );
       let finished = false;
       void inFlight.then(() => (finished = true));
+      // Health watchers (as a load balancer holds them) opened before the signal: a draining server
+      // refuses new calls, Check included, so they are how its NOT_SERVING is seen.
+      const watch = (service: string) => {
+        const call = (health as unknown as { Watch: Function }).Watch({ service }) as grpc.ClientReadableStream<{ status: string }>;
+        const statuses: string[] = [];
+        const notServing = new Promise<boolean>((resolve) => {
+          call.on('data', (message: { status: string }) => {
+            statuses.push(message.status);
+            if (message.status === 'NOT_SERVING') {
+              resolve(!finished);
+              call.cancel(); // let the drain finish
+            }
+          });
+          call.on('error', () => resolve(false));
+        });
+        return { statuses, notServing };
+      };
+      const watchers = [watch(''), watch('inference.GRPCInferenceService')];
+      await settle(async () => watchers.every((w) => w.statuses.length > 0), (ok) => ok, 10_000);
       const exited = new Promise<number | null>((r) => server.child.once('exit', (code) => r(code)));
       server.child.kill('SIGTERM');
-      // While it drains: health says NOT_SERVING (both the server and the service), new calls are refused.
-      let overall = 'SERVING';
-      let service = 'SERVING';
-      const healthDeadline = Date.now() + 5_000;
-      while ((overall !== 'NOT_SERVING' || service !== 'NOT_SERVING') && Date.now() < healthDeadline) {
-        overall = (await healthCheck(health)).status;
-        service = (await healthCheck(health, 'inference.GRPCInferenceService')).status;
-      }
-      expect({ overall, service, inferenceStillRunning: !finished }).toEqual({ overall: 'NOT_SERVING', service: 'NOT_SERVING', inferenceStillRunning: true });
+      // While it drains: health turns NOT_SERVING (the server and the service) with the call still running.
+      const turnedWhileRunning = await Promise.all(watchers.map((w) => w.notServing));
+      expect(watchers.map((w) => w.statuses)).toEqual([
+        ['SERVING', 'NOT_SERVING'],
+        ['SERVING', 'NOT_SERVING'],
+      ]);
+      expect(turnedWhileRunning).toEqual([true, true]);
       const late = await infer(client, 5000);
       expect(late.error?.code).toBe(grpc.status.UNAVAILABLE);
       const result = await inFlight;
