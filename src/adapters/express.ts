@@ -11,7 +11,7 @@ import { coreRequestOf } from './node-request.js';
 export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreResponse>): RequestHandler {
   return (req: Request, res: Response, next) => {
     // req.ip honours the app's 'trust proxy' setting.
-    handle(coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip }))
+    handle(coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip, protocol: req.protocol }))
       .then((response) => writeResponse(res, response))
       .catch(next);
   };

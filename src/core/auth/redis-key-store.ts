@@ -102,6 +102,7 @@ export class RedisKeyStore implements KeyAdmin {
       expiresAt: old.expiresAt ? new Date(old.expiresAt) : null,
       allowedIps: old.allowedIps,
       allowedOrigins: old.allowedOrigins,
+      label: old.label,
     });
     const ending = expireBy(old, new Date(Date.now() + overlapMs));
     await this.redis.set(this.k('key', old.hash), JSON.stringify(ending));
