@@ -70,8 +70,7 @@ if (form) {
       original.src = urls[0];
       result.src = urls[1];
       download.href = urls[1];
-      const name = /filename="([^"]+)"/.exec(response.headers.get('content-disposition') ?? '')?.[1];
-      download.download = name ?? 'cutout';
+      download.download = filenameOf(response.headers.get('content-disposition') ?? '') ?? 'cutout';
       compare.hidden = false;
       await result.decode().catch(() => {});
       status.textContent = `Done in ${((performance.now() - started) / 1000).toFixed(1)} s: ${response.headers.get('x-width')} × ${response.headers.get('x-height')}, ${Math.round(blob.size / 1024)} KiB.`;
@@ -81,4 +80,15 @@ if (form) {
       submit.disabled = false;
     }
   });
+}
+
+/** The file name in a Content-Disposition header: filename* (RFC 5987) first, else filename. */
+function filenameOf(header) {
+  const extended = /filename\*=UTF-8''([^;]+)/i.exec(header);
+  if (extended) {
+    try {
+      return decodeURIComponent(extended[1]);
+    } catch {}
+  }
+  return /filename="?([^";]+)"?/i.exec(header)?.[1];
 }
