@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { ActivityBatch } from '../../core/activity/recorder.js';
+import { dayOf, type ActivityBatch } from '../../core/activity/recorder.js';
 import type { Account } from '../../core/auth/key-store.js';
 import { EmailTakenError, type AccountHolder, type DashboardStore, type SessionRecord } from '../store.js';
 
@@ -89,8 +89,11 @@ export class RedisDashboardStore implements DashboardStore {
 
   async addActivity(batch: ActivityBatch): Promise<void> {
     const multi = this.redis.multi();
+    // The day that just left the kept window is dropped, so an active account's hash stays ~35 fields.
+    const dropped = dayOf(new Date(Date.now() - (DAILY_TTL_SECONDS + 86400) * 1000));
     for (const { accountId, day, count } of batch.daily) {
-      multi.hincrby(this.k('daily', accountId), day, count).expire(this.k('daily', accountId), DAILY_TTL_SECONDS);
+      const key = this.k('daily', accountId);
+      multi.hincrby(key, day, count).hdel(key, dropped).expire(key, DAILY_TTL_SECONDS);
     }
     if (batch.lastUsed.length > 0) multi.eval(MAX_TIMES, 1, this.k('key-last-used'), ...batch.lastUsed.flatMap((u) => [u.keyId, u.at]));
     await multi.exec();
