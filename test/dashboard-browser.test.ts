@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { lastDays } from '../src/core/index.js';
 import { launchChromium } from './helpers/browser.js';
 import { HOLDER, OTHER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
@@ -148,6 +149,9 @@ describe('dashboard in chromium', () => {
     const meta = await sharp(saved).metadata();
     expect([meta.format, meta.width, meta.height, meta.hasAlpha]).toEqual(['png', 640, 480, true]);
 
+    // Earlier days seeded straight into the store (so the chart in the screenshot has a history); today is real.
+    const earlier = lastDays(30).slice(0, 29);
+    await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: Math.max(0, Math.round(30 + 18 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 20 : 0))) })), lastUsed: [] });
     await page.getByRole('link', { name: 'Usage' }).click();
     expect(Number(await page.textContent('#usage-images'))).toBe(before + 1);
     const today = new Date().toISOString().slice(0, 10);
