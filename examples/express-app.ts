@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { createDashboardRouter } from '../src/adapters/express-dashboard.js';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
 import type { Dashboard } from '../src/dashboard/index.js';
+import { shutDownGracefully } from './graceful-shutdown.js';
 import {
   connectRedis,
   createRemoveBgHandler,
@@ -64,5 +65,6 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const handler = handlerFromEnvironment();
   await handler.ready();
   const port = Number(process.env.PORT ?? 3000);
-  createExpressApp(handler).listen(port, () => console.log(`express example listening on http://localhost:${port}`));
+  const server = createExpressApp(handler).listen(port, () => console.log(`express example listening on http://localhost:${port}`));
+  shutDownGracefully(server, handler);
 }

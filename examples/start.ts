@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { ActivityRecorder, FileKeyStore } from '../src/core/index.js';
 import { createDashboard, FileDashboardStore, setAccountHolder } from '../src/dashboard/index.js';
 import { createExpressApp, handlerFromEnvironment } from './express-app.js';
+import { shutDownGracefully } from './graceful-shutdown.js';
 
 const port = Number(process.env.PORT ?? 3000);
 const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
@@ -62,12 +63,10 @@ function dashboardSecret(folder: string): string {
   }
 }
 
-const stop = () => {
-  server.close();
-  void activity.close();
+shutDownGracefully(server, handler, async () => {
+  await activity.close();
   inference.removeAllListeners('exit');
+  const exited = new Promise((resolve) => inference.once('exit', resolve));
   inference.kill('SIGTERM');
-  inference.on('exit', () => process.exit(0));
-};
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);
+  await exited;
+});
