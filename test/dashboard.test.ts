@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../src/core/index.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
@@ -240,6 +241,29 @@ describe('dashboard over HTTP (Express)', () => {
     expect(page.text).toContain('of 500 images used');
     expect(page.text).toMatch(/<rect [^>]*class="bar"/);
     expect((page.text.match(/<tr><td>\d{4}-\d\d-\d\d<\/td>/g) ?? []).length).toBe(30);
+  });
+});
+
+describe('dashboard under HTTPS (as the adapter reports it)', () => {
+  it('sets Secure, __Host- named cookies and HSTS', async () => {
+    const app = await startDashboardApp();
+    try {
+      const request = (method: string, url: string, headers: Record<string, string>, body = '') => {
+        const stream = Readable.from(body ? [Buffer.from(body)] : []);
+        return app.dashboard.handle({ method, url, headers: { host: 'dash.example', ...headers }, body: stream, signal: new AbortController().signal, protocol: 'https', clientIp: '127.0.0.1' });
+      };
+      const page = await request('GET', '/dashboard/sign-in', {});
+      expect(page.headers['strict-transport-security']).toBe('max-age=31536000');
+      const csrfCookie = page.headers['set-cookie']!;
+      expect(csrfCookie).toMatch(/^__Host-bgcut_csrf=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure$/);
+      const token = Client.token(page.body.toString());
+      const form = new URLSearchParams({ _csrf: token, email: HOLDER.email, password: HOLDER.password }).toString();
+      const signedIn = await request('POST', '/dashboard/sign-in', { origin: 'https://dash.example', cookie: csrfCookie.split(';')[0]!, 'content-type': 'application/x-www-form-urlencoded' }, form);
+      expect(signedIn.status).toBe(303);
+      expect(signedIn.headers['set-cookie']).toMatch(/^__Host-bgcut_session=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure; Max-Age=43200$/);
+    } finally {
+      await app.close();
+    }
   });
 });
 
