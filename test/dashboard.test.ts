@@ -231,6 +231,26 @@ describe('dashboard over HTTP (Express)', () => {
     }
   });
 
+  it('lets a suspended account look but not create keys or try', async () => {
+    const fresh = await startDashboardApp();
+    try {
+      await fresh.keyStore.setAccountStatus(OTHER.accountId, 'suspended');
+      const client = new Client(fresh.url);
+      expect((await client.signIn(OTHER.email, OTHER.password)).status).toBe(303);
+      const keys = await client.request('/dashboard/keys');
+      expect(keys.status).toBe(200);
+      const token = Client.token(keys.text);
+      const create = await client.request('/dashboard/keys', { form: { _csrf: token, label: 'x' } });
+      expect(create.status).toBe(403);
+      expect(create.text).toContain('Account suspended');
+      expect(await fresh.keyStore.listKeys(OTHER.accountId)).toHaveLength(0);
+      const tryIt = await client.request('/dashboard/try', { method: 'POST', headers: { 'x-csrf-token': token, 'content-type': 'multipart/form-data; boundary=x' } });
+      expect(tryIt.status).toBe(403);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('shows the usage page with the plan, quota, rate standing and a 30-day chart with a table', async () => {
     const client = new Client(app.url);
     await client.signIn(HOLDER.email, HOLDER.password);

@@ -109,7 +109,9 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       return done(redirect(signInAddress(url)));
     }
     const account = visitor.account;
-    if (account.status !== 'active' && path !== '/' && path !== '/keys') {
+    // A suspended account may still look (keys, usage) and change its password, not make keys or try.
+    if (account.status !== 'active' && method === 'POST' && path !== '/account/password') {
+      request.body.resume();
       return done(simplePage(403, 'Account suspended', 'This account is suspended: its keys are refused. Contact support.'));
     }
 
@@ -268,7 +270,8 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   }
 
   function notAllowed(allow: string): CoreResponse {
-    return { ...simplePage(405, 'Not allowed', 'That method is not used here.'), headers: { ...simplePage(405, '', '').headers, allow } };
+    const page = simplePage(405, 'Not allowed', 'That method is not used here.');
+    return { ...page, headers: { ...page.headers, allow } };
   }
 
   return { basePath: base, handle };

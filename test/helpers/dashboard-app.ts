@@ -2,11 +2,10 @@ import type { Server } from 'node:http';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import Fastify from 'fastify';
-import { dashboardPlugin } from '../../src/adapters/fastify-dashboard.js';
 import { ActivityRecorder, createRemoveBgHandler, FileKeyStore, type Plans, type RemoveBgHandler } from '../../src/core/index.js';
 import { createDashboard, FileDashboardStore, setAccountHolder, type Dashboard, type DashboardOptions } from '../../src/dashboard/index.js';
 import { createExpressApp } from '../../examples/express-app.js';
+import { createFastifyApp } from '../../examples/fastify-app.js';
 
 export const HOLDER = { email: 'ada@example.com', password: 'correct horse battery', accountId: 'acct_ada' };
 export const OTHER = { email: 'bob@example.com', password: 'another long password', accountId: 'acct_bob' };
@@ -53,8 +52,7 @@ export async function startDashboardApp(
   let url: string;
   let stop: () => Promise<void>;
   if (options.framework === 'fastify') {
-    const app = Fastify();
-    await app.register(dashboardPlugin, { dashboard });
+    const app = await createFastifyApp(handler, '', dashboard);
     url = await app.listen({ port: 0, host: '127.0.0.1' });
     stop = () => app.close();
   } else {

@@ -7,7 +7,7 @@ export interface KeyRow {
   lastUsed: string | undefined;
 }
 
-export type KeyStatus = 'active' | 'ending' | 'expired' | 'revoked';
+export type KeyStatus = 'active' | 'expired' | 'revoked';
 
 export function keyStatus(record: KeyRecord, now = Date.now()): KeyStatus {
   if (record.revokedAt) return 'revoked';
@@ -43,7 +43,7 @@ function restrictions(record: KeyRecord): SafeHtml {
 function statusLabel(record: KeyRecord): SafeHtml {
   const status = keyStatus(record);
   if (status === 'active' && record.expiresAt) return html`<span class="status active">Active</span> <span class="hint">until ${when(record.expiresAt, '')}</span>`;
-  return html`<span class="status ${status}">${{ active: 'Active', ending: 'Ending', expired: 'Expired', revoked: 'Revoked' }[status]}</span>`;
+  return html`<span class="status ${status}">${{ active: 'Active', expired: 'Expired', revoked: 'Revoked' }[status]}</span>`;
 }
 
 export function keysPage(ctx: PageContext, view: { keys: KeyRow[]; error?: string; info?: string; form?: URLSearchParams }): SafeHtml {
