@@ -4,7 +4,7 @@ import { NotFoundError } from '../core/auth/key-records.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { loadAssets } from './assets.js';
 import { checkOrigin, ownOrigin, tokensEqual } from './csrf.js';
-import { FormTooLargeError, htmlResponse, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
+import { discardBody, FormTooLargeError, htmlResponse, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
 import { html } from './html.js';
 import { parseKeyForm } from './key-form.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
@@ -65,7 +65,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       const response = await route(request);
       return withSecurityHeaders(response, https);
     } catch (error) {
-      request.body.resume();
+      discardBody(request.body);
       if (error instanceof FormTooLargeError) return withSecurityHeaders(simplePage(413, 'Too large', 'That form was larger than the dashboard accepts.'), https);
       config.onInternalError(error);
       return withSecurityHeaders(simplePage(503, 'Something went wrong', 'The dashboard could not complete that. Try again in a moment.'), https);
@@ -104,14 +104,14 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     }
 
     if (!visitor.account) {
-      request.body.resume();
+      discardBody(request.body);
       if (method !== 'GET' && method !== 'HEAD') return done(path === '/try' ? jsonProblem(401, 'not_signed_in', 'Sign in to the dashboard again.') : redirect(signInAddress(url)));
       return done(redirect(signInAddress(url)));
     }
     const account = visitor.account;
     // A suspended account may still look (keys, usage) and change its password, not make keys or try.
     if (account.status !== 'active' && method === 'POST' && path !== '/account/password') {
-      request.body.resume();
+      discardBody(request.body);
       return done(simplePage(403, 'Account suspended', 'This account is suspended: its keys are refused. Contact support.'));
     }
 
@@ -119,7 +119,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     if (method === 'POST') {
       if (path === '/try') {
         if (!checkOrigin(request, config.trustedOrigins) || !tokensEqual(header(request, 'x-csrf-token'), visitor.csrfToken)) {
-          request.body.resume();
+          discardBody(request.body);
           return done(jsonProblem(403, 'cross_site_request', 'The request did not come from this dashboard. Reload the page.'));
         }
         return done(await handler.handleForAccount(request, account));

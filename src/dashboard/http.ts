@@ -46,11 +46,27 @@ export const MAX_FORM_BYTES = 16 * 1024;
 
 export class FormTooLargeError extends Error {}
 
+/**
+ * A body the dashboard will not use (a refused or unexpected request): read and dropped so the
+ * client gets the answer on a live connection, but only up to a bound; past it the connection
+ * is closed, so nobody can make the server read an endless upload.
+ */
+export function discardBody(body: Readable, capBytes = 64 * 1024): void {
+  if (body.readableEnded || body.destroyed) return;
+  let seen = 0;
+  body.on('data', (chunk: Buffer) => {
+    seen += chunk.length;
+    if (seen > capBytes) body.destroy();
+  });
+  body.on('error', () => {});
+  body.resume();
+}
+
 /** Reads an `application/x-www-form-urlencoded` body of at most MAX_FORM_BYTES. */
 export async function readForm(request: CoreRequest): Promise<URLSearchParams> {
   const type = String(request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
-    request.body.resume();
+    discardBody(request.body);
     return new URLSearchParams();
   }
   const text = await readText(request.body, MAX_FORM_BYTES);
