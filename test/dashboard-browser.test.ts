@@ -113,7 +113,7 @@ describe('dashboard in chromium', () => {
     await context.close();
   });
 
-  it('Try it: the cutout appears (transparent corners, opaque centre), downloads, and counts on the usage page', async () => {
+  it('Try it: the cutout appears (transparent corners, opaque centre), downloads, options (background colour, crop) apply, and tries count on the usage page', async () => {
     const context = await newContext();
     const page = await context.newPage();
     await signIn(page, HOLDER, `${app.url}/dashboard/try`);
@@ -149,11 +149,30 @@ describe('dashboard in chromium', () => {
     const meta = await sharp(saved).metadata();
     expect([meta.format, meta.width, meta.height, meta.hasAlpha]).toEqual(['png', 640, 480, true]);
 
+    // Options: a green background and a crop to the subject (the disc: about 288 px across).
+    await page.getByLabel('Background colour', { exact: true }).first().check();
+    await page.locator('#bg-color').fill('#00ff00');
+    await page.getByLabel('Crop to the subject').check();
+    await page.getByRole('button', { name: 'Remove background' }).click();
+    await expect.poll(() => page.textContent('#try-status'), { timeout: 60_000 }).toMatch(/^Done.*: (?!640)\d+ × \d+/);
+    const cropped = await page.evaluate(() => {
+      const img = document.getElementById('result') as HTMLImageElement;
+      const canvas = document.createElement('canvas');
+      canvas.width = img.naturalWidth;
+      canvas.height = img.naturalHeight;
+      const ctx = canvas.getContext('2d')!;
+      ctx.drawImage(img, 0, 0);
+      return { width: canvas.width, height: canvas.height, corner: [...ctx.getImageData(1, 1, 1, 1).data] };
+    });
+    expect(cropped.width).toBeGreaterThan(250);
+    expect(cropped.width).toBeLessThan(340);
+    expect(cropped.corner).toEqual([0, 255, 0, 255]);
+
     // Earlier days seeded straight into the store (so the chart in the screenshot has a history); today is real.
     const earlier = lastDays(30).slice(0, 29);
     await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: Math.max(0, Math.round(30 + 18 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 20 : 0))) })), lastUsed: [] });
     await page.getByRole('link', { name: 'Usage' }).click();
-    expect(Number(await page.textContent('#usage-images'))).toBe(before + 1);
+    expect(Number(await page.textContent('#usage-images'))).toBe(before + 2);
     const today = new Date().toISOString().slice(0, 10);
     expect(Number(await page.locator('table.daily tr', { hasText: today }).locator('td').nth(1).textContent())).toBeGreaterThanOrEqual(1);
     await shot(page, 'usage');

@@ -264,6 +264,26 @@ describe('dashboard over HTTP (Express)', () => {
   });
 });
 
+describe('handler.handleForAccount (Try it)', () => {
+  it('applies the plan like a keyed request: the rate limit counts it, a suspended account gets 403, and the day is counted', async () => {
+    const app = await startDashboardApp({ plans: { tiny: { requestsPerMinute: 2 } } });
+    try {
+      const account = { id: 'acct_try', plan: 'tiny', status: 'active' as const };
+      const post = () => ({ method: 'POST', url: '/dashboard/try', headers: { 'content-type': 'multipart/form-data; boundary=x' }, body: Readable.from([]), signal: new AbortController().signal });
+      // No inference server behind this handler: admitted requests end in 503, but they were admitted and counted.
+      expect((await app.handler.handleForAccount(post(), account)).status).toBe(503);
+      expect((await app.handler.handleForAccount(post(), account)).status).toBe(503);
+      const third = await app.handler.handleForAccount(post(), account);
+      expect(third.status).toBe(429);
+      expect(JSON.parse(third.body.toString()).code).toBe('rate_limited');
+      expect((await app.handler.handleForAccount(post(), { ...account, id: 'acct_other', status: 'suspended' })).status).toBe(403);
+      expect(await app.activity.dailyCounts('acct_try', [new Date().toISOString().slice(0, 10)])).toEqual([3]);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('dashboard under HTTPS (as the adapter reports it)', () => {
   it('sets Secure, __Host- named cookies and HSTS', async () => {
     const app = await startDashboardApp();

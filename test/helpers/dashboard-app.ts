@@ -27,7 +27,7 @@ export interface DashboardApp {
  * file, with two account holders; listens on 127.0.0.1 on a free port.
  */
 export async function startDashboardApp(
-  options: { inferenceAddress?: string; framework?: 'express' | 'fastify'; dashboard?: Partial<DashboardOptions> } = {},
+  options: { inferenceAddress?: string; framework?: 'express' | 'fastify'; dashboard?: Partial<DashboardOptions>; plans?: Plans } = {},
 ): Promise<DashboardApp> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-dashboard-'));
   const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
@@ -44,8 +44,8 @@ export async function startDashboardApp(
   const handler = createRemoveBgHandler({
     keyStore,
     activity,
-    plans: DASHBOARD_PLANS,
-    inference: { address: options.inferenceAddress ?? '127.0.0.1:1', timeoutMs: 30_000 },
+    plans: { ...DASHBOARD_PLANS, ...options.plans },
+    inference: { address: options.inferenceAddress ?? '127.0.0.1:1', timeoutMs: 30_000, startupTimeoutMs: 1000 },
     onInternalError: () => {},
   });
   const dashboard = createDashboard({ handler, keyStore, store, activity, secret: SECRET, onInternalError: (e) => console.error(e), ...options.dashboard });
