@@ -31,12 +31,12 @@ export class MemoryQuotaStore implements QuotaStore {
   }
 }
 
+// Checked before anything is written: a refusal leaves no key behind (an INCRBY then DECRBY
+// would leave a counter of 0 with no expiry when the month's first charge is refused).
 const CHARGE = `
-local used = redis.call('INCRBY', KEYS[1], ARGV[1])
-if used > tonumber(ARGV[2]) then
-  redis.call('DECRBY', KEYS[1], ARGV[1])
-  return 0
-end
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+if used + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 `;
