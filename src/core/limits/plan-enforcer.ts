@@ -30,8 +30,17 @@ export interface PlanEnforcerOptions {
   insuranceInstances?: number;
   /** Prefix of every Redis key. Default `bgcut`. */
   keyPrefix?: string;
-  /** How long a concurrency slot may be held before it lapses (a crashed holder). Default 5 min. */
-  concurrencySlotTtlMs?: number;
+  /**
+   * Lease of a concurrency slot in Redis: its holder renews it every third of this time, and a
+   * slot whose release was lost (a Redis blip, a crashed instance) is free again after it.
+   * Default 10 000 ms.
+   */
+  concurrencyLeaseMs?: number;
+}
+
+export interface AdmitOptions {
+  /** The request's signal: aborting rejects admission with its reason, holding nothing. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface RateState {
@@ -74,16 +83,16 @@ export class PlanEnforcer {
   private readonly quotas: QuotaStore;
   private readonly fallbackQuotas = new MemoryQuotaStore();
   private readonly usageMeter: UsageMeter;
-  private readonly slotTtlMs: number;
   private readonly insurance: boolean;
   private readonly share: number;
+  private readonly shared: boolean;
 
   constructor(options: PlanEnforcerOptions) {
     const prefix = options.keyPrefix ?? 'bgcut';
-    this.slotTtlMs = options.concurrencySlotTtlMs ?? 5 * 60_000;
     this.insurance = options.redisFailureMode === 'insurance';
     this.share = options.insuranceInstances ?? 1;
     const redis = options.redis;
+    this.shared = Boolean(redis);
     const limiter = (name: string, points: number, duration: number): RateLimiterAbstract => {
       if (!redis) return new RateLimiterMemory({ keyPrefix: `${prefix}:${name}`, points, duration });
       return new RateLimiterRedis({
@@ -103,7 +112,7 @@ export class PlanEnforcer {
       const rate = plan.burst ? new BurstyRateLimiter(minute, limiter(`burst:${name}`, plan.burst, 3600)) : minute;
       this.limiters.set(name, { plan, rate, minute });
     }
-    this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix) : new MemoryConcurrencyStore();
+    this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix, { leaseMs: options.concurrencyLeaseMs }) : new MemoryConcurrencyStore();
     this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
     this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
   }
@@ -117,15 +126,19 @@ export class PlanEnforcer {
   /**
    * Admits one request: takes one from the rate allowance (429 `rate_limited` when none is
    * left) and a concurrency slot (429 `concurrency_limited`). Resolves with the rate headers
-   * and a release for the slot, to call when the response is done.
+   * and a release for the slot, to call when the response is done. Rejects with the signal's
+   * reason as soon as it aborts, holding nothing.
    */
-  async admit(accountId: string, planName: string): Promise<{ headers: Record<string, string>; release: () => Promise<void> }> {
+  async admit(accountId: string, planName: string, options: AdmitOptions = {}): Promise<{ headers: Record<string, string>; release: () => Promise<void> }> {
+    const { signal } = options;
     const { plan, rate } = this.entry(planName);
+    signal?.throwIfAborted();
     let state: RateState;
     try {
-      const res = await rate.consume(accountId, 1);
+      const res = await abortable(rate.consume(accountId, 1), signal);
       state = { limit: plan.requestsPerMinute, remaining: Math.max(0, res.remainingPoints), resetSeconds: Math.ceil(res.msBeforeNext / 1000) };
     } catch (rejection) {
+      if (signal?.aborted) throw signal.reason;
       if (!(rejection instanceof RateLimiterRes)) throw unavailable('rate limiter', rejection);
       const resetSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
       throw new ApiError('rate_limited', {
@@ -133,25 +146,22 @@ export class PlanEnforcer {
       });
     }
     const headers = rateLimitHeaders(state);
-    if (!plan.maxConcurrent) return { headers, release: async () => {} };
+    const maxConcurrent = plan.maxConcurrent;
+    if (!maxConcurrent) return { headers, release: async () => {} };
 
-    let store = this.concurrency;
-    let token: string | undefined;
-    try {
-      token = await store.acquire(accountId, plan.maxConcurrent, this.slotTtlMs);
-    } catch (error) {
-      if (!this.insurance || store === this.fallbackConcurrency) throw unavailable('concurrency store', error);
-      store = this.fallbackConcurrency;
-      token = await store.acquire(accountId, Math.max(1, Math.floor(plan.maxConcurrent / this.share)), this.slotTtlMs);
-    }
-    if (!token) {
+    const lease = await this.sharedOrInsurance(
+      'concurrency store',
+      signal,
+      () => this.concurrency.acquire(accountId, maxConcurrent, { signal }),
+      () => this.fallbackConcurrency.acquire(accountId, this.insuranceShare(maxConcurrent), { signal }),
+    );
+    if (!lease) {
       throw new ApiError('concurrency_limited', {
-        detail: `The plan allows ${plan.maxConcurrent} request(s) in progress at once.`,
+        detail: `The plan allows ${maxConcurrent} request(s) in progress at once.`,
         headers: { 'retry-after': '1', ...headers },
       });
     }
-    const held = token;
-    return { headers, release: () => store.release(accountId, held).catch(() => {}) };
+    return { headers, release: () => lease.release() };
   }
 
   /**
@@ -161,29 +171,51 @@ export class PlanEnforcer {
    */
   async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date()): Promise<() => Promise<void>> {
     const { plan } = this.entry(planName);
-    if (!plan.monthlyQuota) return async () => {};
-    const cost = quotaCost(plan.monthlyQuota, pixels);
+    const quota = plan.monthlyQuota;
+    if (!quota) return async () => {};
+    const cost = quotaCost(quota, pixels);
     // The key carries the month, so each calendar month starts afresh; 32 days outlives any month.
     const key = `${accountId}:${monthOf(now)}`;
     const ttl = 32 * 86400;
-    let store = this.quotas;
-    let charged: boolean;
-    try {
-      charged = await store.charge(key, cost, plan.monthlyQuota.amount, ttl);
-    } catch (error) {
-      if (!this.insurance) throw unavailable('quota store', error);
-      store = this.fallbackQuotas;
-      charged = await store.charge(key, cost, Math.max(1, Math.floor(plan.monthlyQuota.amount / this.share)), ttl);
-    }
+    let store: QuotaStore = this.quotas;
+    const charged = await this.sharedOrInsurance(
+      'quota store',
+      undefined,
+      () => this.quotas.charge(key, cost, quota.amount, ttl),
+      () => {
+        store = this.fallbackQuotas;
+        return store.charge(key, cost, this.insuranceShare(quota.amount), ttl);
+      },
+    );
     if (!charged) {
       throw new ApiError('quota_exceeded', {
-        detail: `The plan's monthly quota of ${plan.monthlyQuota.amount} ${plan.monthlyQuota.unit} is used up.`,
+        detail: `The plan's monthly quota of ${quota.amount} ${quota.unit} is used up.`,
         headers: { 'retry-after': String(secondsToNextMonth(now)) },
       });
     }
     return async () => {
       await store.refund(key, cost).catch(() => {});
     };
+  }
+
+  /**
+   * One step against the shared (Redis) store; when that fails, `insurance` mode does it against
+   * this instance's memory store instead, and `fail-closed` answers 503. An abort is passed on.
+   */
+  private async sharedOrInsurance<T>(what: string, signal: AbortSignal | undefined, shared: () => Promise<T>, insurance: () => Promise<T>): Promise<T> {
+    try {
+      return await shared();
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      if (!this.shared) throw error; // in-memory limits: not an outage
+      if (!this.insurance) throw unavailable(what, error);
+      return insurance();
+    }
+  }
+
+  /** This instance's part of a plan limit while Redis is away (at least 1). */
+  private insuranceShare(amount: number): number {
+    return Math.max(1, Math.floor(amount / this.share));
   }
 
   async recordUsage(accountId: string, pixels: number, now = new Date()): Promise<void> {
@@ -223,6 +255,16 @@ export class PlanEnforcer {
     this.plan(planName);
     return this.limiters.get(planName)!;
   }
+}
+
+/** Settles with `promise`, or rejects with the signal's reason as soon as it aborts. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 function nextMonth(now: Date): Date {
