@@ -1,6 +1,7 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
+import { checkExpressTrustProxy } from './trust-proxy.js';
 
 /**
  * Express middleware answering one route through the core. It reads the raw request stream
@@ -9,6 +10,7 @@ import type { CoreRequest, CoreResponse } from '../core/http-types.js';
  */
 export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreResponse>): RequestHandler {
   return (req: Request, res: Response, next) => {
+    checkExpressTrustProxy(req.app);
     const abort = new AbortController();
     // 'close' on the response before it finished means the client went away.
     res.on('close', () => {
