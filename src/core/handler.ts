@@ -333,6 +333,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     ready,
     async close() {
       client.close();
+      enforcer.close();
     },
   };
 }

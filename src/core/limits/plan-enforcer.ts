@@ -9,6 +9,7 @@ import {
 import { ApiError } from '../errors.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore, type ConcurrencyStore } from './concurrency.js';
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './quota-store.js';
+import { PendingUsage } from './pending-usage.js';
 import { quotaCost, type Plan, type Plans } from './plans.js';
 import { MemoryUsageMeter, monthOf, RedisUsageMeter, type Usage, type UsageMeter } from './usage-meter.js';
 
@@ -67,6 +68,9 @@ export function rateLimitHeaders(state: RateState): Record<string, string> {
   };
 }
 
+/** Quota counters outlive any month (their key names the month). */
+const QUOTA_TTL_SECONDS = 32 * 86400;
+
 const unavailable = (what: string, cause: unknown) =>
   new ApiError('service_unavailable', { detail: `The ${what} cannot be reached.`, headers: { 'retry-after': '5' }, cause });
 
@@ -81,11 +85,14 @@ export class PlanEnforcer {
   private readonly concurrency: ConcurrencyStore;
   private readonly fallbackConcurrency = new MemoryConcurrencyStore();
   private readonly quotas: QuotaStore;
-  private readonly fallbackQuotas = new MemoryQuotaStore();
+  private readonly fallbackQuotas: QuotaStore = new MemoryQuotaStore();
   private readonly usageMeter: UsageMeter;
   private readonly insurance: boolean;
   private readonly share: number;
   private readonly shared: boolean;
+  /** Usage the shared stores missed while Redis was away, added to them when it is back. */
+  private readonly pending = new PendingUsage();
+  private readonly detach: () => void = () => {};
 
   constructor(options: PlanEnforcerOptions) {
     const prefix = options.keyPrefix ?? 'bgcut';
@@ -115,6 +122,11 @@ export class PlanEnforcer {
     this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix, { leaseMs: options.concurrencyLeaseMs }) : new MemoryConcurrencyStore();
     this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
     this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
+    if (redis) {
+      const onReady = () => void this.flushPending();
+      redis.on('ready', onReady);
+      this.detach = () => redis.off('ready', onReady);
+    }
   }
 
   plan(name: string): Plan {
@@ -174,17 +186,16 @@ export class PlanEnforcer {
     const quota = plan.monthlyQuota;
     if (!quota) return async () => {};
     const cost = quotaCost(quota, pixels);
-    // The key carries the month, so each calendar month starts afresh; 32 days outlives any month.
+    // The key carries the month, so each calendar month starts afresh.
     const key = `${accountId}:${monthOf(now)}`;
-    const ttl = 32 * 86400;
-    let store: QuotaStore = this.quotas;
+    let inMemory = false;
     const charged = await this.sharedOrInsurance(
       'quota store',
       undefined,
-      () => this.quotas.charge(key, cost, quota.amount, ttl),
-      () => {
-        store = this.fallbackQuotas;
-        return store.charge(key, cost, this.insuranceShare(quota.amount), ttl);
+      () => this.quotas.charge(key, cost, quota.amount, QUOTA_TTL_SECONDS),
+      async () => {
+        inMemory = true;
+        return this.fallbackQuotas.charge(key, cost, this.insuranceShare(quota.amount), QUOTA_TTL_SECONDS);
       },
     );
     if (!charged) {
@@ -193,9 +204,48 @@ export class PlanEnforcer {
         headers: { 'retry-after': String(secondsToNextMonth(now)) },
       });
     }
+    if (inMemory) {
+      // Charged to this instance's insurance share: Redis hears of it when it is back.
+      this.pending.addQuota(key, cost);
+      return async () => {
+        await this.fallbackQuotas.refund(key, cost);
+        this.pending.addQuota(key, -cost);
+      };
+    }
+    this.flushSoon();
     return async () => {
-      await store.refund(key, cost).catch(() => {});
+      // A refund Redis misses is made when it is back: only successful cutouts are charged.
+      await this.quotas.refund(key, cost).catch(() => this.pending.addQuota(key, -cost));
     };
+  }
+
+  /**
+   * Meters one successful cutout. While Redis is away the record is kept and added to Redis when
+   * it is back, so this does not reject for an outage.
+   */
+  async recordUsage(accountId: string, pixels: number, now = new Date()): Promise<void> {
+    try {
+      await this.usageMeter.add(accountId, monthOf(now), pixels / 1e6);
+      this.flushSoon();
+    } catch (error) {
+      if (!this.shared) throw error;
+      this.pending.addUsage(accountId, monthOf(now), pixels / 1e6);
+    }
+  }
+
+  /** Adds the usage Redis missed while away (quota charged in memory, failed refunds and records). */
+  async flushPending(): Promise<void> {
+    if (this.pending.empty) return;
+    await this.pending.flush(this.quotas, this.usageMeter, QUOTA_TTL_SECONDS).catch(() => {}); // still away: next time
+  }
+
+  /** Stops listening to the Redis client (it is the caller's to close). Usage still pending is lost. */
+  close(): void {
+    this.detach();
+  }
+
+  private flushSoon(): void {
+    if (!this.pending.empty) void this.flushPending();
   }
 
   /**
@@ -218,9 +268,6 @@ export class PlanEnforcer {
     return Math.max(1, Math.floor(amount / this.share));
   }
 
-  async recordUsage(accountId: string, pixels: number, now = new Date()): Promise<void> {
-    await this.usageMeter.add(accountId, monthOf(now), pixels / 1e6);
-  }
 
   /** The account's standing, without consuming anything: for GET /v1/account. */
   async standing(accountId: string, planName: string, now = new Date()) {
