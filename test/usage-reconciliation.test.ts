@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, PlanEnforcer, type Plans } from '../src/core/index.js';
+import { connectRedis, type Plans } from '../src/core/index.js';
+import { PlanEnforcer } from '../src/core/limits/plan-enforcer.js';
 import { startRedis, type RedisServer } from './helpers/redis-server.js';
 
 const PLANS: Plans = { metered: { requestsPerMinute: 10_000, monthlyQuota: { unit: 'images', amount: 100 } } };
