@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { untilAborted } from '../pipeline/abortable.js';
 
 /** One account concurrency slot, held from admission until `release()`. */
 export interface SlotLease {
@@ -111,31 +112,9 @@ export class RedisConcurrencyStore implements ConcurrencyStore {
     const key = this.key(accountId);
     const token = randomUUID();
     const taken = this.redis.eval(ACQUIRE, 1, key, this.leaseMs, limit, token).then((result) => result === 1);
-    if (!signal) return (await taken) ? this.lease(accountId, token) : undefined;
-    return new Promise<SlotLease | undefined>((resolve, reject) => {
-      const onAbort = () => {
-        reject(signal.reason);
-        // The script may still run: give back whatever it grants.
-        taken.then(
-          (granted) => {
-            if (granted) void this.lease(accountId, token).release();
-          },
-          () => {},
-        );
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      taken.then(
-        (granted) => {
-          signal.removeEventListener('abort', onAbort);
-          if (signal.aborted) return; // onAbort has rejected and gives the slot back
-          resolve(granted ? this.lease(accountId, token) : undefined);
-        },
-        (error: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          if (!signal.aborted) reject(error);
-        },
-      );
-    });
+    // After an abort the script may still run: a slot it grants then is given back.
+    const granted = signal ? await untilAborted(taken, signal, (late) => late && this.lease(accountId, token).release()) : await taken;
+    return granted ? this.lease(accountId, token) : undefined;
   }
 
   async inUse(accountId: string): Promise<number> {

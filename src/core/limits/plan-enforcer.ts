@@ -7,6 +7,7 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 import { ApiError } from '../errors.js';
+import { untilAborted } from '../pipeline/abortable.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore, type ConcurrencyStore } from './concurrency.js';
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './quota-store.js';
 import { PendingUsage } from './pending-usage.js';
@@ -147,7 +148,8 @@ export class PlanEnforcer {
     signal?.throwIfAborted();
     let state: RateState;
     try {
-      const res = await abortable(rate.consume(accountId, 1), signal);
+      const consumed = rate.consume(accountId, 1);
+      const res = await (signal ? untilAborted(consumed, signal) : consumed);
       state = { limit: plan.requestsPerMinute, remaining: Math.max(0, res.remainingPoints), resetSeconds: Math.ceil(res.msBeforeNext / 1000) };
     } catch (rejection) {
       if (signal?.aborted) throw signal.reason;
@@ -302,16 +304,6 @@ export class PlanEnforcer {
     this.plan(planName);
     return this.limiters.get(planName)!;
   }
-}
-
-/** Settles with `promise`, or rejects with the signal's reason as soon as it aborts. */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }
 
 function nextMonth(now: Date): Date {
