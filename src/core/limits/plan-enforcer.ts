@@ -111,7 +111,7 @@ export class PlanEnforcer {
         // Fail at once while disconnected, instead of queueing until some timeout.
         rejectIfRedisNotReady: true,
         ...(this.insurance
-          ? { insuranceLimiter: new RateLimiterMemory({ keyPrefix: `${prefix}:insurance:${name}`, points: Math.max(1, Math.floor(points / this.share)), duration }) }
+          ? { insuranceLimiter: new RateLimiterMemory({ keyPrefix: `${prefix}:insurance:${name}`, points: this.insuranceShare(points), duration }) }
           : {}),
       });
     };
