@@ -184,15 +184,11 @@ export class FileKeyStore implements KeyAdmin {
       retries: { retries: Math.ceil(Math.max(LOCK_WAIT_MS, 2 * this.lockStaleMs) / 100), minTimeout: 10, maxTimeout: 100, randomize: true },
       onCompromised,
     };
-    try {
-      return await lockfile.lock(this.file, options);
-    } catch (error) {
-      // Earlier versions of this store locked with a plain file at this path: once stale, remove it.
-      if ((error as NodeJS.ErrnoException).code !== 'ENOTDIR') throw error;
-      const info = await stat(lockfilePath).catch(() => undefined);
-      if (info?.isFile() && Date.now() - info.mtimeMs > this.lockStaleMs) await rm(lockfilePath, { force: true });
-      return lockfile.lock(this.file, options);
-    }
+    // Earlier versions of this store locked with a plain file at this path: once stale, remove it
+    // (proper-lockfile's lock is a directory and would retry on such a file until it gives up).
+    const info = await stat(lockfilePath).catch(() => undefined);
+    if (info?.isFile() && Date.now() - info.mtimeMs > this.lockStaleMs) await rm(lockfilePath, { force: true });
+    return lockfile.lock(this.file, options);
   }
 }
 
