@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dashboard } from '../dashboard/index.js';
 import { coreRequestOf } from './node-request.js';
+import { checkFastifyTrustProxy } from './trust-proxy.js';
 
 export interface FastifyDashboardOptions {
   dashboard: Dashboard;
@@ -12,6 +13,7 @@ export interface FastifyDashboardOptions {
  * Inside its context the body parsers leave the request stream unread for the core.
  */
 export const dashboardPlugin: FastifyPluginAsync<FastifyDashboardOptions> = async (fastify, { dashboard }) => {
+  checkFastifyTrustProxy(fastify);
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
   const serve = async (request: FastifyRequest, reply: FastifyReply) => {

@@ -170,6 +170,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       await inFlight.close(5_000);
     }
     client.close();
+    enforcer.close();
   }
 
   const onlyRequest = (request: CoreRequest) => handle(request);
