@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { InvalidAllowListEntryError, validateAllowedIps } from '../core/auth/ip-allow-list.js';
 import { LIFETIMES } from './pages/keys.js';
 
 /** Most IP ranges or origins one key may list. */
@@ -16,15 +16,6 @@ const lines = (text: string | null) =>
     .split(/[\s,]+/)
     .map((l) => l.trim())
     .filter(Boolean);
-
-function validCidr(entry: string): boolean {
-  const [address, prefix, extra] = entry.split('/');
-  const family = isIP(address ?? '');
-  if (!family || extra !== undefined) return false;
-  if (prefix === undefined) return true;
-  const bits = Number(prefix);
-  return /^\d{1,3}$/.test(prefix) && bits >= 0 && bits <= (family === 4 ? 32 : 128);
-}
 
 function validOrigin(entry: string): boolean {
   try {
@@ -45,8 +36,12 @@ export function parseKeyForm(form: URLSearchParams, now = Date.now()): KeyFormVa
   const allowedIps = lines(form.get('ips'));
   const allowedOrigins = lines(form.get('origins'));
   if (allowedIps.length > MAX_ENTRIES || allowedOrigins.length > MAX_ENTRIES) return { error: `List at most ${MAX_ENTRIES} addresses and ${MAX_ENTRIES} origins.` };
-  const badIp = allowedIps.find((ip) => !validCidr(ip));
-  if (badIp) return { error: `"${badIp}" is not an IP address or CIDR range (such as 203.0.113.0/24).` };
+  try {
+    validateAllowedIps(allowedIps);
+  } catch (error) {
+    if (error instanceof InvalidAllowListEntryError) return { error: error.message };
+    throw error;
+  }
   const badOrigin = allowedOrigins.find((o) => !validOrigin(o));
   if (badOrigin) return { error: `"${badOrigin}" is not an origin (such as https://shop.example, without a path).` };
   return {
