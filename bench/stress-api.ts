@@ -3,10 +3,9 @@
  * SIGTERM test): the example Express or Fastify app with limits from the environment.
  *   STRESS_FRAMEWORK=express|fastify  STRESS_INFERENCE=host:port  STRESS_KEYS_FILE=keys.json
  *   STRESS_REDIS_URL=redis://…  STRESS_UPLOAD_TIMEOUT_MS  STRESS_MAX_INFERENCES
- * Prints `listening <port>`. On SIGTERM it drains: handler.close() answers new requests 503 while
- * the ones in progress finish, then the HTTP server closes gracefully and the process exits 0.
- * STRESS_SHUTDOWN=example uses examples/graceful-shutdown.ts instead, which closes every
- * connection as soon as close() resolves and so can cut off the last answers being written.
+ * Prints `listening <port>`. On SIGTERM it drains as the examples do (examples/graceful-shutdown.ts):
+ * handler.close() answers new requests 503 while the ones in progress finish, then the HTTP
+ * server closes gracefully and the process exits 0.
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -45,23 +44,5 @@ if ((env.STRESS_FRAMEWORK ?? 'express') === 'express') {
 }
 console.log(`listening ${(server.address() as AddressInfo).port}`);
 
-if (env.STRESS_SHUTDOWN === 'example') {
-  // The example apps' own shutdown (examples/graceful-shutdown.ts), to compare.
-  shutDownGracefully(server, handler, () => redis?.disconnect());
-} else {
-  process.once('SIGTERM', async () => {
-    console.log('SIGTERM: draining');
-    await handler.close();
-    console.log('drained');
-    // handler.close() resolves when the last request has its answer, which the adapter may still
-    // be writing: close gracefully (idle connections now, busy ones once answered), and only
-    // force the stragglers (clients still sending on keep-alive connections) after a while.
-    const force = setTimeout(() => server.closeAllConnections(), 2_000);
-    server.close(() => {
-      clearTimeout(force);
-      redis?.disconnect();
-      process.exit(0);
-    });
-    server.closeIdleConnections();
-  });
-}
+// The example apps' own shutdown: drain, then close HTTP gracefully, then exit 0.
+shutDownGracefully(server, handler, () => redis?.disconnect());
