@@ -146,6 +146,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
           maxOutputMegapixels: plan.maxOutputMegapixels ?? null,
           monthlyQuota: plan.monthlyQuota ?? null,
           outputOptions: plan.outputOptions ?? null,
+          qualities: plan.qualities ?? null,
           models: plan.models ?? Object.keys(config.inference.models),
         },
         usage: standing.usage,

@@ -159,10 +159,10 @@ export class PlanEnforcer {
    * `quota_exceeded` when it does not fit). Resolves with a refund, to call if the cutout fails:
    * only successful cutouts are charged.
    */
-  async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date()): Promise<() => Promise<void>> {
+  async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date(), weight = 1): Promise<() => Promise<void>> {
     const { plan } = this.entry(planName);
     if (!plan.monthlyQuota) return async () => {};
-    const cost = quotaCost(plan.monthlyQuota, pixels);
+    const cost = quotaCost(plan.monthlyQuota, pixels, weight);
     // The key carries the month, so each calendar month starts afresh; 32 days outlives any month.
     const key = `${accountId}:${monthOf(now)}`;
     const ttl = 32 * 86400;
