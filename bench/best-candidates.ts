@@ -23,7 +23,7 @@ const { values, positionals } = parseArgs({
 });
 const folder = positionals[0]!;
 
-const none: BestPasses = { mirror: false, cropMaxArea: 0, cropMargin: 0.1, cropMirror: false, cropMerge: 'replace', mirrorMerge: 'mean', tileMinSide: Infinity };
+const none: BestPasses = { mirror: false, cropMaxArea: 0, cropMargin: 0.1, cropMirror: false, cropMerge: 'replace', cropWeight: 1, mirrorMerge: 'mean', tileMinSide: Infinity };
 export const CANDIDATES: Record<string, BestPasses> = {
   balanced: none,
   mirror: { ...none, mirror: true },
@@ -43,6 +43,31 @@ export const CANDIDATES: Record<string, BestPasses> = {
   'crop<=0.5+cropmirror': { ...none, cropMaxArea: 0.5, cropMirror: true },
   'mirror+crop<=0.5+cropmirror': { ...none, mirror: true, cropMaxArea: 0.5, cropMirror: true },
   'mirror+tiles>=1200': { ...none, mirror: true, tileMinSide: 1200 },
+  'mirror+crop-all-thirds': { ...none, mirror: true, cropMaxArea: 1, cropMerge: 'mean', cropWeight: 0.5 },
+  'mirror+crop<=0.7-thirds': { ...none, mirror: true, cropMaxArea: 0.7, cropMerge: 'mean', cropWeight: 0.5 },
+  'mirror+crop<=0.85-thirds': { ...none, mirror: true, cropMaxArea: 0.85, cropMerge: 'mean', cropWeight: 0.5 },
+  'mirror+crop-all-half': { ...none, mirror: true, cropMaxArea: 1, cropMerge: 'mean', cropWeight: 1 },
+  'mirror-conf+crop-all-conf-thirds': { ...none, mirror: true, mirrorMerge: 'confidence', cropMaxArea: 1, cropMerge: 'confidence', cropWeight: 0.5 },
+  'crop-all-mean': { ...none, cropMaxArea: 1, cropMerge: 'mean' },
+  'crop-all-conf': { ...none, cropMaxArea: 1, cropMerge: 'confidence' },
+  'crop-all+cropmirror-mean': { ...none, cropMaxArea: 1, cropMirror: true, cropMerge: 'mean' },
+  'mirror-max': { ...none, mirror: true, mirrorMerge: 'max' },
+  'crop-all-max': { ...none, cropMaxArea: 1, cropMerge: 'max' },
+  'mirror-max+crop-all-max': { ...none, mirror: true, mirrorMerge: 'max', cropMaxArea: 1, cropMerge: 'max' },
+  'mirror+crop-all-max': { ...none, mirror: true, cropMaxArea: 1, cropMerge: 'max' },
+  'mirror+crop<=0.7-max': { ...none, mirror: true, cropMaxArea: 0.7, cropMerge: 'max' },
+  'mirror+crop-all+cropmirror-mean(4 passes)': { ...none, mirror: true, cropMaxArea: 1, cropMirror: true, cropMerge: 'mean' },
+  'crop-all+cropmirror-replace': { ...none, cropMaxArea: 1, cropMirror: true, cropMerge: 'replace' },
+  'crop-all+cropmirror-max': { ...none, cropMaxArea: 1, cropMirror: true, cropMerge: 'max' },
+  'crop-all+cropmirror-conf': { ...none, cropMaxArea: 1, cropMirror: true, cropMerge: 'confidence' },
+  'crop-all+cropmirror(max)-mean': { ...none, cropMaxArea: 1, cropMirror: true, mirrorMerge: 'max', cropMerge: 'mean' },
+  'crop-all+cropmirror(max)-max': { ...none, cropMaxArea: 1, cropMirror: true, mirrorMerge: 'max', cropMerge: 'max' },
+  'crop-all+cropmirror(conf)-conf': { ...none, cropMaxArea: 1, cropMirror: true, mirrorMerge: 'confidence', cropMerge: 'confidence' },
+  'crop-all+cropmirror-mean-w2': { ...none, cropMaxArea: 1, cropMirror: true, cropMerge: 'mean', cropWeight: 2 },
+  'crop-all+cropmirror(max)-replace': { ...none, cropMaxArea: 1, cropMirror: true, mirrorMerge: 'max', cropMerge: 'replace' },
+  'crop-all+cropmirror(conf)-replace': { ...none, cropMaxArea: 1, cropMirror: true, mirrorMerge: 'confidence', cropMerge: 'replace' },
+  'crop-all-m0.05+cropmirror-replace': { ...none, cropMaxArea: 1, cropMargin: 0.05, cropMirror: true, cropMerge: 'replace' },
+  'crop-all-m0.2+cropmirror-replace': { ...none, cropMaxArea: 1, cropMargin: 0.2, cropMirror: true, cropMerge: 'replace' },
   shipped: BEST_PASSES,
 };
 

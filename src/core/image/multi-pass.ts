@@ -38,9 +38,14 @@ export interface BestPasses {
    * mask; `confidence` weighs each by how sure it is (|2p - 1|). Near the crop's inner edges the
    * crop's weight ramps down to 0 over the margin, so no seam shows.
    */
-  cropMerge: 'replace' | 'mean' | 'confidence';
+  cropMerge: 'replace' | 'mean' | 'confidence' | 'max';
+  /**
+   * For `mean` and `confidence`: the crop's weight against the whole-image mask (itself the merge
+   * of the image and its mirror when `mirror`); 0.5 with a mirror gives each of the three passes a third.
+   */
+  cropWeight: number;
   /** Merging the whole-image passes (image and mirror): plain mean or confidence-weighted. */
-  mirrorMerge: 'mean' | 'confidence';
+  mirrorMerge: 'mean' | 'confidence' | 'max';
   /**
    * Tiles: when the image's longer side is at least this many pixels, also run the model on two
    * overlapping halves along it, merged like a crop. Infinity for never.
@@ -50,12 +55,16 @@ export interface BestPasses {
 
 /** What `best` does: chosen by measurement on the evaluation set (README, "Quality modes"). */
 export const BEST_PASSES: BestPasses = {
-  mirror: true,
-  cropMaxArea: 0.5,
+  // The whole image is seen once, to find the object; then the object's crop (10 % margin) and
+  // its mirror, merged by the larger value, replace the mask inside the crop. Whole-image mirror
+  // averaging and tiles were measured and left out (see the README's table).
+  mirror: false,
+  cropMaxArea: 1,
   cropMargin: 0.1,
-  cropMirror: false,
+  cropMirror: true,
   cropMerge: 'replace',
-  mirrorMerge: 'mean',
+  cropWeight: 1,
+  mirrorMerge: 'max',
   tileMinSide: Infinity,
 };
 
@@ -111,7 +120,7 @@ export async function segmentAtQuality(
   };
   const { width: mw, height: mh } = profile;
   /** A pass on `rgb` (at the model's size), and on its mirror when asked; their merged mask. */
-  const passAndMirror = async (rgb: Buffer, first: Promise<Buffer>, mirror: boolean, merge: 'mean' | 'confidence') => {
+  const passAndMirror = async (rgb: Buffer, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge']) => {
     if (!mirror) return first;
     const [a, b] = await Promise.all([first, run(flipRgb(rgb, mw, mh)).then((m) => flipGrey(m, mw, mh))]);
     return mergeMasks([a, b], merge);
@@ -131,7 +140,7 @@ export async function segmentAtQuality(
   let alpha = upscaleMask(whole, mw, mh, width, height);
   regions.forEach((region, i) => {
     const part = upscaleMask(parts[i]!, mw, mh, region.width, region.height);
-    alpha = pasteBlended(alpha, width, height, part, region, rampWidth(region, passes.cropMargin), passes.cropMerge);
+    alpha = pasteBlended(alpha, width, height, part, region, rampWidth(region, passes.cropMargin), passes.cropMerge, passes.cropWeight);
   });
   seg.alpha = alpha;
   seg.model = { ...seg.model, alpha: whole };
@@ -149,9 +158,15 @@ function confidence(v: number): number {
 }
 
 /** Merges masks of one size: the mean, or each pixel weighted by each mask's confidence. */
-export function mergeMasks(masks: Buffer[], how: 'mean' | 'confidence'): Buffer {
+export function mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge']): Buffer {
   const out = Buffer.allocUnsafe(masks[0]!.length);
   for (let i = 0; i < out.length; i++) {
+    if (how === 'max') {
+      let m = 0;
+      for (const mask of masks) if (mask[i]! > m) m = mask[i]!;
+      out[i] = m;
+      continue;
+    }
     let sum = 0;
     let weights = 0;
     for (const m of masks) {
@@ -263,6 +278,7 @@ export function pasteBlended(
   region: Region,
   ramp: number,
   how: BestPasses['cropMerge'],
+  weight = 1,
 ): Buffer {
   const out = Buffer.from(alpha);
   const { left, top } = region;
@@ -271,11 +287,13 @@ export function pasteBlended(
     const wy = Math.min(edge(y, top === 0), edge(region.height - 1 - y, top + region.height === height));
     const row = (top + y) * width + left;
     for (let x = 0; x < region.width; x++) {
-      const w = Math.min(wy, edge(x, left === 0), edge(region.width - 1 - x, left + region.width === width));
+      const ramp = Math.min(wy, edge(x, left === 0), edge(region.width - 1 - x, left + region.width === width));
+      const w = how === 'replace' ? ramp : ramp * weight;
       const b = alpha[row + x]!;
       const r = part[y * region.width + x]!;
       let v: number;
       if (how === 'replace') v = w * r + (1 - w) * b;
+      else if (how === 'max') v = Math.max(b, w * r + (1 - w) * b);
       else if (how === 'mean') v = (b + w * r) / (1 + w);
       else {
         const cb = confidence(b);
