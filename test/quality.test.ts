@@ -164,6 +164,14 @@ describe('quality through the endpoint', () => {
     expect([meta.format, meta.width, meta.height, meta.channels]).toEqual(['png', 320, 240, 4]);
   }, 240_000);
 
+  it('a request without quality gets exactly what quality=balanced gets', async () => {
+    const plain = await send(keys.open!, '');
+    const balanced = await send(keys.open!, '?quality=balanced');
+    expect(plain.status).toBe(200);
+    expect(balanced.status).toBe(200);
+    expect(Buffer.compare(plain.body, balanced.body)).toBe(0);
+  }, 240_000);
+
   it('plans restrict it: by qualities, and by outputOptions like any option (403 before any inference)', async () => {
     const noBest = await send(keys.no_best!, '?quality=best');
     expect(noBest.status).toBe(403);
