@@ -18,6 +18,7 @@ export interface AccountSummary {
     maxOutputMegapixels: number | null;
     monthlyQuota: MonthlyQuota | null;
     outputOptions: string[] | null;
+    qualities: string[] | null;
     models: string[];
   };
   usage: Usage;
@@ -50,6 +51,7 @@ export async function accountSummary(identity: Identity, deps: SummaryDeps): Pro
       maxOutputMegapixels: plan.maxOutputMegapixels ?? null,
       monthlyQuota: plan.monthlyQuota ?? null,
       outputOptions: plan.outputOptions ?? null,
+      qualities: plan.qualities ?? null,
       models: plan.models ?? deps.models,
     },
     usage: standing.usage,

@@ -17,5 +17,6 @@ export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX
 export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, type MonthlyQuota } from './limits/plans.js';
 export type { RedisFailureMode } from './limits/plan-enforcer.js';
 export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
+export { QUALITIES, QUALITY_QUOTA_WEIGHT, type Quality } from './image/multi-pass.js';
 export { OUTPUT_OPTION_NAMES, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName } from './output-options.js';
 export { connectRedis } from './redis.js';

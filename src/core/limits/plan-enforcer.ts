@@ -183,11 +183,11 @@ export class PlanEnforcer {
    * `quota_exceeded` when it does not fit). Resolves with a refund, to call if the cutout fails:
    * only successful cutouts are charged.
    */
-  async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date()): Promise<() => Promise<void>> {
+  async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date(), weight = 1): Promise<() => Promise<void>> {
     const { plan } = this.entry(planName);
     const quota = plan.monthlyQuota;
     if (!quota) return async () => {};
-    const cost = quotaCost(quota, pixels);
+    const cost = quotaCost(quota, pixels, weight);
     // The key carries the month, so each calendar month starts afresh.
     const key = `${accountId}:${monthOf(now)}`;
     let inMemory = false;
