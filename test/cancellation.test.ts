@@ -3,6 +3,7 @@ import { createRemoveBgHandler, type AccessLogEntry, type KeyLookup, type KeySto
 import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 /** A key store whose answers wait until the test lets them through. */
 function heldKeyStore(inner: KeyStore) {
@@ -28,7 +29,7 @@ function loggedHandler(keyStore: KeyStore, limits: RequestLimits = {}) {
     inference: { address: inject('inferenceAddress') },
     limits: { uploadTimeoutMs: 60_000, ...limits },
     onResponse: (entry) => log.push(entry),
-    onInternalError: () => {},
+    onInternalError: captureInternalError,
   });
   return { handler, log };
 }

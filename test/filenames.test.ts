@@ -4,6 +4,7 @@ import { createRemoveBgHandler, type RemoveBgHandler } from '../src/core/index.j
 import { uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 describe('file names of uploads', () => {
   let handler: RemoveBgHandler;
@@ -12,7 +13,7 @@ describe('file names of uploads', () => {
   beforeAll(async () => {
     const keys = await createTestKeys();
     key = keys.good;
-    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: () => {} });
+    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: captureInternalError });
     await handler.ready();
     image = (await objectOnTexture(160, 120)).bytes;
   });

@@ -2,6 +2,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler } from '../src/core/index.js';
 import { drivenRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 describe("a host's hooks that throw", () => {
   it('an onResponse that throws does not break the response', async () => {
@@ -13,7 +14,7 @@ describe("a host's hooks that throw", () => {
       onResponse: () => {
         throw new Error('the access log is full');
       },
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     const request = drivenRequest({ key: keys.unknown });
     request.body.end();

@@ -2,6 +2,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type KeyLookup, type KeyStore } from '../src/core/index.js';
 import { drivenRequest, pause } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 describe('maxInFlight', () => {
   it('holds when requests arrive together: the cap is reserved before any wait', async () => {
@@ -20,7 +21,7 @@ describe('maxInFlight', () => {
       plans: TEST_PLANS,
       inference: { address: inject('inferenceAddress') },
       limits: { maxInFlight: 1, uploadTimeoutMs: 60_000 },
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     const requests = [0, 1, 2].map(() => drivenRequest({ key: keys.good }));
     const answers = requests.map((r) => handler.handle(r.request));

@@ -8,6 +8,7 @@ import { createRemoveBgHandler, type RemoveBgHandler } from '../src/core/index.j
 import { baseUrlOf } from './conformance/suite.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
 import { alphaIoU, decodeAlpha, objectOnTexture } from './helpers/synthetic-image.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 /**
  * Every kind of image people send, generated here, through the real model: the status, the
@@ -27,7 +28,7 @@ describe('inputs', () => {
       plans: TEST_PLANS,
       inference: { address: inject('inferenceAddress') },
       limits: { maxInputPixels: 50_000_000 },
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     await handler.ready();
     server = express().use(createRemoveBgRouter(handler)).listen(0, '127.0.0.1');

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, FileKeyStore, hashApiKey, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
 import { authenticate } from '../src/core/auth/authenticate.js';
 import { ApiError } from '../src/core/errors.js';
-import { recordIssuedKeys } from './helpers/log-capture.js';
+import { captureOutput, recordIssuedKeys } from './helpers/log-capture.js';
 import { startRedis, type RedisServer } from './helpers/redis-server.js';
 
 const run = promisify(execFile);
@@ -130,13 +130,19 @@ describe('FileKeyStore across processes', () => {
 
 describe('bgcut-keys CLI', () => {
   const cli = async (args: string[], env: Record<string, string> = {}) => {
+    let result: { code: number; stdout: string; stderr: string };
     try {
       const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } });
-      return { code: 0, stdout, stderr };
+      result = { code: 0, stdout, stderr };
     } catch (error) {
       const e = error as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+      result = { code: e.code, stdout: e.stdout, stderr: e.stderr };
     }
+    // The CLI's output goes to the key scan, all of it except the one line whose job is to show
+    // a new key once (the first line of `keys create` and `keys rotate`).
+    const showsKey = args[0] === 'keys' && (args[1] === 'create' || args[1] === 'rotate') && result.code === 0;
+    captureOutput(`${showsKey ? result.stdout.split('\n').slice(1).join('\n') : result.stdout}\n${result.stderr}\n`);
+    return result;
   };
 
   it.each([['file'], ['redis']])('manages keys and accounts in the %s store', async (kind) => {

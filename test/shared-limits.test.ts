@@ -2,9 +2,11 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import express from 'express';
 import type http from 'node:http';
+import Fastify from 'fastify';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
+import { removeBgPlugin } from '../src/adapters/fastify.js';
 import { connectRedis, createRemoveBgHandler, FileKeyStore, RedisKeyStore, type KeyStore, type Plans, type RemoveBgHandler, type RemoveBgOptions } from '../src/core/index.js';
-import { recordIssuedKeys } from './helpers/log-capture.js';
+import { recordIssuedKeys, captureInternalError } from './helpers/log-capture.js';
 import { startRedis, type RedisServer } from './helpers/redis-server.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { mkdtemp } from 'node:fs/promises';
@@ -26,26 +28,49 @@ interface Instance {
 }
 
 /** One API instance: its own handler, Redis connection and HTTP server, as on its own machine. */
-async function startInstance(redisUrl: string, keyStore: (redis: Redis) => KeyStore, extra: Partial<RemoveBgOptions> = {}): Promise<Instance> {
+/**
+ * One API instance: its own handler, Redis connection and HTTP server, as on its own machine,
+ * on Express or Fastify, so both adapters run with Redis-backed limits.
+ */
+async function startInstance(
+  redisUrl: string,
+  keyStore: (redis: Redis) => KeyStore,
+  extra: Partial<RemoveBgOptions> = {},
+  framework: 'express' | 'fastify' = 'express',
+): Promise<Instance> {
   const redis = connectRedis(redisUrl);
   const handler = createRemoveBgHandler({
     keyStore: keyStore(redis),
     plans: PLANS,
     redis,
     inference: { address: inject('inferenceAddress') },
-    onInternalError: () => {},
+    onInternalError: captureInternalError,
     ...extra,
   });
-  const app = express().use(createRemoveBgRouter(handler));
-  const server: http.Server = app.listen(0, '127.0.0.1');
-  await new Promise((r) => server.once('listening', r));
+  let server: http.Server;
+  let stop: () => Promise<void>;
+  if (framework === 'express') {
+    const app = express().use(createRemoveBgRouter(handler));
+    const listening: http.Server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => listening.once('listening', r));
+    server = listening;
+    stop = async () => {
+      listening.closeAllConnections();
+      await new Promise((r) => listening.close(r));
+    };
+  } else {
+    const app = Fastify();
+    await app.register(removeBgPlugin, { handler });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    server = app.server;
+    stop = () => app.close();
+  }
   return {
     url: `${baseUrlOf(server)}/v1/remove-bg`,
     handler,
     redis,
     async close() {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await stop();
       await handler.close();
       redis.disconnect();
     },
@@ -71,7 +96,8 @@ describe('limits shared by two API instances through one Redis', () => {
     await new Promise((r) => admin.once('ready', r));
     store = new RedisKeyStore({ redis: admin, cacheTtlMs: 0 });
     a = await startInstance(redis.url, (r) => new RedisKeyStore({ redis: r }));
-    b = await startInstance(redis.url, (r) => new RedisKeyStore({ redis: r }));
+    // The second instance on the other adapter: two frameworks, one set of shared limits.
+    b = await startInstance(redis.url, (r) => new RedisKeyStore({ redis: r }), {}, 'fastify');
     await Promise.all([a.handler.ready(), b.handler.ready()]);
   });
 

@@ -3,11 +3,12 @@ import { createRemoveBgHandler } from '../src/core/index.js';
 import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, multipartBody, TEST_PLANS } from './helpers/fixtures.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { captureInternalError } from './helpers/log-capture.js';
 
 describe('handler.close() drains', () => {
   it('a request in progress finishes, a new one gets 503 at once, then close() resolves', async () => {
     const keys = await createTestKeys();
-    const handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: () => {} });
+    const handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: captureInternalError });
     await handler.ready();
     const image = (await objectOnTexture(320, 240)).bytes;
     // In progress: admitted, its upload still arriving.
@@ -37,7 +38,7 @@ describe('handler.close() drains', () => {
       plans: TEST_PLANS,
       inference: { address: inject('inferenceAddress') },
       shutdownTimeoutMs: 300,
-      onInternalError: () => {},
+      onInternalError: captureInternalError,
     });
     const stuck = drivenRequest({ key: keys.good });
     const answer = handler.handle(stuck.request);

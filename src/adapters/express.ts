@@ -2,6 +2,7 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { coreRequestOf } from './node-request.js';
+import { checkExpressTrustProxy } from './trust-proxy.js';
 
 /**
  * Express middleware answering one route through the core. It reads the raw request stream
@@ -10,8 +11,9 @@ import { coreRequestOf } from './node-request.js';
  */
 export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreResponse>): RequestHandler {
   return (req: Request, res: Response, next) => {
+    checkExpressTrustProxy(req.app);
     // req.ip honours the app's 'trust proxy' setting.
-    handle(coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip }))
+    handle(coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip, protocol: req.protocol }))
       .then((response) => writeResponse(res, response))
       .catch(next);
   };

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import { coreRequestOf } from './node-request.js';
+import { checkFastifyTrustProxy } from './trust-proxy.js';
 
 export interface FastifyRemoveBgOptions {
   /** A handler from createRemoveBgHandler, or options to create one. */
@@ -17,13 +18,14 @@ export interface FastifyRemoveBgOptions {
  */
 export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async (fastify, options) => {
   const handler = 'handle' in options.handler ? options.handler : createRemoveBgHandler(options.handler);
+  checkFastifyTrustProxy(fastify);
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
 
   for (const route of handler.routes) {
     fastify.all(route.path, async (request: FastifyRequest, reply: FastifyReply) => {
       // request.ip honours the app's trustProxy setting.
-      const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip }));
+      const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip, protocol: request.protocol }));
       return reply.code(response.status).headers(response.headers).send(response.body);
     });
   }

@@ -119,7 +119,9 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
         fileDone = true;
       });
     });
-    parser.on('field', (name, value, info) => {
+    parser.on('field', (partName, value, info) => {
+      // busboy gives no name (undefined) for a part whose Content-Disposition has none.
+      const name = partName ?? '';
       if (info.nameTruncated || info.valueTruncated) {
         fail(new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` }));
         return;

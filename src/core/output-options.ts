@@ -1,6 +1,7 @@
 import cssColors from 'color-name';
 import { ApiError } from './errors.js';
 import type { IncomingHeaders } from './http-types.js';
+import { QUALITIES, type Quality } from './image/multi-pass.js';
 
 export type OutputFormat = 'png' | 'webp' | 'jpg' | 'avif';
 
@@ -26,10 +27,12 @@ export interface OutputOptions {
   response: 'image' | 'json';
   /** The model to use, by name; undefined for the default. */
   model: string | undefined;
+  /** `fast`, `balanced` (one model pass, the default) or `best` (several passes merged); see image/multi-pass.ts. */
+  quality: Quality;
 }
 
 /** Names accepted as form fields or query parameters; plans list these in `outputOptions`. */
-export const OUTPUT_OPTION_NAMES = ['format', 'channels', 'bg_color', 'crop', 'crop_margin', 'size', 'model'] as const;
+export const OUTPUT_OPTION_NAMES = ['format', 'channels', 'bg_color', 'crop', 'crop_margin', 'size', 'model', 'quality'] as const;
 export type OutputOptionName = (typeof OUTPUT_OPTION_NAMES)[number];
 
 export const DEFAULT_OUTPUT: OutputOptions = {
@@ -41,6 +44,7 @@ export const DEFAULT_OUTPUT: OutputOptions = {
   size: 'auto',
   response: 'image',
   model: undefined,
+  quality: 'balanced',
 };
 
 /** Largest crop margin: 500 px or 100 % of the foreground's size. */
@@ -100,6 +104,7 @@ export function parseOutputOptions(
   options.format = oneOf('format', ['png', 'webp', 'jpg', 'avif'] as const, { jpeg: 'jpg' }) ?? options.format;
   options.channels = oneOf('channels', ['rgba', 'alpha'] as const) ?? options.channels;
   options.size = oneOf('size', ['preview', 'full', 'auto'] as const) ?? options.size;
+  options.quality = oneOf('quality', QUALITIES) ?? options.quality;
   const crop = oneOf('crop', ['true', 'false'] as const, { '1': 'true', '0': 'false', yes: 'true', no: 'false' });
   options.crop = crop === 'true';
   const color = given.get('bg_color');

@@ -262,10 +262,13 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
 
       const run = model.pool.run(inputs, outputNames, abort.signal);
       metrics.queueDepth.set({ model: model.name }, model.pool.queued);
+      // Calls inside session.run: the gauge was declared but never set.
+      metrics.running.set({ model: model.name }, model.pool.running);
       run.then(
         (result) => {
           clearTimeout(deadlineTimer);
           metrics.queueDepth.set({ model: model.name }, model.pool.queued);
+          metrics.running.set({ model: model.name }, model.pool.running);
           metrics.runSeconds.observe({ model: model.name, provider }, result.runMs / 1000);
           answer(null, {
             modelName: model.name,
@@ -280,6 +283,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         (error: Error) => {
           clearTimeout(deadlineTimer);
           metrics.queueDepth.set({ model: model.name }, model.pool.queued);
+          metrics.running.set({ model: model.name }, model.pool.running);
           if (error instanceof QueueFullError) answer(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
           else if (error instanceof JobAbortedError) {
             const expired = Number.isFinite(deadlineMs) && Date.now() >= deadlineMs;

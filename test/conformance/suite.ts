@@ -2,9 +2,11 @@ import http from 'node:http';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../../src/core/index.js';
+import { probeImage } from '../../src/core/image/pipeline.js';
 import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../helpers/fixtures.js';
 import { startInferenceProcess } from '../helpers/inference-process.js';
-import { alphaIoU, decodeAlpha, objectOnTexture } from '../helpers/synthetic-image.js';
+import { alphaIoU, decodeAlpha, headerOnlyJpeg, objectOnTexture } from '../helpers/synthetic-image.js';
+import { captureInternalError } from '../helpers/log-capture.js';
 
 /** How a suite gets an app of one framework, serving the handler over real HTTP. */
 export interface AdapterHarness {
@@ -21,7 +23,7 @@ function handlerOptions(keys: TestKeys, address: string, extra: Partial<RemoveBg
     plans: TEST_PLANS,
     inference: { address, timeoutMs: 20_000, retryAfterSeconds: 3 },
     limits: { maxUploadBytes: MAX_UPLOAD, maxInputPixels: 30_000_000 },
-    onInternalError: () => {},
+    onInternalError: captureInternalError,
     // Printed, so the global log scan sees the access log too.
     onResponse: (entry) => console.log(`access ${JSON.stringify(entry)}`),
     ...extra,
@@ -179,7 +181,11 @@ export function runConformanceSuite(harness: AdapterHarness): void {
 
     it('charges the monthly quota for successful cutouts only, then 429 quota_exceeded; GET /v1/account shows it', async () => {
       const image = await objectOnTexture(160, 120);
-      const broken = await post({ headers: { 'x-api-key': keys.oneImage }, body: imageForm(image.bytes.subarray(0, 300)) });
+      // Passes the header probe (so the quota is reserved), then fails decoding (so it is refunded).
+      const brokenBytes = headerOnlyJpeg(image.bytes);
+      expect(await probeImage(brokenBytes, { maxInputPixels: 1e6 })).toMatchObject({ width: 160, height: 120 });
+      await expect(sharp(brokenBytes).raw().toBuffer()).rejects.toThrow();
+      const broken = await post({ headers: { 'x-api-key': keys.oneImage }, body: imageForm(brokenBytes) });
       await expectProblem(broken, 422, 'corrupt_image');
       const first = await post({ headers: { 'x-api-key': keys.oneImage }, body: imageForm(image.bytes) });
       expect(first.status).toBe(200);

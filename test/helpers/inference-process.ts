@@ -11,6 +11,8 @@ const CLI = ['../../dist/src/inference-server/cli.js', '../../src/inference-serv
 export interface InferenceProcess {
   port: number;
   address: string;
+  /** Prometheus endpoint, when started with `--metrics-port`. */
+  metricsUrl: string | undefined;
   child: ChildProcess;
   output: () => string;
   /** SIGTERM and wait for the process to end. */
@@ -38,11 +40,13 @@ export function startInferenceProcess(
       log += chunk.toString();
       const listening = /listening on [^\s]+:(\d+)/.exec(log);
       if (listening) port = Number(listening[1]);
+      const metrics = /metrics on (http:\/\/[^\s]+\/metrics)/.exec(log);
       if (port && (until === 'listening' || /ready in \d+ ms/.test(log))) {
         resolved = true;
         resolve({
           port,
           address: `127.0.0.1:${port}`,
+          metricsUrl: metrics?.[1],
           child,
           output: () => log,
           stop: () =>

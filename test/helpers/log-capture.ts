@@ -1,4 +1,5 @@
 import { appendFileSync } from 'node:fs';
+import { inspect } from 'node:util';
 
 /**
  * Every key a test issues is listed in a file, and everything the test processes print is
@@ -13,4 +14,15 @@ export function recordIssuedKeys(keys: string[]): void {
 export function captureOutput(text: string): void {
   const file = process.env.BGCUT_TEST_OUTPUT_CAPTURE;
   if (file) appendFileSync(file, text);
+}
+
+/** Written to the capture by each test process's tee, so the scan can prove it saw them. */
+export const TEE_MARKER = '[logscan] tee active in test process';
+
+/**
+ * For handlers whose tests expect 5xx failures and keep the console quiet: the error goes to the
+ * capture (scanned for keys) instead of nowhere. Use it rather than an empty function.
+ */
+export function captureInternalError(error: unknown): void {
+  captureOutput(`onInternalError: ${inspect(error, { depth: 6 })}\n`);
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Redis } from 'ioredis';
+import { captureOutput } from './log-capture.js';
 
 export interface RedisServer {
   port: number;
@@ -21,12 +22,20 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** A real redis-server on a free loopback port, without persistence. `.ci/run` installs it. */
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * A real redis-server on a free loopback port, without persistence. `.ci/run` installs it.
+ * `debugCommand` allows `DEBUG SLEEP` from loopback (Redis 7 refuses DEBUG by default), to pause it.
+ */
+export async function startRedis(options: { debugCommand?: boolean } = {}): Promise<RedisServer> {
   const port = await freePort();
   let child: ChildProcess | undefined;
   const launch = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.debugCommand ? ['--enable-debug-command', 'local'] : [])], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    // Redis's own log goes to the capture that the global teardown scans for keys.
+    child.stdout!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
     child.on('error', (error) => {
       throw new Error(`cannot start redis-server (is it installed?): ${error.message}`);
     });

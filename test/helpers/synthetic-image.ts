@@ -80,3 +80,18 @@ export async function decodeAlpha(png: Buffer): Promise<{ width: number; height:
   const { data, info } = await sharp(png).ensureAlpha().extractChannel(3).raw().toBuffer({ resolveWithObject: true });
   return { width: info.width, height: info.height, channels: meta.channels ?? 0, alpha: data, format: meta.format ?? '' };
 }
+
+/**
+ * A JPEG whose header is whole (size, components, tables: it passes a header probe) and whose
+ * entropy-coded data is cut a few bytes after the start of scan: decoding fails, every time.
+ */
+export function headerOnlyJpeg(jpeg: Buffer): Buffer {
+  for (let i = 2; i + 1 < jpeg.length; ) {
+    if (jpeg[i] !== 0xff) throw new Error('headerOnlyJpeg: not a JPEG marker sequence');
+    const marker = jpeg[i + 1]!;
+    const length = jpeg.readUInt16BE(i + 2);
+    if (marker === 0xda) return jpeg.subarray(0, i + 2 + length + 16);
+    i += 2 + length;
+  }
+  throw new Error('headerOnlyJpeg: no start of scan');
+}

@@ -1,4 +1,6 @@
-import { captureOutput } from '../helpers/log-capture.js';
+import { captureOutput, TEE_MARKER } from '../helpers/log-capture.js';
+
+captureOutput(`${TEE_MARKER} ${process.pid}\n`);
 
 // Tee everything written to stdout and stderr by this test process (console included) into the
 // capture file that the global teardown scans for API keys.

@@ -153,7 +153,7 @@ export async function segment(
  * returning a half-grey picture; autoOrient turns the image upright first; toColourspace converts
  * CMYK, grey and ICC-tagged input to sRGB.
  */
-function openDecoder(bytes: Buffer, limits: ImageLimits) {
+export function openDecoder(bytes: Buffer, limits: ImageLimits) {
   return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
 }
 

@@ -11,6 +11,13 @@ export function checkPlanOptions(plan: Plan, requested: readonly OutputOptionNam
   if (refused) throw new ApiError('option_not_in_plan', { detail: `The plan does not include the option "${refused}".` });
 }
 
+/** 403 when the request asks for a `quality` its plan does not include. */
+export function checkPlanQuality(plan: Plan, quality: string): void {
+  if (plan.qualities && !plan.qualities.includes(quality)) {
+    throw new ApiError('option_not_in_plan', { detail: `The plan does not include quality=${quality}; it includes ${plan.qualities.join(', ') || 'none'}.` });
+  }
+}
+
 /** The model a request asked for (or the default), if it exists and the plan allows it. */
 export function chooseModel(requested: string | undefined, plan: Plan, models: Record<string, unknown>, defaultModel: string): string {
   const name = requested ?? defaultModel;

@@ -25,6 +25,8 @@ export interface Plan {
   models?: string[];
   /** Output options the plan may use (see the README); absent for all. */
   outputOptions?: string[];
+  /** Values of the `quality` option the plan may use; absent for all. */
+  qualities?: string[];
 }
 
 export type Plans = Record<string, Plan>;
@@ -45,6 +47,7 @@ const PLAN_KEYS = new Set([
   'maxOutputMegapixels',
   'outputOptions',
   'models',
+  'qualities',
 ]);
 
 /** Checks a plan table, naming the first wrong value; returns it unchanged. */
@@ -84,6 +87,14 @@ export function validatePlans(plans: unknown, knownOutputOptions?: readonly stri
     if (plan.models !== undefined && (!Array.isArray(plan.models) || plan.models.some((m) => typeof m !== 'string'))) {
       throw new RangeError(`${where}.models must be a list of model names`);
     }
+    if (plan.qualities !== undefined) {
+      const known = ['fast', 'balanced', 'best'];
+      if (!Array.isArray(plan.qualities) || plan.qualities.some((q) => !known.includes(q as string))) {
+        throw new RangeError(`${where}.qualities must be a list of ${known.join(', ')}`);
+      }
+      // Requests that name no quality get balanced: a plan without it would refuse them all.
+      if (!plan.qualities.includes('balanced')) throw new RangeError(`${where}.qualities must include "balanced" (the default)`);
+    }
     if (plan.outputOptions !== undefined) {
       if (!Array.isArray(plan.outputOptions) || plan.outputOptions.some((o) => typeof o !== 'string')) {
         throw new RangeError(`${where}.outputOptions must be a list of option names`);
@@ -113,7 +124,7 @@ export function loadPlansFile(file: string, knownOutputOptions?: readonly string
   }
 }
 
-/** Cost of one cutout against a monthly quota. */
-export function quotaCost(quota: MonthlyQuota, pixels: number): number {
-  return quota.unit === 'images' ? 1 : Math.max(1, Math.ceil(pixels / 1e6));
+/** Cost of one cutout against a monthly quota; `weight` multiplies it (a `quality=best` cutout weighs its model passes). */
+export function quotaCost(quota: MonthlyQuota, pixels: number, weight = 1): number {
+  return weight * (quota.unit === 'images' ? 1 : Math.max(1, Math.ceil(pixels / 1e6)));
 }

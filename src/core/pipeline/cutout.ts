@@ -1,5 +1,6 @@
 import { renderOutput, type Rendered } from '../image/output.js';
-import { decodeFullSize, segment, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import { QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
+import { decodeFullSize, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
@@ -35,10 +36,10 @@ export interface Cutout {
 export async function makeCutout(scope: RequestScope, admitted: Admitted, order: Order, deps: CutoutDeps): Promise<Cutout> {
   const { signal } = scope;
   const account = admitted.identity.account;
-  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels), signal, (late) => late());
+  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, undefined, QUALITY_QUOTA_WEIGHT[order.output.quality]), signal, (late) => late());
   const quota = scope.hold(refund);
 
-  const slot = scope.hold(await deps.inferenceSlots.take(1, signal));
+  const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
   // Decode the full size while the model runs when there is memory for it now; else later.
   const early = deps.pixelBudget.tryTake(order.pixels);
   let pixels = early ? scope.hold(early) : undefined;
@@ -46,7 +47,8 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   try {
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
-    segmentation = await segment(
+    segmentation = await segmentAtQuality(
+      order.output.quality,
       order.upload.file,
       order.probe,
       deps.profiles[order.modelName]!,
@@ -60,7 +62,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   }
   pixels ??= scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   await decodeFullSize(segmentation, deps.imageLimits);
-  const rendered = await renderOutput(segmentation, order.output, { ...deps.render, maxOutputPixels: order.maxOutputPixels });
+  const rendered = await renderOutput(segmentation, order.output, { ...renderSettingsFor(order.output.quality, deps.render), maxOutputPixels: order.maxOutputPixels });
   await pixels.release();
 
   // Charged for good only if the client is still there to get the cutout.

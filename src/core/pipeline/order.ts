@@ -1,7 +1,7 @@
 import type { ApiMetrics } from '../metrics.js';
 import { probeImage, type Probe } from '../image/pipeline.js';
 import type { ModelVerifier } from '../inference/model-verifier.js';
-import { checkImageSize, checkPlanOptions, chooseModel, maxUploadBytes } from '../limits/plan-policy.js';
+import { checkImageSize, checkPlanOptions, checkPlanQuality, chooseModel, maxUploadBytes } from '../limits/plan-policy.js';
 import type { Plan } from '../limits/plans.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
 import { parseOutputOptions, type OutputOptions } from '../output-options.js';
@@ -38,6 +38,7 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   const { request, signal } = scope;
   const early = parseOutputOptions({}, request.url, request.headers);
   checkPlanOptions(plan, early.requested);
+  checkPlanQuality(plan, early.options.quality);
   await untilAborted(deps.verifier.ensure(chooseModel(early.options.model, plan, deps.models, deps.defaultModel)), signal);
 
   const limits = { ...deps.upload, maxFileBytes: maxUploadBytes(plan, deps.upload.maxFileBytes) };
@@ -47,6 +48,7 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
 
   const { options: output, requested } = parseOutputOptions(upload.fields, request.url, request.headers);
   checkPlanOptions(plan, requested);
+  checkPlanQuality(plan, output.quality);
   const modelName = chooseModel(output.model, plan, deps.models, deps.defaultModel);
   await untilAborted(deps.verifier.ensure(modelName), signal);
   const probe = await probeImage(upload.file, { maxInputPixels: deps.maxInputPixels });
