@@ -10,7 +10,7 @@ import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { quotaCost } from '../src/core/limits/plans.js';
 import { parseOutputOptions } from '../src/core/output-options.js';
 import { uploadRequest } from './helpers/core-request.js';
-import { recordIssuedKeys } from './helpers/log-capture.js';
+import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 const limits = { maxInputPixels: 40_000_000 };
@@ -144,7 +144,7 @@ describe('quality through the endpoint', () => {
     };
     for (const plan of Object.keys(plans)) keys[plan] = (await store.createKey({ accountId: `acct_${plan}`, plan })).key;
     recordIssuedKeys(Object.values(keys));
-    handler = createRemoveBgHandler({ keyStore: store, plans, inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 }, onInternalError: () => {} });
+    handler = createRemoveBgHandler({ keyStore: store, plans, inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 }, onInternalError: captureInternalError });
     await handler.ready();
     image = (await objectOnTexture(320, 240)).bytes;
   });
