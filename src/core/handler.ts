@@ -12,6 +12,7 @@ import { maxBodyBytes, readUpload } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
 import { parseOutputOptions, type OutputOptionName, type OutputOptions } from './output-options.js';
 import type { Plan } from './limits/plans.js';
+import { apiDocsRoutes } from '../openapi/routes.js';
 
 export interface Route {
   /** Path below wherever the adapter mounts the routes. */
@@ -329,11 +330,23 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       { path: '/v1/remove-bg', handle },
       { path: '/v1/account', handle: account },
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
+      ...(config.apiDocs ? apiDocsRoutes(docsContext(config)) : []),
     ],
     ready,
     async close() {
       client.close();
     },
+  };
+}
+
+/** What the OpenAPI document says that depends on this handler's configuration. */
+function docsContext(config: ReturnType<typeof resolveOptions>) {
+  return {
+    serverUrl: config.publicBaseUrl,
+    maxUploadBytes: config.limits.maxUploadBytes,
+    models: Object.keys(config.inference.models),
+    defaultModel: config.inference.modelName,
+    problemTypeBase: config.problemTypeBase,
   };
 }
 

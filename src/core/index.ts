@@ -13,6 +13,6 @@ export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/prof
 export { segment, probeImage, type Segmentation, type Probe, type MaskModel } from './image/pipeline.js';
 export { renderOutput, foregroundBox, FOREGROUND_THRESHOLD, PREVIEW_PIXELS, type Rendered, type RenderOptions, type Box } from './image/output.js';
 export { estimateForeground } from './image/foreground.js';
-export { parseOutputOptions, parseColor, OUTPUT_OPTION_NAMES, DEFAULT_OUTPUT, type OutputOptions } from './output-options.js';
+export { parseOutputOptions, parseColor, OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
 export { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
 export { connectRedis } from './redis.js';

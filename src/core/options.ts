@@ -108,6 +108,13 @@ export interface RemoveBgOptions {
    * fur on a new background. Default true.
    */
   foregroundEstimation?: boolean;
+  /**
+   * Serve the OpenAPI document at `/v1/openapi.json` and a reference page at `/docs` beside the
+   * endpoint (public, no key needed). Default true.
+   */
+  apiDocs?: boolean;
+  /** The API's public base URL for the document's `servers`. Default: where the document was fetched from. */
+  publicBaseUrl?: string;
   /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
   problemTypeBase?: string;
   /**
@@ -136,6 +143,8 @@ export function resolveOptions(options: RemoveBgOptions) {
     insuranceInstances: options.insuranceInstances ?? 1,
     onResponse: options.onResponse,
     exposeMetrics: options.exposeMetrics ?? false,
+    apiDocs: options.apiDocs ?? true,
+    publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
       tls: inference.tls,

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../../src/core/index.js';
 import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../helpers/fixtures.js';
 import { startInferenceProcess } from '../helpers/inference-process.js';
+import { OpenApiResponseChecker } from '../helpers/openapi-check.js';
 import { alphaIoU, decodeAlpha, objectOnTexture } from '../helpers/synthetic-image.js';
 
 /** How a suite gets an app of one framework, serving the handler over real HTTP. */
@@ -45,6 +46,17 @@ export function runConformanceSuite(harness: AdapterHarness): void {
     let handler: RemoveBgHandler;
     let app: { url: string; close(): Promise<void> };
     let endpoint: string;
+    let checker: OpenApiResponseChecker | undefined;
+
+    // Every response the suite gets is checked against the API's own OpenAPI document.
+    const fetch = async (input: string, init?: RequestInit) => {
+      const response = await globalThis.fetch(input, init);
+      if (checker) {
+        const body = Buffer.from(await response.clone().arrayBuffer());
+        expect(checker.check(init?.method ?? 'GET', input, response.status, response.headers, body), 'conforms to /v1/openapi.json').toEqual([]);
+      }
+      return response;
+    };
 
     beforeAll(async () => {
       keys = await createTestKeys();
@@ -52,6 +64,7 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       await handler.ready();
       app = await harness.start(handler, '/api');
       endpoint = `${app.url}/api/v1/remove-bg`;
+      checker = new OpenApiResponseChecker(await (await fetch(`${app.url}/api/v1/openapi.json`)).json());
     });
 
     afterAll(async () => {
@@ -147,7 +160,11 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         const request = http.request(endpoint, { method: 'POST', headers: { 'x-api-key': [keys.good, keys.good], 'content-length': 0 } }, (res) => {
           let body = '';
           res.on('data', (c) => (body += c));
-          res.on('end', () => resolve({ status: res.statusCode!, body }));
+          res.on('end', () => {
+            const headers = new Headers(Object.entries(res.headers).map(([k, v]) => [k, String(v)]));
+            expect(checker!.check('POST', endpoint, res.statusCode!, headers, Buffer.from(body)), 'conforms to /v1/openapi.json').toEqual([]);
+            resolve({ status: res.statusCode!, body });
+          });
         });
         request.on('error', reject);
         request.end();
@@ -443,6 +460,10 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         await inference.stop();
       }
     }, 120_000);
+
+    it('checked every response above against /v1/openapi.json', () => {
+      expect(checker!.checked).toBeGreaterThan(40);
+    });
   });
 }
 
