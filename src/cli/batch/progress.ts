@@ -1,0 +1,48 @@
+import cliProgress from 'cli-progress';
+
+export interface ProgressCounts {
+  done: number;
+  failed: number;
+  total: number;
+  retries: number;
+}
+
+/**
+ * One line: bar, done/total, images per second, ETA, failures and retries. Redrawn in place on
+ * a terminal; on a pipe or a log, a plain line every few seconds.
+ */
+export class BatchProgress {
+  private readonly bar: cliProgress.SingleBar;
+  private readonly started = Date.now();
+
+  constructor(stream: NodeJS.WriteStream, total: number) {
+    this.bar = new cliProgress.SingleBar(
+      {
+        stream,
+        format: ' {bar} {value}/{total} | {rate} img/s | ETA {eta_formatted} | failed {failed} | retries {retries}',
+        barCompleteChar: '\u2588',
+        barIncompleteChar: '\u2591',
+        barsize: 30,
+        hideCursor: true,
+        etaBuffer: 20,
+        etaAsynchronousUpdate: true,
+        fps: 5,
+        noTTYOutput: true,
+        notTTYSchedule: 5_000,
+        emptyOnZero: true,
+      },
+      cliProgress.Presets.shades_classic,
+    );
+    this.bar.start(total, 0, { rate: '0.00', failed: 0, retries: 0 });
+  }
+
+  update(counts: ProgressCounts): void {
+    const finished = counts.done + counts.failed;
+    const seconds = (Date.now() - this.started) / 1000;
+    this.bar.update(finished, { rate: (finished / Math.max(seconds, 0.001)).toFixed(2), failed: counts.failed, retries: counts.retries });
+  }
+
+  stop(): void {
+    this.bar.stop();
+  }
+}
