@@ -13,7 +13,10 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
-import { DEFAULT_OUTPUT, InferenceClient, ISNET_PROFILE, probeImage, renderOutput, segment } from '../src/core/index.js';
+import { DEFAULT_OUTPUT, ISNET_PROFILE } from '../src/core/index.js';
+import { InferenceClient } from '../src/core/inference/inference-client.js';
+import { probeImage, segment } from '../src/core/image/pipeline.js';
+import { renderOutput } from '../src/core/image/output.js';
 import { startInferenceProcess } from '../test/helpers/inference-process.js';
 import { score, type Scores } from './quality-metrics.js';
 

@@ -40,3 +40,26 @@ describe('Budget (weighted semaphore)', () => {
     expect(budget.inUse).toBe(0);
   });
 });
+
+describe('Budget: waiting with a signal', () => {
+  it('a waiter whose signal aborts leaves the queue, and the ones behind it move up', async () => {
+    const budget = new Budget(1);
+    const first = budget.tryTake(1)!;
+    const leaving = new AbortController();
+    const gone = budget.take(1, leaving.signal);
+    const next = budget.take(1);
+    leaving.abort(new Error('client left'));
+    await expect(gone).rejects.toThrow('client left');
+    first();
+    (await next)();
+    expect(budget.inUse).toBe(0);
+  });
+
+  it('an already-aborted signal is refused without queueing', async () => {
+    const budget = new Budget(1);
+    const held = budget.tryTake(1)!;
+    await expect(budget.take(1, AbortSignal.abort(new Error('gone')))).rejects.toThrow('gone');
+    held();
+    expect(budget.inUse).toBe(0);
+  });
+});

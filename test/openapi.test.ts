@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import express from 'express';
 import type { Server } from 'node:http';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
-import { createRemoveBgHandler, ERROR_CATALOG, OUTPUT_OPTION_DEFINITIONS, parseOutputOptions, type KeyStore, type RemoveBgHandler } from '../src/core/index.js';
+import { createRemoveBgHandler, ERROR_CATALOG, OUTPUT_OPTION_DEFINITIONS, type KeyStore, type RemoveBgHandler } from '../src/core/index.js';
+import { parseOutputOptions } from '../src/core/output-options.js';
 import { buildOpenApiDocument } from '../src/openapi/document.js';
 import { baseUrlOf } from './conformance/suite.js';
 

@@ -1,6 +1,7 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
+import { coreRequestOf } from './node-request.js';
 
 /**
  * Express middleware answering one route through the core. It reads the raw request stream
@@ -9,19 +10,8 @@ import type { CoreRequest, CoreResponse } from '../core/http-types.js';
  */
 export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreResponse>): RequestHandler {
   return (req: Request, res: Response, next) => {
-    const abort = new AbortController();
-    // 'close' on the response before it finished means the client went away.
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
-    handle({
-      method: req.method,
-      url: req.originalUrl,
-      headers: req.headers,
-      body: req,
-      signal: abort.signal,
-      clientIp: req.ip, // honours the app's 'trust proxy' setting
-    })
+    // req.ip honours the app's 'trust proxy' setting.
+    handle(coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip }))
       .then((response) => writeResponse(res, response))
       .catch(next);
   };

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
+import { coreRequestOf } from './node-request.js';
 
 export interface FastifyRemoveBgOptions {
   /** A handler from createRemoveBgHandler, or options to create one. */
@@ -21,18 +22,8 @@ export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async 
 
   for (const route of handler.routes) {
     fastify.all(route.path, async (request: FastifyRequest, reply: FastifyReply) => {
-      const abort = new AbortController();
-      reply.raw.on('close', () => {
-        if (!reply.raw.writableFinished) abort.abort();
-      });
-      const response = await route.handle({
-        method: request.method,
-        url: request.raw.url ?? request.url,
-        headers: request.headers,
-        body: request.raw,
-        signal: abort.signal,
-        clientIp: request.ip, // honours the app's trustProxy setting
-      });
+      // request.ip honours the app's trustProxy setting.
+      const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip }));
       return reply.code(response.status).headers(response.headers).send(response.body);
     });
   }

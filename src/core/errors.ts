@@ -49,6 +49,8 @@ export const ERROR_CATALOG = {
   },
   corrupt_image: { status: 422, title: 'Corrupt image', detail: 'The image is truncated or corrupt and could not be decoded.' },
   image_too_large: { status: 413, title: 'Image too large', detail: 'The image has more pixels than allowed.' },
+  // Only in logs and metrics: nobody is left to receive it (nginx's 499).
+  client_closed: { status: 499, title: 'Client closed request', detail: 'The client went away before the answer was ready.' },
   // The service.
   inference_unavailable: {
     status: 503,

@@ -1,3 +1,8 @@
+/**
+ * `bgcut/core`: the framework-neutral API. The handler and its options, the adapter contract
+ * (CoreRequest/CoreResponse, for writing an adapter of your own), key stores and key utilities,
+ * plans, and the error catalogue. Everything else under src/core is internal.
+ */
 export { createRemoveBgHandler, type RemoveBgHandler, type Route } from './handler.js';
 export { resolveOptions, type RemoveBgOptions, type InferenceOptions, type RequestLimits, type AccessLogEntry } from './options.js';
 export type { CoreRequest, CoreResponse, IncomingHeaders } from './http-types.js';
@@ -8,11 +13,7 @@ export { RedisKeyStore, type RedisKeyStoreOptions } from './auth/redis-key-store
 export { NotFoundError } from './auth/key-records.js';
 export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX } from './auth/api-key.js';
 export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, type MonthlyQuota } from './limits/plans.js';
-export { PlanEnforcer, type RedisFailureMode } from './limits/plan-enforcer.js';
+export type { RedisFailureMode } from './limits/plan-enforcer.js';
 export { ISNET_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
-export { segment, probeImage, type Segmentation, type Probe, type MaskModel } from './image/pipeline.js';
-export { renderOutput, foregroundBox, FOREGROUND_THRESHOLD, PREVIEW_PIXELS, type Rendered, type RenderOptions, type Box } from './image/output.js';
-export { estimateForeground } from './image/foreground.js';
-export { parseOutputOptions, parseColor, OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
-export { InferenceClient, ModelMismatchError } from './inference/inference-client.js';
+export { OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
 export { connectRedis } from './redis.js';

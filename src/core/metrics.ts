@@ -27,7 +27,20 @@ export class ApiMetrics {
   readonly bytesOut = new Counter({ name: 'bgcut_response_bytes_total', help: 'Bytes of response bodies', registers: [this.registry] });
   readonly inFlight = new Gauge({ name: 'bgcut_requests_in_flight', help: 'Requests uploading or being processed', registers: [this.registry] });
 
-  constructor() {
+  /** `budgets` reads the memory budgets at each scrape: what is held now, and how many wait. */
+  constructor(budgets: () => { inferenceSlots: number; inferenceQueue: number; pixels: number }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'bgcut_api_' });
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
+    gauge('bgcut_inference_slots_in_use', 'Inference calls this instance makes now', () => budgets().inferenceSlots);
+    gauge('bgcut_inference_slots_waiting', 'Requests waiting for an inference slot', () => budgets().inferenceQueue);
+    gauge('bgcut_pixels_in_process', 'Full-size pixels being decoded, composed and encoded', () => budgets().pixels);
   }
 }

@@ -10,8 +10,6 @@ export interface UploadLimits {
   maxFields: number;
   /** Largest form field value, in bytes. */
   maxFieldBytes: number;
-  /** Longest time the whole upload may take, in ms. */
-  timeoutMs: number;
 }
 
 export interface Upload {
@@ -33,8 +31,8 @@ export function maxBodyBytes(limits: UploadLimits): number {
 /**
  * Reads a multipart/form-data body that must hold exactly one file part named `file`, with
  * every busboy limit set (its defaults are Infinity). Rejects with an ApiError naming the limit
- * that was hit. On rejection the body may be partly unread: the caller decides what to do with
- * the rest.
+ * that was hit, or with the signal's reason when it aborts (the client left, or its time ran
+ * out). On rejection the body may be partly unread: the caller decides what to do with the rest.
  */
 export function readUpload(body: Readable, headers: IncomingHeaders, limits: UploadLimits, signal: AbortSignal): Promise<Upload> {
   const contentType = headers['content-type'];
@@ -50,6 +48,8 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
   try {
     parser = busboy({
       headers: headers as Record<string, string>,
+      // File names in UTF-8, as browsers send them (busboy's default reads them as latin1).
+      defParamCharset: 'utf8',
       limits: {
         fileSize: limits.maxFileBytes,
         files: 1,
@@ -64,6 +64,7 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
     return Promise.reject(new ApiError('malformed_multipart', { detail: (error as Error).message, cause: error }));
   }
 
+  if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<Upload>((resolve, reject) => {
     const fields: Record<string, string> = {};
     const chunks: Buffer[] = [];
@@ -72,12 +73,10 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
     let fileDone = false;
     let settled = false;
 
-    const timer = setTimeout(() => fail(new ApiError('upload_timeout')), limits.timeoutMs);
-    const onAbort = () => fail(new ApiError('upload_timeout', { detail: 'The client went away.' }));
+    const onAbort = () => fail(signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed'));
     signal.addEventListener('abort', onAbort, { once: true });
 
     function cleanup(): void {
-      clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
       body.unpipe(parser);
       body.off('data', countBytes);

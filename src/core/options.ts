@@ -53,7 +53,10 @@ export interface RequestLimits {
   maxUploadBytes?: number;
   /** Largest image, in pixels, judged from its header before decoding. Default 40 000 000. */
   maxInputPixels?: number;
-  /** Longest an upload may take, in ms. Default 60 000. */
+  /**
+   * Longest a request may take to arrive whole, from its arrival to the last byte of its upload,
+   * in ms; a slower one gets 408 `upload_timeout`. Default 60 000.
+   */
   uploadTimeoutMs?: number;
   /** Form fields besides the file. Default 16. */
   maxFields?: number;
@@ -118,6 +121,11 @@ export interface RemoveBgOptions {
   /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
   problemTypeBase?: string;
   /**
+   * How long `handler.close()` lets requests in progress finish before ending them with a 503,
+   * in ms. Default 30 000.
+   */
+  shutdownTimeoutMs?: number;
+  /**
    * Called with unexpected failures (5xx), never with the API key or request headers.
    * Default: one line to stderr.
    */
@@ -169,6 +177,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     pngCompressionLevel: options.pngCompressionLevel ?? 4,
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
     onInternalError: options.onInternalError ?? ((error: unknown) => console.error('bgcut: internal error:', error)),
   };
 
@@ -194,6 +203,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     throw new RangeError('redisFailureMode must be "fail-closed" or "insurance"');
   }
   positive('insuranceInstances', resolved.insuranceInstances);
+  positive('shutdownTimeoutMs', resolved.shutdownTimeoutMs);
   // The image must fit in one gRPC message of the largest model's input size.
   const inputBytes = Math.max(...Object.values(resolved.inference.models).map((p) => 3 * p.width * p.height * 4));
   if (inputBytes + 1024 > resolved.inference.maxMessageBytes) {

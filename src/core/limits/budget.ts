@@ -1,7 +1,8 @@
 /**
  * A weighted, first-come-first-served semaphore: at most `capacity` units (requests, pixels)
- * held at once. A single request larger than the capacity waits until it is alone. Hand-written
- * (about 40 lines) because the common semaphore packages count permits, not weights.
+ * held at once. A single request larger than the capacity waits until it is alone. A waiter whose
+ * signal aborts leaves the queue at once. Hand-written (about 50 lines) because the common
+ * semaphore packages count permits, not weights.
  */
 export class Budget {
   private used = 0;
@@ -15,12 +16,27 @@ export class Budget {
     return this.grant(units);
   }
 
-  /** Waits for `units`, in arrival order; resolves with the release. */
-  take(units: number): Promise<() => void> {
+  /** Waits for `units`, in arrival order; resolves with the release, or rejects with the signal's reason. */
+  take(units: number, signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     const now = this.tryTake(units);
     if (now) return Promise.resolve(now);
-    return new Promise((resolve) => {
-      this.waiting.push({ units, grant: () => resolve(this.grant(units)) });
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        units,
+        grant: () => {
+          signal?.removeEventListener('abort', leave);
+          resolve(this.grant(units));
+        },
+      };
+      const leave = () => {
+        const index = this.waiting.indexOf(waiter);
+        if (index >= 0) this.waiting.splice(index, 1);
+        this.wakeWaiters();
+        reject(signal!.reason);
+      };
+      signal?.addEventListener('abort', leave, { once: true });
+      this.waiting.push(waiter);
     });
   }
 
@@ -28,8 +44,17 @@ export class Budget {
     return this.used;
   }
 
+  /** Waiters still queued. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
   private fits(units: number): boolean {
     return this.used === 0 || this.used + units <= this.capacity;
+  }
+
+  private wakeWaiters(): void {
+    while (this.waiting.length > 0 && this.fits(this.waiting[0]!.units)) this.waiting.shift()!.grant();
   }
 
   private grant(units: number): () => void {
@@ -39,7 +64,7 @@ export class Budget {
       if (released) return;
       released = true;
       this.used -= units;
-      while (this.waiting.length > 0 && this.fits(this.waiting[0]!.units)) this.waiting.shift()!.grant();
+      this.wakeWaiters();
     };
   }
 }

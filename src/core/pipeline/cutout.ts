@@ -1,0 +1,79 @@
+import { renderOutput, type Rendered } from '../image/output.js';
+import { decodeFullSize, segment, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import type { PreprocessingProfile } from '../image/profile.js';
+import type { Budget } from '../limits/budget.js';
+import type { PlanEnforcer } from '../limits/plan-enforcer.js';
+import type { Admitted } from './admission.js';
+import { untilAborted } from './abortable.js';
+import type { Order } from './order.js';
+import type { RequestScope } from './request-scope.js';
+
+export interface CutoutDeps {
+  enforcer: PlanEnforcer;
+  /** Model inputs in flight on this instance (each a tensor plus its gRPC copies). */
+  inferenceSlots: Budget;
+  /** Full-size pixels decoded, composed and encoded at once on this instance. */
+  pixelBudget: Budget;
+  profiles: Record<string, PreprocessingProfile>;
+  /** The model by name, as a function from input tensor to mask. */
+  model: (name: string) => MaskModel;
+  imageLimits: ImageLimits;
+  render: { pngCompressionLevel: number; foregroundEstimation: boolean };
+  onInternalError: (error: unknown) => void;
+}
+
+export interface Cutout {
+  rendered: Rendered;
+  /** Milliseconds per stage: the segmentation's, then the rendering's. */
+  timings: Record<string, number>;
+}
+
+/**
+ * Step 3: the work. Reserves the quota (given back if the cutout does not reach its client),
+ * waits for an inference slot, runs the model, waits for pixel budget, composes and encodes.
+ */
+export async function makeCutout(scope: RequestScope, admitted: Admitted, order: Order, deps: CutoutDeps): Promise<Cutout> {
+  const { signal } = scope;
+  const account = admitted.identity.account;
+  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels), signal, (late) => late());
+  const quota = scope.hold(refund);
+
+  const slot = scope.hold(await deps.inferenceSlots.take(1, signal));
+  // Decode the full size while the model runs when there is memory for it now; else later.
+  const early = deps.pixelBudget.tryTake(order.pixels);
+  let pixels = early ? scope.hold(early) : undefined;
+  let segmentation: Segmentation;
+  try {
+    // A client that left while this request waited for its slot never starts an inference.
+    signal.throwIfAborted();
+    segmentation = await segment(
+      order.upload.file,
+      order.probe,
+      deps.profiles[order.modelName]!,
+      deps.model(order.modelName),
+      deps.imageLimits,
+      signal,
+      Boolean(pixels),
+    );
+  } finally {
+    await slot.release();
+  }
+  pixels ??= scope.hold(await deps.pixelBudget.take(order.pixels, signal));
+  await decodeFullSize(segmentation, deps.imageLimits);
+  const rendered = await renderOutput(segmentation, order.output, { ...deps.render, maxOutputPixels: order.maxOutputPixels });
+  await pixels.release();
+
+  // Charged for good only if the client is still there to get the cutout.
+  signal.throwIfAborted();
+  quota.keep();
+  await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
+  return { rendered, timings: stageTimings(segmentation, rendered) };
+}
+
+function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {
+  const timings: Record<string, number> = {};
+  for (const [stage, ms] of Object.entries(segmentation.timings)) timings[stage] = ms ?? 0;
+  timings.postprocess = (timings.postprocess ?? 0) + rendered.timings.postprocess;
+  timings.encode = rendered.timings.encode;
+  return timings;
+}

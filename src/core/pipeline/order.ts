@@ -1,0 +1,56 @@
+import type { ApiMetrics } from '../metrics.js';
+import { probeImage, type Probe } from '../image/pipeline.js';
+import type { ModelVerifier } from '../inference/model-verifier.js';
+import { checkImageSize, checkPlanOptions, chooseModel, maxUploadBytes } from '../limits/plan-policy.js';
+import type { Plan } from '../limits/plans.js';
+import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
+import { parseOutputOptions, type OutputOptions } from '../output-options.js';
+import { untilAborted } from './abortable.js';
+import type { RequestScope } from './request-scope.js';
+
+export interface OrderDeps {
+  verifier: ModelVerifier;
+  models: Record<string, unknown>;
+  defaultModel: string;
+  /** Upload limits of this instance; the plan may lower the file size. */
+  upload: UploadLimits;
+  maxInputPixels: number;
+  metrics: ApiMetrics;
+}
+
+/** What the caller asked for, checked against its plan. */
+export interface Order {
+  upload: Upload;
+  output: OutputOptions;
+  modelName: string;
+  probe: Probe;
+  pixels: number;
+  /** Largest output the plan allows, in pixels (Infinity for none). */
+  maxOutputPixels: number;
+}
+
+/**
+ * Step 2: what the caller asks for. Options in the query string and the model are checked
+ * before the upload is read; then the upload, its form fields, and the image's header (type and
+ * size, before any decode) against the plan.
+ */
+export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps): Promise<Order> {
+  const { request, signal } = scope;
+  const early = parseOutputOptions({}, request.url, request.headers);
+  checkPlanOptions(plan, early.requested);
+  await untilAborted(deps.verifier.ensure(chooseModel(early.options.model, plan, deps.models, deps.defaultModel)), signal);
+
+  const limits = { ...deps.upload, maxFileBytes: maxUploadBytes(plan, deps.upload.maxFileBytes) };
+  const upload = await readUpload(request.body, request.headers, limits, signal);
+  scope.uploadDone();
+  deps.metrics.bytesIn.inc(upload.file.length);
+
+  const { options: output, requested } = parseOutputOptions(upload.fields, request.url, request.headers);
+  checkPlanOptions(plan, requested);
+  const modelName = chooseModel(output.model, plan, deps.models, deps.defaultModel);
+  await untilAborted(deps.verifier.ensure(modelName), signal);
+  const probe = await probeImage(upload.file, { maxInputPixels: deps.maxInputPixels });
+  const pixels = probe.width * probe.height;
+  const maxOutputPixels = checkImageSize(plan, pixels, output);
+  return { upload, output, modelName, probe, pixels, maxOutputPixels };
+}
