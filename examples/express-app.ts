@@ -5,6 +5,7 @@
 import express, { type Express } from 'express';
 import { pathToFileURL } from 'node:url';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
+import { shutDownGracefully } from './graceful-shutdown.js';
 import {
   connectRedis,
   createRemoveBgHandler,
@@ -58,5 +59,6 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const handler = handlerFromEnvironment();
   await handler.ready();
   const port = Number(process.env.PORT ?? 3000);
-  createExpressApp(handler).listen(port, () => console.log(`express example listening on http://localhost:${port}`));
+  const server = createExpressApp(handler).listen(port, () => console.log(`express example listening on http://localhost:${port}`));
+  shutDownGracefully(server, handler);
 }

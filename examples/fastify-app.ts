@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { removeBgPlugin } from '../src/adapters/fastify.js';
 import type { RemoveBgHandler } from '../src/core/index.js';
 import { handlerFromEnvironment } from './express-app.js';
+import { shutDownGracefully } from './graceful-shutdown.js';
 
 export async function createFastifyApp(handler: RemoveBgHandler, prefix = ''): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
@@ -26,4 +27,5 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const app = await createFastifyApp(handler);
   await app.listen({ port, host: '0.0.0.0' });
   console.log(`fastify example listening on http://localhost:${port}`);
+  shutDownGracefully(app.server, handler);
 }

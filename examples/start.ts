@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FileKeyStore } from '../src/core/index.js';
 import { createExpressApp, handlerFromEnvironment } from './express-app.js';
+import { shutDownGracefully } from './graceful-shutdown.js';
 
 const port = Number(process.env.PORT ?? 3000);
 const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
@@ -36,11 +37,9 @@ const server = createExpressApp(handler).listen(port, () => {
   console.log(`try: curl -H "X-API-KEY: ${key}" -F file=@photo.jpg http://localhost:${port}/v1/remove-bg -o out.png`);
 });
 
-const stop = () => {
-  server.close();
+shutDownGracefully(server, handler, async () => {
   inference.removeAllListeners('exit');
+  const exited = new Promise((resolve) => inference.once('exit', resolve));
   inference.kill('SIGTERM');
-  inference.on('exit', () => process.exit(0));
-};
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);
+  await exited;
+});

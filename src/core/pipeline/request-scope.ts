@@ -17,8 +17,9 @@ export interface Lease {
 export interface RequestScope {
   readonly request: CoreRequest;
   /**
-   * Aborts when the client goes away (reason: ApiError `client_closed`) or the upload takes too
-   * long, counted from the request's arrival (reason: ApiError `upload_timeout`).
+   * Aborts when the client goes away (reason: ApiError `client_closed`), the upload takes too
+   * long, counted from the request's arrival (`upload_timeout`), or a shutdown runs out of time
+   * (`service_unavailable`).
    */
   readonly signal: AbortSignal;
   /** The caller, once identified (so even refusals can carry its rate-limit headers). */
@@ -35,7 +36,9 @@ export interface RequestScope {
 
 export function openRequestScope(request: CoreRequest, uploadTimeoutMs: number): RequestScope {
   const controller = new AbortController();
-  const onClientGone = () => controller.abort(new ApiError('client_closed'));
+  // The adapter aborts without a reason when the client goes away; the server's own reasons
+  // (a shutdown that ran out of time) are ApiErrors and are kept.
+  const onClientGone = () => controller.abort(request.signal.reason instanceof ApiError ? request.signal.reason : new ApiError('client_closed'));
   if (request.signal.aborted) onClientGone();
   else request.signal.addEventListener('abort', onClientGone, { once: true });
   let timer: NodeJS.Timeout | undefined = setTimeout(() => controller.abort(new ApiError('upload_timeout')), uploadTimeoutMs);
