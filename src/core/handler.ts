@@ -111,6 +111,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         upload,
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
+        imageUrl: config.imageUrl,
       });
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,

@@ -6,6 +6,7 @@ import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './ima
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
 import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
 import { OUTPUT_OPTION_NAMES } from './output-options.js';
+import { resolveImageUrlOptions, type ImageUrlOptions } from './image-url/options.js';
 
 /** One line per response, for access logs. Holds the key's short id, never the key. */
 export interface AccessLogEntry {
@@ -104,6 +105,8 @@ export interface RemoveBgOptions {
   onResponse?: (entry: AccessLogEntry) => void;
   inference?: InferenceOptions;
   limits?: RequestLimits;
+  /** `image_url` input: on by default, fetched with SSRF protection; see ImageUrlOptions. */
+  imageUrl?: ImageUrlOptions;
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
   pngCompressionLevel?: number;
   /**
@@ -152,6 +155,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     onResponse: options.onResponse,
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
+    imageUrl: resolveImageUrlOptions(options.imageUrl),
     publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',

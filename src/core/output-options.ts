@@ -69,6 +69,8 @@ export interface OptionSchema {
   type: 'string';
   enum?: string[];
   pattern?: string;
+  format?: string;
+  maxLength?: number;
   default?: string;
   examples?: string[];
 }

@@ -235,9 +235,11 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         expect(response.headers.get('allow')).toBe('POST');
       });
 
-      it('415 not_multipart for a JSON body', async () => {
-        const response = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'application/json' }, body: '{"file":1}' });
-        await expectProblem(response, 415, 'not_multipart');
+      it('415 not_multipart for a body neither multipart nor JSON; 400 missing_file for JSON without image_url', async () => {
+        const text = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'text/plain' }, body: 'file=1' });
+        await expectProblem(text, 415, 'not_multipart');
+        const json = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'application/json' }, body: '{"file":1}' });
+        await expectProblem(json, 400, 'missing_file');
       });
 
       it('400 missing_file for a form without a file part', async () => {
