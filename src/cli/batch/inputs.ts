@@ -13,20 +13,16 @@ export interface BatchItem {
 
 /**
  * Files, folders (walked recursively, images only) and globs, each file once, each with its
- * output path; `extension` is the output format's. Throws when two inputs would write one output.
+ * output path; `extension` is the output format's. Files that differ only by extension keep it
+ * in their output's name; two inputs that would still write one output (the same name from two
+ * folders) are an error.
  */
 export async function expandInputs(args: string[], extension: string): Promise<{ items: BatchItem[]; unmatched: string[] }> {
-  const items = new Map<string, BatchItem>();
-  const outputs = new Map<string, string>();
+  const found = new Map<string, { input: string; relative: string }>();
   const unmatched: string[] = [];
   const add = (file: string, relative: string) => {
     const absolute = path.resolve(file);
-    if (items.has(absolute)) return;
-    const output = relative.replace(/\.[^./\\]*$/, '') + `.${extension}`;
-    const clash = outputs.get(output);
-    if (clash) throw new Error(`${clash} and ${file} would both be written to ${output}: pass them in separate runs or folders`);
-    outputs.set(output, file);
-    items.set(absolute, { input: file, output });
+    if (!found.has(absolute)) found.set(absolute, { input: file, relative });
   };
   for (const arg of args) {
     const info = await stat(arg).catch(() => undefined);
@@ -38,7 +34,20 @@ export async function expandInputs(args: string[], extension: string): Promise<{
       for (const file of matches) add(file, path.basename(file));
     }
   }
-  return { items: [...items.values()], unmatched };
+  // photo.jpg -> photo.png; but photo.jpg and photo.png side by side -> photo.jpg.png and photo.png.png.
+  const stem = (relative: string) => relative.replace(/\.[^./\\]*$/, '');
+  const stems = new Map<string, number>();
+  for (const { relative } of found.values()) stems.set(stem(relative).toLowerCase(), (stems.get(stem(relative).toLowerCase()) ?? 0) + 1);
+  const items: BatchItem[] = [];
+  const outputs = new Map<string, string>();
+  for (const { input, relative } of found.values()) {
+    const output = `${stems.get(stem(relative).toLowerCase())! > 1 ? relative : stem(relative)}.${extension}`;
+    const clash = outputs.get(output.toLowerCase());
+    if (clash) throw new Error(`${clash} and ${input} would both be written to ${output}: pass them in separate runs or folders`);
+    outputs.set(output.toLowerCase(), input);
+    items.push({ input, output });
+  }
+  return { items, unmatched };
 }
 
 async function walk(dir: string): Promise<string[]> {
