@@ -240,5 +240,7 @@ function filenameOf(disposition: string | null): string | undefined {
       // fall through to the plain name
     }
   }
-  return /filename="([^"]*)"/i.exec(disposition ?? '')?.[1];
+  // A plain token (`filename=a.png`) or a quoted string (`filename="a b.png"`, with \" escapes).
+  const plain = /(?:^|;)\s*filename=(?:"((?:[^"\\]|\\.)*)"|([^;\s]+))/i.exec(disposition ?? '');
+  return plain ? (plain[1]?.replace(/\\(.)/g, '$1') ?? plain[2]) : undefined;
 }

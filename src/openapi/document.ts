@@ -19,7 +19,8 @@ export type JsonObject = { [key: string]: unknown };
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
 export const OPERATION_CODES: Record<'removeBackground' | 'getAccount', ErrorCode[]> = {
-  removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found'),
+  // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
+  removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed'),
   getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'],
 };
 
