@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { createRemoveBgHandler, type AccessLogEntry, type KeyLookup, type KeyStore } from '../src/core/index.js';
+import { createRemoveBgHandler, type AccessLogEntry, type KeyLookup, type KeyStore, type RemoveBgHandler, type RequestLimits } from '../src/core/index.js';
 import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
@@ -19,72 +19,64 @@ function heldKeyStore(inner: KeyStore) {
   return { store, open: () => open(), waiting: () => waiting };
 }
 
+/** A handler whose access log the test reads; the upload timer is long, so only cancellation can end a request in time. */
+function loggedHandler(keyStore: KeyStore, limits: RequestLimits = {}) {
+  const log: AccessLogEntry[] = [];
+  const handler = createRemoveBgHandler({
+    keyStore,
+    plans: TEST_PLANS,
+    inference: { address: inject('inferenceAddress') },
+    limits: { uploadTimeoutMs: 60_000, ...limits },
+    onResponse: (entry) => log.push(entry),
+    onInternalError: () => {},
+  });
+  return { handler, log };
+}
+
+/** Resolves with the answer, or undefined if the handler still holds the request after 5 s. */
+const within5s = <T>(answer: Promise<T>) => Promise.race([answer, pause(5_000).then(() => undefined)]);
+
+/** The account allows one request at a time: a second one is served only if the first's slot came back. */
+async function expectSlotFree(handler: RemoveBgHandler, key: string) {
+  const second = drivenRequest({ key, contentType: 'text/plain' });
+  second.body.end('not a form');
+  expect((await handler.handle(second.request)).status).toBe(415);
+}
+
 describe('cancellation: a request whose client left gives back everything it held', () => {
   it('a client that leaves while its key is being looked up is answered at once, as client_closed, and holds no slot', async () => {
     const keys = await createTestKeys();
     const held = heldKeyStore(keys.store);
-    const log: AccessLogEntry[] = [];
-    const handler = createRemoveBgHandler({
-      keyStore: held.store,
-      plans: TEST_PLANS,
-      inference: { address: inject('inferenceAddress') },
-      // Long enough that only cancellation, not the upload timer, can end the request in time.
-      limits: { uploadTimeoutMs: 60_000 },
-      onResponse: (entry) => log.push(entry),
-      onInternalError: () => {},
-    });
+    const { handler, log } = loggedHandler(held.store);
     const first = drivenRequest({ key: keys.oneAtATime });
     const answered = handler.handle(first.request);
     while (held.waiting() === 0) await pause(5);
     first.abort();
     held.open();
-    const response = await Promise.race([answered, pause(5_000).then(() => undefined)]);
-    expect(response, 'the handler still held the request 5 s after its client left').toBeDefined();
+    expect(await within5s(answered), 'the handler still held the request 5 s after its client left').toBeDefined();
     expect(log.at(-1)?.code).toBe('client_closed');
-    // The account allows one request at a time: the slot must be free again.
-    const second = drivenRequest({ key: keys.oneAtATime, contentType: 'text/plain' });
-    second.body.end('not a form');
-    expect((await handler.handle(second.request)).status).toBe(415);
+    await expectSlotFree(handler, keys.oneAtATime);
     await handler.close();
   });
 
   it('a client that leaves after admission, before sending its upload, frees its account slot at once', async () => {
     const keys = await createTestKeys();
-    const log: AccessLogEntry[] = [];
-    const handler = createRemoveBgHandler({
-      keyStore: keys.store,
-      plans: TEST_PLANS,
-      inference: { address: inject('inferenceAddress') },
-      limits: { uploadTimeoutMs: 60_000 },
-      onResponse: (entry) => log.push(entry),
-      onInternalError: () => {},
-    });
+    const { handler, log } = loggedHandler(keys.store);
     await handler.ready();
     const first = drivenRequest({ key: keys.oneAtATime });
     const answered = handler.handle(first.request);
     // The body never comes; the client gives up while the handler waits for it.
     await pause(300);
     first.abort();
-    const response = await Promise.race([answered, pause(5_000).then(() => undefined)]);
-    expect(response, 'the handler still held the request 5 s after its client left').toBeDefined();
+    expect(await within5s(answered), 'the handler still held the request 5 s after its client left').toBeDefined();
     expect(log.at(-1)?.code).toBe('client_closed');
-    const second = drivenRequest({ key: keys.oneAtATime, contentType: 'text/plain' });
-    second.body.end('not a form');
-    expect((await handler.handle(second.request)).status).toBe(415);
+    await expectSlotFree(handler, keys.oneAtATime);
     await handler.close();
   });
 
   it('a request queued for an inference slot whose client left never runs its inference', async () => {
     const keys = await createTestKeys();
-    const log: AccessLogEntry[] = [];
-    const handler = createRemoveBgHandler({
-      keyStore: keys.store,
-      plans: TEST_PLANS,
-      inference: { address: inject('inferenceAddress') },
-      limits: { maxConcurrentInferences: 1 },
-      onResponse: (entry) => log.push(entry),
-      onInternalError: () => {},
-    });
+    const { handler, log } = loggedHandler(keys.store, { maxConcurrentInferences: 1 });
     await handler.ready();
     const image = (await objectOnTexture(320, 240)).bytes;
     const order: string[] = [];

@@ -3,6 +3,7 @@ import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } fro
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { coreRequestOf } from './node-request.js';
 import { Readable } from 'node:stream';
+import { checkExpressTrustProxy } from './trust-proxy.js';
 
 /**
  * Express middleware answering one route through the core. It reads the raw request stream
@@ -11,6 +12,7 @@ import { Readable } from 'node:stream';
  */
 export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreResponse>): RequestHandler {
   return (req: Request, res: Response, next) => {
+    checkExpressTrustProxy(req.app);
     // req.ip honours the app's 'trust proxy' setting.
     const request = coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip });
     // The host app's express.json() may have read a JSON body (`{"image_url": ...}`) already.

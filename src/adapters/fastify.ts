@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import { coreRequestOf } from './node-request.js';
+import { checkFastifyTrustProxy } from './trust-proxy.js';
 
 export interface FastifyRemoveBgOptions {
   /** A handler from createRemoveBgHandler, or options to create one. */
@@ -17,6 +18,7 @@ export interface FastifyRemoveBgOptions {
  */
 export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async (fastify, options) => {
   const handler = 'handle' in options.handler ? options.handler : createRemoveBgHandler(options.handler);
+  checkFastifyTrustProxy(fastify);
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
 

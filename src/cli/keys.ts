@@ -18,6 +18,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FileKeyStore } from '../core/auth/file-key-store.js';
+import { InvalidAllowListEntryError, validateAllowedIps } from '../core/auth/ip-allow-list.js';
 import type { KeyAdmin, KeyRecord } from '../core/auth/key-store.js';
 import { RedisKeyStore } from '../core/auth/redis-key-store.js';
 import { DEFAULT_PLANS, loadPlansFile, type Plans } from '../core/limits/plans.js';
@@ -101,7 +102,7 @@ export async function main(argv: string[], out: (line: string) => void = console
           accountId: need(values.account, '--account'),
           plan,
           expiresAt: values.expires ? new Date(Date.now() + parseDuration(values.expires)) : null,
-          allowedIps: values.ip,
+          allowedIps: validateAllowedIps(values.ip),
           allowedOrigins: values.origin,
         });
         print({ key, record }, `${key}\n(key id ${record.id}; shown once, store it now)`);
@@ -139,7 +140,7 @@ export async function main(argv: string[], out: (line: string) => void = console
     }
   } catch (error) {
     console.error(`bgcut-keys: ${(error as Error).message}`);
-    return error instanceof UsageError ? 2 : 1;
+    return error instanceof UsageError || error instanceof InvalidAllowListEntryError ? 2 : 1;
   } finally {
     redis?.disconnect();
   }

@@ -77,6 +77,11 @@ export const ERROR_CATALOG = {
   inference_timeout: { status: 504, title: 'Inference timed out', detail: 'The inference server did not answer in time.' },
   server_busy: { status: 503, title: 'Server busy', detail: 'This server has as many requests in progress as it takes. Retry after the time in Retry-After.' },
   service_unavailable: { status: 503, title: 'Service unavailable', detail: 'A backing service is unavailable.' },
+  api_key_misconfigured: {
+    status: 500,
+    title: 'API key misconfigured',
+    detail: "The API key's stored settings are not valid (for example its IP allow-list); its owner must replace the key.",
+  },
   internal_error: { status: 500, title: 'Internal error', detail: 'Something went wrong on our side.' },
 } as const satisfies Record<string, { status: number; title: string; detail: string }>;
 

@@ -176,6 +176,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       await inFlight.close(5_000);
     }
     client.close();
+    enforcer.close();
   }
 
   return {

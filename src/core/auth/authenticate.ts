@@ -1,7 +1,7 @@
 import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
 import { hashApiKey, isWellFormedApiKey, keyIdOf } from './api-key.js';
-import { BlockList, isIP } from 'node:net';
+import { InvalidAllowListEntryError, ipAllowed } from './ip-allow-list.js';
 import type { Account, KeyRecord, KeyStore } from './key-store.js';
 
 export interface Identity {
@@ -78,8 +78,7 @@ export async function authenticate(
 /** Keys may be limited to client addresses (or CIDR ranges) and to browser origins. */
 function checkRestrictions(key: KeyRecord, request: AuthRequest): void {
   if (key.allowedIps?.length) {
-    const ip = normaliseIp(request.clientIp);
-    if (!ip || !ipAllowed(ip, key.allowedIps)) {
+    if (!request.clientIp || !ipAllowedOrMisconfigured(key, request.clientIp)) {
       throw new ApiError('ip_not_allowed', { detail: 'This API key may not be used from this address.' });
     }
   }
@@ -91,20 +90,18 @@ function checkRestrictions(key: KeyRecord, request: AuthRequest): void {
   }
 }
 
-function normaliseIp(ip: string | undefined): string | undefined {
-  if (!ip) return undefined;
-  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  return v4 ? v4[1] : ip;
-}
-
-function ipAllowed(ip: string, allowed: string[]): boolean {
-  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
-  const list = new BlockList();
-  for (const entry of allowed) {
-    const [address, prefix] = entry.split('/');
-    const entryFamily = isIP(address ?? '') === 6 ? 'ipv6' : 'ipv4';
-    if (prefix === undefined) list.addAddress(address!, entryFamily);
-    else list.addSubnet(address!, Number(prefix), entryFamily);
+/**
+ * A stored entry that is not an address or range (written before entries were validated, or by
+ * hand) is the key owner's configuration error: a 500 with its own code, reported with the key id.
+ */
+function ipAllowedOrMisconfigured(key: KeyRecord, clientIp: string): boolean {
+  try {
+    return ipAllowed(clientIp, key.allowedIps!);
+  } catch (error) {
+    if (!(error instanceof InvalidAllowListEntryError)) throw error;
+    throw new ApiError('api_key_misconfigured', {
+      detail: "This API key's IP allow-list is not valid; replace the key.",
+      cause: new Error(`key ${key.id}: allowedIps entry ${error.message}`),
+    });
   }
-  return list.check(ip, family);
 }

@@ -1,5 +1,7 @@
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import lockfile from 'proper-lockfile';
+import writeFileAtomic from 'write-file-atomic';
 import { hashesEqual, keyIdOf } from './api-key.js';
 import { expireBy, newKey, NotFoundError } from './key-records.js';
 import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
@@ -15,19 +17,25 @@ export interface FileKeyStoreOptions {
   file: string;
   /** How often, at most, the file's mtime is checked for changes made by other processes. Default 1000 ms. */
   reloadIntervalMs?: number;
+  /** How old a lock must be before a writer that died holding it is taken to be gone. Default 10 000 ms. */
+  lockStaleMs?: number;
 }
 
 const EMPTY: KeyFile = { version: 1, accounts: [], keys: [] };
 const LOCK_STALE_MS = 10_000;
+const LOCK_WAIT_MS = 30_000;
 
 /**
  * The embedded key store: one JSON file of accounts and key hashes. Readers pick up changes made
- * by other processes without a restart; writers take a lock file and replace the file by rename,
- * so a reader never sees a half-written file.
+ * by other processes without a restart. Writers hold a proper-lockfile lock (a `.lock` directory
+ * whose mtime the holder keeps fresh, so only a dead holder's lock ever looks stale) and replace
+ * the file with write-file-atomic (temp file, fsync, rename), so a reader never sees a
+ * half-written file and no two writers read-modify-write at once.
  */
 export class FileKeyStore implements KeyAdmin {
   private readonly file: string;
   private readonly reloadIntervalMs: number;
+  private readonly lockStaleMs: number;
   private snapshot: { mtimeMs: number; size: number; byId: Map<string, KeyRecord[]>; accounts: Map<string, Account> } | undefined;
   private lastCheck = 0;
   private loading: Promise<void> | undefined;
@@ -35,6 +43,7 @@ export class FileKeyStore implements KeyAdmin {
   constructor(options: FileKeyStoreOptions) {
     this.file = path.resolve(options.file);
     this.reloadIntervalMs = options.reloadIntervalMs ?? 1000;
+    this.lockStaleMs = options.lockStaleMs ?? LOCK_STALE_MS;
   }
 
   async findByHash(hash: string): Promise<KeyLookup | undefined> {
@@ -107,24 +116,20 @@ export class FileKeyStore implements KeyAdmin {
     return updated!;
   }
 
-  /** Read-modify-write under the lock file. */
-  async update(change: (data: KeyFile) => void): Promise<void> {
+  /** Read-modify-write under the lock; the file is replaced only while the lock is still ours. */
+  async update(change: (data: KeyFile) => void | Promise<void>): Promise<void> {
     await mkdir(path.dirname(this.file), { recursive: true });
-    const release = await this.lock();
+    let compromised: Error | undefined;
+    const release = await this.lock((error) => (compromised = error));
     try {
       const data = await this.read();
-      change(data);
-      const partial = `${this.file}.${process.pid}.tmp`;
-      const handle = await open(partial, 'w', 0o600);
-      try {
-        await handle.writeFile(`${JSON.stringify(data, null, 2)}\n`);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await rename(partial, this.file);
+      await change(data);
+      // Another writer took the lock (this process stalled past the stale time): writing now
+      // could undo its change, so this change fails instead.
+      if (compromised) throw new Error(`lost the lock on ${this.file}; the change was not written`, { cause: compromised });
+      await writeFileAtomic(this.file, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600, fsync: true });
     } finally {
-      await release();
+      await release().catch(() => {}); // a compromised lock is no longer ours to release
     }
     this.lastCheck = 0;
   }
@@ -169,23 +174,21 @@ export class FileKeyStore implements KeyAdmin {
     };
   }
 
-  private async lock(): Promise<() => Promise<void>> {
-    const lockFile = `${this.file}.lock`;
-    const started = Date.now();
-    for (;;) {
-      try {
-        const handle = await open(lockFile, 'wx');
-        await handle.close();
-        return () => rm(lockFile, { force: true });
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-        const info = await stat(lockFile).catch(() => undefined);
-        // A writer that died holding the lock leaves it behind: take it over once it is stale.
-        if (info && Date.now() - info.mtimeMs > LOCK_STALE_MS) await rm(lockFile, { force: true });
-        if (Date.now() - started > 2 * LOCK_STALE_MS) throw new Error(`could not lock ${lockFile}`);
-        await new Promise((r) => setTimeout(r, 5 + Math.random() * 20));
-      }
-    }
+  private async lock(onCompromised: (error: Error) => void): Promise<() => Promise<void>> {
+    const lockfilePath = `${this.file}.lock`;
+    const options = {
+      lockfilePath,
+      realpath: false, // the key file need not exist yet
+      stale: this.lockStaleMs,
+      // Waits for a live holder up to 30 s (or twice the stale time), polling every 100 ms at most.
+      retries: { retries: Math.ceil(Math.max(LOCK_WAIT_MS, 2 * this.lockStaleMs) / 100), minTimeout: 10, maxTimeout: 100, randomize: true },
+      onCompromised,
+    };
+    // Earlier versions of this store locked with a plain file at this path: once stale, remove it
+    // (proper-lockfile's lock is a directory and would retry on such a file until it gives up).
+    const info = await stat(lockfilePath).catch(() => undefined);
+    if (info?.isFile() && Date.now() - info.mtimeMs > this.lockStaleMs) await rm(lockfilePath, { force: true });
+    return lockfile.lock(this.file, options);
   }
 }
 

@@ -1,8 +1,11 @@
 import { generateApiKey, hashApiKey, keyIdOf } from './api-key.js';
+import { validateAllowedIps } from './ip-allow-list.js';
 import type { CreateKeyOptions, KeyRecord } from './key-store.js';
 
-/** A new key and the record that is stored for it (the record holds only the hash). */
+/** A new key and the record that is stored for it (the record holds only the hash). Throws InvalidAllowListEntryError. */
 export function newKey(options: CreateKeyOptions, now = new Date()): { key: string; record: KeyRecord } {
+  // Checked before anything is stored: a bad entry would otherwise fail every request with the key.
+  validateAllowedIps(options.allowedIps);
   const key = generateApiKey();
   const hash = hashApiKey(key);
   const record: KeyRecord = {

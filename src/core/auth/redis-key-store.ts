@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { hashesEqual } from './api-key.js';
-import { expireBy, newKey, NotFoundError } from './key-records.js';
+import { newKey, NotFoundError } from './key-records.js';
 import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
 
 export interface RedisKeyStoreOptions {
@@ -18,6 +18,53 @@ export interface RedisKeyStoreOptions {
    */
   maxStaleMs?: number;
 }
+
+// Changes to a stored record are read-modify-writes done inside Redis (Lua, one step each), so two
+// admins changing one key or account at once cannot undo each other (a revocation racing a
+// rotation, a suspension racing a new key).
+
+/** KEYS: key record. ARGV: 'revoke' | 'expire-by', ISO time. The new record, nil if none, error 'revoked'. */
+const PATCH_KEY = `
+local raw = redis.call('GET', KEYS[1])
+if not raw then return nil end
+local record = cjson.decode(raw)
+local revoked = record.revokedAt ~= nil and record.revokedAt ~= cjson.null
+if ARGV[1] == 'revoke' then
+  if not revoked then record.revokedAt = ARGV[2] end
+else
+  if revoked then return redis.error_reply('revoked') end
+  local current = record.expiresAt
+  if current == nil or current == cjson.null or ARGV[2] < current then record.expiresAt = ARGV[2] end
+end
+local out = cjson.encode(record)
+redis.call('SET', KEYS[1], out)
+return out
+`;
+
+/** KEYS: account. ARGV: id, plan. Creates the account (active) or moves it to the plan, keeping its status. */
+const UPSERT_ACCOUNT = `
+local raw = redis.call('GET', KEYS[1])
+local account
+if raw then
+  account = cjson.decode(raw)
+  account.plan = ARGV[2]
+else
+  account = { id = ARGV[1], plan = ARGV[2], status = 'active' }
+end
+redis.call('SET', KEYS[1], cjson.encode(account))
+return 1
+`;
+
+/** KEYS: account. ARGV: status. The new account, nil if none. */
+const SET_STATUS = `
+local raw = redis.call('GET', KEYS[1])
+if not raw then return nil end
+local account = cjson.decode(raw)
+account.status = ARGV[1]
+local out = cjson.encode(account)
+redis.call('SET', KEYS[1], out)
+return out
+`;
 
 /**
  * Keys and accounts in Redis, for many API instances. Layout (with the default prefix):
@@ -53,20 +100,18 @@ export class RedisKeyStore implements KeyAdmin {
 
   async createKey(options: CreateKeyOptions): Promise<{ key: string; record: KeyRecord }> {
     const created = newKey(options);
-    const existing = await this.getAccount(options.accountId);
-    const account: Account = { id: options.accountId, plan: options.plan, status: existing?.status ?? 'active' };
     const multi = this.redis.multi();
     if (options.revokeOthers) {
       for (const other of await this.listKeys(options.accountId)) {
-        if (!other.revokedAt) multi.set(this.k('key', other.hash), JSON.stringify({ ...other, revokedAt: created.record.createdAt }));
+        if (!other.revokedAt) multi.eval(PATCH_KEY, 1, this.k('key', other.hash), 'revoke', created.record.createdAt);
       }
     }
     multi
       .set(this.k('key', created.record.hash), JSON.stringify(created.record))
       .set(this.k('keyid', created.record.id), created.record.hash)
-      .set(this.k('account', account.id), JSON.stringify(account))
-      .sadd(this.k('accounts'), account.id)
-      .sadd(this.k('account-keys', account.id), created.record.id);
+      .eval(UPSERT_ACCOUNT, 1, this.k('account', options.accountId), options.accountId, options.plan)
+      .sadd(this.k('accounts'), options.accountId)
+      .sadd(this.k('account-keys', options.accountId), created.record.id);
     await multi.exec();
     return created;
   }
@@ -85,8 +130,7 @@ export class RedisKeyStore implements KeyAdmin {
 
   async revokeKey(keyId: string): Promise<KeyRecord> {
     const record = await this.getKeyById(keyId);
-    const revoked = { ...record, revokedAt: record.revokedAt ?? new Date().toISOString() };
-    await this.redis.set(this.k('key', record.hash), JSON.stringify(revoked));
+    const revoked = await this.patchKey(record, 'revoke', new Date());
     this.cache.delete(record.hash);
     return revoked;
   }
@@ -96,6 +140,9 @@ export class RedisKeyStore implements KeyAdmin {
     if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
     const account = await this.getAccount(old.accountId);
     if (!account) throw new NotFoundError(`no account ${old.accountId}`);
+    // The old key's end is set first, in one step that fails if it was revoked meanwhile.
+    const ending = await this.patchKey(old, 'expire-by', new Date(Date.now() + overlapMs));
+    this.cache.delete(old.hash);
     const created = await this.createKey({
       accountId: old.accountId,
       plan: account.plan,
@@ -103,9 +150,6 @@ export class RedisKeyStore implements KeyAdmin {
       allowedIps: old.allowedIps,
       allowedOrigins: old.allowedOrigins,
     });
-    const ending = expireBy(old, new Date(Date.now() + overlapMs));
-    await this.redis.set(this.k('key', old.hash), JSON.stringify(ending));
-    this.cache.delete(old.hash);
     return { ...created, old: ending };
   }
 
@@ -116,12 +160,10 @@ export class RedisKeyStore implements KeyAdmin {
   }
 
   async setAccountStatus(accountId: string, status: Account['status']): Promise<Account> {
-    const account = await this.getAccount(accountId);
-    if (!account) throw new NotFoundError(`no account ${accountId}`);
-    const updated = { ...account, status };
-    await this.redis.set(this.k('account', accountId), JSON.stringify(updated));
+    const raw = (await this.redis.eval(SET_STATUS, 1, this.k('account', accountId), status)) as string | null;
+    if (!raw) throw new NotFoundError(`no account ${accountId}`);
     this.cache.clear();
-    return updated;
+    return JSON.parse(raw) as Account;
   }
 
   async close(): Promise<void> {
@@ -146,6 +188,15 @@ export class RedisKeyStore implements KeyAdmin {
     }
     if (this.cache.size >= 100_000) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(hash, { lookup, at: Date.now() });
+  }
+
+  private async patchKey(record: KeyRecord, op: 'revoke' | 'expire-by', at: Date): Promise<KeyRecord> {
+    const raw = await (this.redis.eval(PATCH_KEY, 1, this.k('key', record.hash), op, at.toISOString()) as Promise<string | null>).catch((error: Error) => {
+      if (error.message === 'revoked') throw new Error(`key ${record.id} is revoked`);
+      throw error;
+    });
+    if (!raw) throw new NotFoundError(`no key ${record.id}`);
+    return JSON.parse(raw) as KeyRecord;
   }
 
   private async getAccount(id: string): Promise<Account | undefined> {

@@ -7,8 +7,10 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 import { ApiError } from '../errors.js';
+import { untilAborted } from '../pipeline/abortable.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore, type ConcurrencyStore } from './concurrency.js';
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './quota-store.js';
+import { PendingUsage } from './pending-usage.js';
 import { quotaCost, type Plan, type Plans } from './plans.js';
 import { MemoryUsageMeter, monthOf, RedisUsageMeter, type Usage, type UsageMeter } from './usage-meter.js';
 
@@ -30,8 +32,17 @@ export interface PlanEnforcerOptions {
   insuranceInstances?: number;
   /** Prefix of every Redis key. Default `bgcut`. */
   keyPrefix?: string;
-  /** How long a concurrency slot may be held before it lapses (a crashed holder). Default 5 min. */
-  concurrencySlotTtlMs?: number;
+  /**
+   * Lease of a concurrency slot in Redis: its holder renews it every third of this time, and a
+   * slot whose release was lost (a Redis blip, a crashed instance) is free again after it.
+   * Default 10 000 ms.
+   */
+  concurrencyLeaseMs?: number;
+}
+
+export interface AdmitOptions {
+  /** The request's signal: aborting rejects admission with its reason, holding nothing. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface RateState {
@@ -58,6 +69,9 @@ export function rateLimitHeaders(state: RateState): Record<string, string> {
   };
 }
 
+/** Quota counters outlive any month (their key names the month). */
+const QUOTA_TTL_SECONDS = 32 * 86400;
+
 const unavailable = (what: string, cause: unknown) =>
   new ApiError('service_unavailable', { detail: `The ${what} cannot be reached.`, headers: { 'retry-after': '5' }, cause });
 
@@ -72,18 +86,21 @@ export class PlanEnforcer {
   private readonly concurrency: ConcurrencyStore;
   private readonly fallbackConcurrency = new MemoryConcurrencyStore();
   private readonly quotas: QuotaStore;
-  private readonly fallbackQuotas = new MemoryQuotaStore();
+  private readonly fallbackQuotas: QuotaStore = new MemoryQuotaStore();
   private readonly usageMeter: UsageMeter;
-  private readonly slotTtlMs: number;
   private readonly insurance: boolean;
   private readonly share: number;
+  private readonly shared: boolean;
+  /** Usage the shared stores missed while Redis was away, added to them when it is back. */
+  private readonly pending = new PendingUsage();
+  private readonly detach: () => void = () => {};
 
   constructor(options: PlanEnforcerOptions) {
     const prefix = options.keyPrefix ?? 'bgcut';
-    this.slotTtlMs = options.concurrencySlotTtlMs ?? 5 * 60_000;
     this.insurance = options.redisFailureMode === 'insurance';
     this.share = options.insuranceInstances ?? 1;
     const redis = options.redis;
+    this.shared = Boolean(redis);
     const limiter = (name: string, points: number, duration: number): RateLimiterAbstract => {
       if (!redis) return new RateLimiterMemory({ keyPrefix: `${prefix}:${name}`, points, duration });
       return new RateLimiterRedis({
@@ -94,7 +111,7 @@ export class PlanEnforcer {
         // Fail at once while disconnected, instead of queueing until some timeout.
         rejectIfRedisNotReady: true,
         ...(this.insurance
-          ? { insuranceLimiter: new RateLimiterMemory({ keyPrefix: `${prefix}:insurance:${name}`, points: Math.max(1, Math.floor(points / this.share)), duration }) }
+          ? { insuranceLimiter: new RateLimiterMemory({ keyPrefix: `${prefix}:insurance:${name}`, points: this.insuranceShare(points), duration }) }
           : {}),
       });
     };
@@ -103,9 +120,14 @@ export class PlanEnforcer {
       const rate = plan.burst ? new BurstyRateLimiter(minute, limiter(`burst:${name}`, plan.burst, 3600)) : minute;
       this.limiters.set(name, { plan, rate, minute });
     }
-    this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix) : new MemoryConcurrencyStore();
+    this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix, { leaseMs: options.concurrencyLeaseMs }) : new MemoryConcurrencyStore();
     this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
     this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
+    if (redis) {
+      const onReady = () => void this.flushPending();
+      redis.on('ready', onReady);
+      this.detach = () => redis.off('ready', onReady);
+    }
   }
 
   plan(name: string): Plan {
@@ -117,15 +139,20 @@ export class PlanEnforcer {
   /**
    * Admits one request: takes one from the rate allowance (429 `rate_limited` when none is
    * left) and a concurrency slot (429 `concurrency_limited`). Resolves with the rate headers
-   * and a release for the slot, to call when the response is done.
+   * and a release for the slot, to call when the response is done. Rejects with the signal's
+   * reason as soon as it aborts, holding nothing.
    */
-  async admit(accountId: string, planName: string): Promise<{ headers: Record<string, string>; release: () => Promise<void> }> {
+  async admit(accountId: string, planName: string, options: AdmitOptions = {}): Promise<{ headers: Record<string, string>; release: () => Promise<void> }> {
+    const { signal } = options;
     const { plan, rate } = this.entry(planName);
+    signal?.throwIfAborted();
     let state: RateState;
     try {
-      const res = await rate.consume(accountId, 1);
+      const consumed = rate.consume(accountId, 1);
+      const res = await (signal ? untilAborted(consumed, signal) : consumed);
       state = { limit: plan.requestsPerMinute, remaining: Math.max(0, res.remainingPoints), resetSeconds: Math.ceil(res.msBeforeNext / 1000) };
     } catch (rejection) {
+      if (signal?.aborted) throw signal.reason;
       if (!(rejection instanceof RateLimiterRes)) throw unavailable('rate limiter', rejection);
       const resetSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
       throw new ApiError('rate_limited', {
@@ -133,25 +160,22 @@ export class PlanEnforcer {
       });
     }
     const headers = rateLimitHeaders(state);
-    if (!plan.maxConcurrent) return { headers, release: async () => {} };
+    const maxConcurrent = plan.maxConcurrent;
+    if (!maxConcurrent) return { headers, release: async () => {} };
 
-    let store = this.concurrency;
-    let token: string | undefined;
-    try {
-      token = await store.acquire(accountId, plan.maxConcurrent, this.slotTtlMs);
-    } catch (error) {
-      if (!this.insurance || store === this.fallbackConcurrency) throw unavailable('concurrency store', error);
-      store = this.fallbackConcurrency;
-      token = await store.acquire(accountId, Math.max(1, Math.floor(plan.maxConcurrent / this.share)), this.slotTtlMs);
-    }
-    if (!token) {
+    const lease = await this.sharedOrInsurance(
+      'concurrency store',
+      signal,
+      () => this.concurrency.acquire(accountId, maxConcurrent, { signal }),
+      () => this.fallbackConcurrency.acquire(accountId, this.insuranceShare(maxConcurrent), { signal }),
+    );
+    if (!lease) {
       throw new ApiError('concurrency_limited', {
-        detail: `The plan allows ${plan.maxConcurrent} request(s) in progress at once.`,
+        detail: `The plan allows ${maxConcurrent} request(s) in progress at once.`,
         headers: { 'retry-after': '1', ...headers },
       });
     }
-    const held = token;
-    return { headers, release: () => store.release(accountId, held).catch(() => {}) };
+    return { headers, release: () => lease.release() };
   }
 
   /**
@@ -161,34 +185,91 @@ export class PlanEnforcer {
    */
   async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date()): Promise<() => Promise<void>> {
     const { plan } = this.entry(planName);
-    if (!plan.monthlyQuota) return async () => {};
-    const cost = quotaCost(plan.monthlyQuota, pixels);
-    // The key carries the month, so each calendar month starts afresh; 32 days outlives any month.
+    const quota = plan.monthlyQuota;
+    if (!quota) return async () => {};
+    const cost = quotaCost(quota, pixels);
+    // The key carries the month, so each calendar month starts afresh.
     const key = `${accountId}:${monthOf(now)}`;
-    const ttl = 32 * 86400;
-    let store = this.quotas;
-    let charged: boolean;
-    try {
-      charged = await store.charge(key, cost, plan.monthlyQuota.amount, ttl);
-    } catch (error) {
-      if (!this.insurance) throw unavailable('quota store', error);
-      store = this.fallbackQuotas;
-      charged = await store.charge(key, cost, Math.max(1, Math.floor(plan.monthlyQuota.amount / this.share)), ttl);
-    }
+    let inMemory = false;
+    const charged = await this.sharedOrInsurance(
+      'quota store',
+      undefined,
+      () => this.quotas.charge(key, cost, quota.amount, QUOTA_TTL_SECONDS),
+      async () => {
+        inMemory = true;
+        return this.fallbackQuotas.charge(key, cost, this.insuranceShare(quota.amount), QUOTA_TTL_SECONDS);
+      },
+    );
     if (!charged) {
       throw new ApiError('quota_exceeded', {
-        detail: `The plan's monthly quota of ${plan.monthlyQuota.amount} ${plan.monthlyQuota.unit} is used up.`,
+        detail: `The plan's monthly quota of ${quota.amount} ${quota.unit} is used up.`,
         headers: { 'retry-after': String(secondsToNextMonth(now)) },
       });
     }
+    if (inMemory) {
+      // Charged to this instance's insurance share: Redis hears of it when it is back.
+      this.pending.addQuota(key, cost);
+      return async () => {
+        await this.fallbackQuotas.refund(key, cost);
+        this.pending.addQuota(key, -cost);
+      };
+    }
+    this.flushSoon();
     return async () => {
-      await store.refund(key, cost).catch(() => {});
+      // A refund Redis misses is made when it is back: only successful cutouts are charged.
+      await this.quotas.refund(key, cost).catch(() => this.pending.addQuota(key, -cost));
     };
   }
 
+  /**
+   * Meters one successful cutout. While Redis is away the record is kept and added to Redis when
+   * it is back, so this does not reject for an outage.
+   */
   async recordUsage(accountId: string, pixels: number, now = new Date()): Promise<void> {
-    await this.usageMeter.add(accountId, monthOf(now), pixels / 1e6);
+    try {
+      await this.usageMeter.add(accountId, monthOf(now), pixels / 1e6);
+      this.flushSoon();
+    } catch (error) {
+      if (!this.shared) throw error;
+      this.pending.addUsage(accountId, monthOf(now), pixels / 1e6);
+    }
   }
+
+  /** Adds the usage Redis missed while away (quota charged in memory, failed refunds and records). */
+  async flushPending(): Promise<void> {
+    if (this.pending.empty) return;
+    await this.pending.flush(this.quotas, this.usageMeter, QUOTA_TTL_SECONDS).catch(() => {}); // still away: next time
+  }
+
+  /** Stops listening to the Redis client (it is the caller's to close). Usage still pending is lost. */
+  close(): void {
+    this.detach();
+  }
+
+  private flushSoon(): void {
+    if (!this.pending.empty) void this.flushPending();
+  }
+
+  /**
+   * One step against the shared (Redis) store; when that fails, `insurance` mode does it against
+   * this instance's memory store instead, and `fail-closed` answers 503. An abort is passed on.
+   */
+  private async sharedOrInsurance<T>(what: string, signal: AbortSignal | undefined, shared: () => Promise<T>, insurance: () => Promise<T>): Promise<T> {
+    try {
+      return await shared();
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      if (!this.shared) throw error; // in-memory limits: not an outage
+      if (!this.insurance) throw unavailable(what, error);
+      return insurance();
+    }
+  }
+
+  /** This instance's part of a plan limit while Redis is away (at least 1). */
+  private insuranceShare(amount: number): number {
+    return Math.max(1, Math.floor(amount / this.share));
+  }
+
 
   /** The account's standing, without consuming anything: for GET /v1/account. */
   async standing(accountId: string, planName: string, now = new Date()) {

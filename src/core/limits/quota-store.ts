@@ -9,6 +9,8 @@ export interface QuotaStore {
   /** Adds `cost` unless that would pass `limit`; resolves with whether it was charged. */
   charge(key: string, cost: number, limit: number, ttlSeconds: number): Promise<boolean>;
   refund(key: string, cost: number): Promise<void>;
+  /** Adds `delta` (negative for refunds) without a limit, never below 0: usage that already happened. */
+  adjust(key: string, delta: number, ttlSeconds: number): Promise<void>;
   used(key: string): Promise<number>;
 }
 
@@ -23,7 +25,11 @@ export class MemoryQuotaStore implements QuotaStore {
   }
 
   async refund(key: string, cost: number): Promise<void> {
-    this.counters.set(key, Math.max(0, (this.counters.get(key) ?? 0) - cost));
+    await this.adjust(key, -cost);
+  }
+
+  async adjust(key: string, delta: number): Promise<void> {
+    this.counters.set(key, Math.max(0, (this.counters.get(key) ?? 0) + delta));
   }
 
   async used(key: string): Promise<number> {
@@ -31,13 +37,20 @@ export class MemoryQuotaStore implements QuotaStore {
   }
 }
 
+// Checked before anything is written: a refusal leaves no key behind (an INCRBY then DECRBY
+// would leave a counter of 0 with no expiry when the month's first charge is refused).
 const CHARGE = `
-local used = redis.call('INCRBY', KEYS[1], ARGV[1])
-if used > tonumber(ARGV[2]) then
-  redis.call('DECRBY', KEYS[1], ARGV[1])
-  return 0
-end
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+if used + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+`;
+
+const ADJUST = `
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+if used < 0 then redis.call('SET', KEYS[1], 0) end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 `;
 
@@ -59,6 +72,10 @@ export class RedisQuotaStore implements QuotaStore {
 
   async refund(key: string, cost: number): Promise<void> {
     await this.redis.eval(REFUND, 1, this.k(key), cost);
+  }
+
+  async adjust(key: string, delta: number, ttlSeconds: number): Promise<void> {
+    await this.redis.eval(ADJUST, 1, this.k(key), delta, ttlSeconds);
   }
 
   async used(key: string): Promise<number> {

@@ -9,7 +9,8 @@ export interface Usage {
 
 /** Successful cutouts per account and month. */
 export interface UsageMeter {
-  add(accountId: string, month: string, megapixels: number): Promise<void>;
+  /** Records `images` cutouts (default 1) of `megapixels` in all. */
+  add(accountId: string, month: string, megapixels: number, images?: number): Promise<void>;
   get(accountId: string, month: string): Promise<Usage>;
 }
 
@@ -22,9 +23,9 @@ const round = (mp: number) => Math.round(mp * 1e4) / 1e4;
 export class MemoryUsageMeter implements UsageMeter {
   private readonly usage = new Map<string, Usage>();
 
-  async add(accountId: string, month: string, megapixels: number): Promise<void> {
+  async add(accountId: string, month: string, megapixels: number, images = 1): Promise<void> {
     const entry = this.usage.get(`${accountId}:${month}`) ?? { month, images: 0, megapixels: 0 };
-    entry.images += 1;
+    entry.images += images;
     entry.megapixels = round(entry.megapixels + megapixels);
     this.usage.set(`${accountId}:${month}`, entry);
   }
@@ -41,11 +42,11 @@ export class RedisUsageMeter implements UsageMeter {
     private readonly prefix: string,
   ) {}
 
-  async add(accountId: string, month: string, megapixels: number): Promise<void> {
+  async add(accountId: string, month: string, megapixels: number, images = 1): Promise<void> {
     const key = this.key(accountId, month);
     await this.redis
       .multi()
-      .hincrby(key, 'images', 1)
+      .hincrby(key, 'images', images)
       .hincrbyfloat(key, 'megapixels', round(megapixels))
       .expire(key, 400 * 86400)
       .exec();

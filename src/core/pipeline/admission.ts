@@ -46,7 +46,7 @@ export async function admit(scope: RequestScope, deps: AdmissionDeps): Promise<A
     throw new ApiError('inference_unavailable', { headers: retryAfter, detail: 'Every inference server is busy. Retry after the time in Retry-After.' });
   }
   const admission = await untilAborted(
-    deps.enforcer.admit(identity.account.id, identity.account.plan),
+    deps.enforcer.admit(identity.account.id, identity.account.plan, { signal }),
     signal,
     (late) => late.release(),
   );

@@ -1,0 +1,138 @@
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { connectRedis, type Plans } from '../src/core/index.js';
+import { PlanEnforcer } from '../src/core/limits/plan-enforcer.js';
+import { ApiError } from '../src/core/errors.js';
+import { RedisConcurrencyStore } from '../src/core/limits/concurrency.js';
+import { startRedis, type RedisServer } from './helpers/redis-server.js';
+
+const PLANS: Plans = { single: { requestsPerMinute: 10_000, maxConcurrent: 1 } };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const quiet = { onStateChange: () => {} };
+
+let server: RedisServer;
+let admin: Redis;
+const clients: Redis[] = [];
+const client = async () => {
+  const redis = connectRedis(server.url, quiet);
+  clients.push(redis);
+  await new Promise((r) => redis.once('ready', r));
+  return redis;
+};
+
+beforeAll(async () => {
+  server = await startRedis();
+  admin = await client();
+});
+afterEach(async () => {
+  await admin.flushall();
+});
+afterAll(async () => {
+  for (const c of clients) c.disconnect();
+  await server?.stop();
+});
+
+/** Tries to admit once: 'admitted' (and gives the slot back) or the refusal's code. */
+async function tryAdmit(enforcer: PlanEnforcer, account: string): Promise<string> {
+  try {
+    const { release } = await enforcer.admit(account, 'single');
+    await release();
+    return 'admitted';
+  } catch (error) {
+    return (error as ApiError).code;
+  }
+}
+
+/** Polls until the account can be admitted again; resolves with the ms it took (or Infinity). */
+async function msUntilFree(enforcer: PlanEnforcer, account: string, withinMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < withinMs) {
+    if ((await tryAdmit(enforcer, account)) === 'admitted') return Date.now() - started;
+    await sleep(200);
+  }
+  return Infinity;
+}
+
+describe('account concurrency slots in Redis are short leases', () => {
+  it('a release lost to a Redis blip frees the slot within seconds, with the default settings', async () => {
+    const redis = await client();
+    const enforcer = new PlanEnforcer({ plans: PLANS, redis });
+    const { release } = await enforcer.admit('acct_blip', 'single');
+    expect(await tryAdmit(enforcer, 'acct_blip')).toBe('concurrency_limited');
+    redis.disconnect(true); // the connection drops and comes back: the release's command fails
+    await release();
+    const freeAfter = await msUntilFree(enforcer, 'acct_blip', 15_000);
+    console.log(`slot free again ${freeAfter} ms after a release lost to a Redis blip`);
+    expect(freeAfter).toBeLessThan(15_000);
+  });
+
+  it('a holder that died (no release, no refresh) loses its slot when its lease ends', async () => {
+    const dying = await client();
+    const holder = new PlanEnforcer({ plans: PLANS, redis: dying, concurrencyLeaseMs: 1500 });
+    const other = new PlanEnforcer({ plans: PLANS, redis: await client(), concurrencyLeaseMs: 1500 });
+    await holder.admit('acct_dead', 'single');
+    dying.disconnect(); // gone for good, as a crashed instance
+    expect(await tryAdmit(other, 'acct_dead')).toBe('concurrency_limited');
+    const freeAfter = await msUntilFree(other, 'acct_dead', 10_000);
+    expect(freeAfter).toBeLessThan(4000);
+  });
+
+  it('a live holder keeps its slot past the lease time (it refreshes the lease)', async () => {
+    const a = new PlanEnforcer({ plans: PLANS, redis: await client(), concurrencyLeaseMs: 1000 });
+    const b = new PlanEnforcer({ plans: PLANS, redis: await client(), concurrencyLeaseMs: 1000 });
+    const { release } = await a.admit('acct_live', 'single');
+    await sleep(2500);
+    expect(await tryAdmit(b, 'acct_live')).toBe('concurrency_limited');
+    expect((await b.standing('acct_live', 'single')).inProgress).toBe(1);
+    await release();
+    expect(await tryAdmit(b, 'acct_live')).toBe('admitted');
+  });
+});
+
+describe('admission takes an AbortSignal', () => {
+  it('an already aborted signal rejects with its reason and takes no slot', async () => {
+    const enforcer = new PlanEnforcer({ plans: PLANS, redis: await client() });
+    const reason = new Error('client went away');
+    await expect(enforcer.admit('acct_abort', 'single', { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect((await enforcer.standing('acct_abort', 'single')).inProgress).toBe(0);
+  });
+
+  it('an abort while Redis is stalled rejects admission at once', async () => {
+    const enforcer = new PlanEnforcer({ plans: PLANS, redis: await client() });
+    const abort = new AbortController();
+    const reason = new Error('client went away');
+    // Redis stalls for 600 ms (CLIENT PAUSE; under the client's 1 s command timeout).
+    await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+    const admitted = enforcer.admit('acct_slow', 'single', { signal: abort.signal });
+    const started = Date.now();
+    setTimeout(() => abort.abort(reason), 100);
+    await expect(admitted).rejects.toBe(reason);
+    expect(Date.now() - started).toBeLessThan(450);
+    await sleep(800);
+    expect((await enforcer.standing('acct_slow', 'single')).inProgress).toBe(0);
+    expect(await tryAdmit(enforcer, 'acct_slow')).toBe('admitted');
+  });
+
+  it('a slot that Redis grants after the abort is given back', async () => {
+    const store = new RedisConcurrencyStore(await client(), 'abort');
+    const abort = new AbortController();
+    const reason = new Error('client went away');
+    await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+    const acquired = store.acquire('acct_late', 1, { signal: abort.signal });
+    setTimeout(() => abort.abort(reason), 100);
+    await expect(acquired).rejects.toBe(reason);
+    // The script was sent before the abort, so Redis runs it when the pause ends.
+    await sleep(900);
+    expect(await store.inUse('acct_late')).toBe(0);
+    const again = await store.acquire('acct_late', 1);
+    expect(again).toBeDefined();
+    await again!.release();
+  });
+
+  it('the memory store (no Redis) honours the signal too', async () => {
+    const enforcer = new PlanEnforcer({ plans: PLANS });
+    const reason = new Error('gone');
+    await expect(enforcer.admit('acct_mem', 'single', { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect(await tryAdmit(enforcer, 'acct_mem')).toBe('admitted');
+  });
+});
