@@ -10,6 +10,8 @@ import { pathToFileURL } from 'node:url';
 import { createFetchHandler } from '../src/adapters/fetch.js';
 import type { RemoveBgHandler } from '../src/core/index.js';
 import { handlerFromEnvironment } from './express-app.js';
+import { shutDownGracefully } from './graceful-shutdown.js';
+import type { Server } from 'node:http';
 
 export function createHonoApp(handler: RemoveBgHandler, prefix = ''): Hono {
   const app = new Hono();
@@ -26,5 +28,6 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const handler = handlerFromEnvironment();
   await handler.ready();
   const port = Number(process.env.PORT ?? 3000);
-  serve({ fetch: createHonoApp(handler).fetch, port }, () => console.log(`hono example listening on http://localhost:${port}`));
+  const server = serve({ fetch: createHonoApp(handler).fetch, port }, () => console.log(`hono example listening on http://localhost:${port}`));
+  shutDownGracefully(server as Server, handler);
 }
