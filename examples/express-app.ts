@@ -4,7 +4,9 @@
  */
 import express, { type Express } from 'express';
 import { pathToFileURL } from 'node:url';
+import { createDashboardRouter } from '../src/adapters/express-dashboard.js';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
+import type { Dashboard } from '../src/dashboard/index.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
 import {
   connectRedis,
@@ -16,10 +18,14 @@ import {
   type RemoveBgOptions,
 } from '../src/core/index.js';
 
-/** `prefix` mounts the endpoint below a path of the host app, e.g. `/api` serves `POST /api/v1/remove-bg`. */
-export function createExpressApp(handler: RemoveBgHandler, prefix = ''): Express {
+/**
+ * `prefix` mounts the endpoint below a path of the host app, e.g. `/api` serves `POST /api/v1/remove-bg`;
+ * `dashboard`, when given, is mounted at its basePath (before any body parser).
+ */
+export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboard?: Dashboard): Express {
   const app = express();
   app.disable('x-powered-by');
+  if (dashboard) app.use(dashboard.basePath, createDashboardRouter(dashboard));
   // The host app's own JSON parser: it only touches application/json bodies, so it and the
   // multipart endpoint live side by side.
   app.use(express.json({ limit: '100kb' }));

@@ -5,18 +5,22 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { pathToFileURL } from 'node:url';
+import { dashboardPlugin } from '../src/adapters/fastify-dashboard.js';
 import { removeBgPlugin } from '../src/adapters/fastify.js';
 import type { RemoveBgHandler } from '../src/core/index.js';
+import type { Dashboard } from '../src/dashboard/index.js';
 import { handlerFromEnvironment } from './express-app.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
 
-export async function createFastifyApp(handler: RemoveBgHandler, prefix = ''): Promise<FastifyInstance> {
+/** `dashboard`, when given, is registered at its basePath. */
+export async function createFastifyApp(handler: RemoveBgHandler, prefix = '', dashboard?: Dashboard): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
   app.get('/', async () => 'bgcut example (Fastify). POST an image to /v1/remove-bg with X-API-KEY.\n');
   app.get('/healthz', async () => ({ ok: true }));
   // Uses Fastify's own JSON parser, which the plugin's encapsulated parsers leave alone.
   app.post('/echo', async (request) => ({ youSent: request.body }));
   await app.register(removeBgPlugin, { handler, prefix });
+  if (dashboard) await app.register(dashboardPlugin, { dashboard });
   return app;
 }
 

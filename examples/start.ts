@@ -1,17 +1,23 @@
 /**
  * `npm start`: the inference server (a child process, as it would be on its own host) and the
- * Express example, on embedded defaults: in-memory rate limits, a file key store in .data/,
- * the built-in ISNet model. Prints a fresh demo key and a ready curl command.
+ * Express example with the dashboard, on embedded defaults: in-memory rate limits, a file key
+ * store in .data/, the built-in ISNet model. Prints a fresh demo key, a ready curl command, the
+ * dashboard's address and a demo sign-in.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FileKeyStore } from '../src/core/index.js';
+import { ActivityRecorder, FileKeyStore } from '../src/core/index.js';
+import { createDashboard, FileDashboardStore, setAccountHolder } from '../src/dashboard/index.js';
 import { createExpressApp, handlerFromEnvironment } from './express-app.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
 
 const port = Number(process.env.PORT ?? 3000);
 const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
 const keysFile = process.env.BGCUT_KEYS_FILE ?? '.data/keys.json';
+const demoEmail = 'demo@example.com';
 
 const inference = spawn(process.execPath, [fileURLToPath(new URL('../src/inference-server/cli.js', import.meta.url))], {
   env: { ...process.env, BGCUT_INFERENCE_PORT: String(inferencePort) },
@@ -23,21 +29,42 @@ inference.on('exit', (code, signal) => {
 });
 
 const keyStore = new FileKeyStore({ file: keysFile });
+const dashboardStore = new FileDashboardStore(keyStore);
+const activity = new ActivityRecorder({ store: dashboardStore });
 // Only the hash is stored, so a key can be shown once: mint a fresh demo key each start and
-// revoke the previous one.
-const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', revokeOthers: true });
+// revoke the previous one; likewise a fresh demo password.
+const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', label: 'demo (npm start)', revokeOthers: true });
+const demoPassword = randomBytes(9).toString('base64url');
+await setAccountHolder(dashboardStore, 'demo', demoEmail, demoPassword);
 
-const handler = handlerFromEnvironment({ keyStore, inference: { address: `127.0.0.1:${inferencePort}` } });
+const handler = handlerFromEnvironment({ keyStore, activity, inference: { address: `127.0.0.1:${inferencePort}` } });
+const dashboard = createDashboard({ handler, keyStore, store: dashboardStore, activity, secret: dashboardSecret(path.dirname(keysFile)) });
 console.log('waiting for the inference server to load the model...');
 await handler.ready();
 
-const server = createExpressApp(handler).listen(port, () => {
+const server = createExpressApp(handler, '', dashboard).listen(port, () => {
   console.log(`bgcut listening on http://localhost:${port}`);
   console.log(`demo key: ${key}`);
   console.log(`try: curl -H "X-API-KEY: ${key}" -F file=@photo.jpg http://localhost:${port}/v1/remove-bg -o out.png`);
+  console.log(`dashboard: http://localhost:${port}${dashboard.basePath}  (sign in as ${demoEmail} / ${demoPassword})`);
 });
 
+/** BGCUT_DASHBOARD_SECRET, or one made once and kept beside the key file, so sign-ins survive restarts. */
+function dashboardSecret(folder: string): string {
+  if (process.env.BGCUT_DASHBOARD_SECRET) return process.env.BGCUT_DASHBOARD_SECRET;
+  const file = path.join(folder, 'dashboard-secret');
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    mkdirSync(folder, { recursive: true });
+    const secret = randomBytes(32).toString('hex');
+    writeFileSync(file, secret, { mode: 0o600 });
+    return secret;
+  }
+}
+
 shutDownGracefully(server, handler, async () => {
+  await activity.close();
   inference.removeAllListeners('exit');
   const exited = new Promise((resolve) => inference.once('exit', resolve));
   inference.kill('SIGTERM');

@@ -25,7 +25,7 @@ describe('/docs in a real browser', () => {
     const profile = await mkdtemp(path.join(os.tmpdir(), 'bgcut-chromium-'));
     // A fresh profile each run (Playwright passes it as --user-data-dir).
     browser = await chromium.launchPersistentContext(profile, {
-      executablePath: '/usr/bin/chromium',
+      executablePath: process.env.BGCUT_CHROMIUM ?? '/usr/bin/chromium',
       headless: true,
       viewport: { width: 1200, height: 900 },
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],

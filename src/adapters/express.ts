@@ -14,7 +14,7 @@ export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreRe
   return (req: Request, res: Response, next) => {
     checkExpressTrustProxy(req.app);
     // req.ip honours the app's 'trust proxy' setting.
-    const request = coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip });
+    const request = coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip, protocol: req.protocol });
     // The host app's express.json() may have read a JSON body (`{"image_url": ...}`) already.
     if (req.readableEnded && isPlainObject(req.body)) request.body = Readable.from([Buffer.from(JSON.stringify(req.body))]);
     handle(request)

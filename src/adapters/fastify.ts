@@ -25,7 +25,7 @@ export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async 
   for (const route of handler.routes) {
     fastify.all(route.path, async (request: FastifyRequest, reply: FastifyReply) => {
       // request.ip honours the app's trustProxy setting.
-      const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip }));
+      const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip, protocol: request.protocol }));
       return reply.code(response.status).headers(response.headers).send(response.body);
     });
   }

@@ -6,7 +6,7 @@ import type { CoreRequest } from '../core/http-types.js';
  * adapters. Its signal aborts the moment the client goes away (the response closes before it
  * finished), so every wait in the core stops and gives back what it held.
  */
-export function coreRequestOf(req: IncomingMessage, res: ServerResponse, view: { url: string; clientIp: string | undefined }): CoreRequest {
+export function coreRequestOf(req: IncomingMessage, res: ServerResponse, view: { url: string; clientIp: string | undefined; protocol?: string }): CoreRequest {
   const abort = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) abort.abort();
@@ -20,5 +20,6 @@ export function coreRequestOf(req: IncomingMessage, res: ServerResponse, view: {
     body: req,
     signal: abort.signal,
     clientIp: view.clientIp,
+    protocol: view.protocol === 'https' ? 'https' : 'http',
   };
 }

@@ -7,6 +7,7 @@
  *   bgcut-keys keys revoke KEY_ID
  *   bgcut-keys keys rotate KEY_ID [--overlap 24h]
  *   bgcut-keys accounts list | suspend ACCOUNT | resume ACCOUNT
+ *   bgcut-keys accounts set-holder ACCOUNT --email E   (password on stdin, or BGCUT_HOLDER_PASSWORD)
  *   bgcut-keys plans list
  *
  * Store: --redis URL (or REDIS_URL) for the Redis store, else --file PATH (or BGCUT_KEYS_FILE,
@@ -22,6 +23,9 @@ import { InvalidAllowListEntryError, validateAllowedIps } from '../core/auth/ip-
 import type { KeyAdmin, KeyRecord } from '../core/auth/key-store.js';
 import { RedisKeyStore } from '../core/auth/redis-key-store.js';
 import { DEFAULT_PLANS, loadPlansFile, type Plans } from '../core/limits/plans.js';
+import { setAccountHolder } from '../dashboard/holders.js';
+import { FileDashboardStore } from '../dashboard/stores/file-store.js';
+import { RedisDashboardStore } from '../dashboard/stores/redis-store.js';
 
 const USAGE = `usage:
   bgcut-keys keys create --account A --plan P [--expires 30d] [--ip CIDR]... [--origin URL]...
@@ -29,6 +33,7 @@ const USAGE = `usage:
   bgcut-keys keys revoke KEY_ID
   bgcut-keys keys rotate KEY_ID [--overlap 24h]
   bgcut-keys accounts list | suspend ACCOUNT | resume ACCOUNT
+  bgcut-keys accounts set-holder ACCOUNT --email E   (dashboard sign-in; password on stdin or BGCUT_HOLDER_PASSWORD)
   bgcut-keys plans list
 options: --redis URL | --file PATH, --plans FILE, --json`;
 
@@ -56,6 +61,8 @@ export async function main(argv: string[], out: (line: string) => void = console
     allowPositionals: true,
     options: {
       account: { type: 'string' },
+      email: { type: 'string' },
+      label: { type: 'string' },
       plan: { type: 'string' },
       expires: { type: 'string' },
       overlap: { type: 'string' },
@@ -101,6 +108,7 @@ export async function main(argv: string[], out: (line: string) => void = console
         const { key, record } = await store.createKey({
           accountId: need(values.account, '--account'),
           plan,
+          ...(values.label ? { label: values.label } : {}),
           expiresAt: values.expires ? new Date(Date.now() + parseDuration(values.expires)) : null,
           allowedIps: validateAllowedIps(values.ip),
           allowedOrigins: values.origin,
@@ -135,6 +143,20 @@ export async function main(argv: string[], out: (line: string) => void = console
         print(account, `${account.id}  ${account.status}`);
         return 0;
       }
+      case 'accounts set-holder': {
+        const accountId = need(target, 'an account id');
+        const email = need(values.email, '--email');
+        const password = process.env.BGCUT_HOLDER_PASSWORD ?? (await readPassword());
+        const dashboardStore = redis ? new RedisDashboardStore({ redis }) : new FileDashboardStore(store as FileKeyStore);
+        try {
+          await setAccountHolder(dashboardStore, accountId, email, password);
+        } catch (error) {
+          if (error instanceof RangeError) throw new UsageError(error.message);
+          throw error;
+        }
+        print({ accountId, email: email.trim().toLowerCase() }, `${email.trim().toLowerCase()} can now sign in to the dashboard for ${accountId}`);
+        return 0;
+      }
       default:
         throw new UsageError(`unknown command "${positionals.join(' ')}"\n${USAGE}`);
     }
@@ -144,6 +166,17 @@ export async function main(argv: string[], out: (line: string) => void = console
   } finally {
     redis?.disconnect();
   }
+}
+
+/** The first line of stdin: the password, piped in so it stays out of the shell history and `ps`. */
+async function readPassword(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write('password: ');
+  let text = '';
+  for await (const chunk of process.stdin) {
+    text += String(chunk);
+    if (text.includes('\n') || text.length > 1024) break;
+  }
+  return text.split(/\r?\n/)[0] ?? '';
 }
 
 // Run as a program (also through node_modules/.bin's link), not when imported by tests.

@@ -2,11 +2,12 @@ import type { CoreRequest, CoreResponse } from './http-types.js';
 import { InferenceClient } from './inference/inference-client.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
-import { authenticate } from './auth/authenticate.js';
+import { authenticate, type Identity } from './auth/authenticate.js';
+import type { Account } from './auth/key-store.js';
+import { accountSummary, type AccountSummary } from './account-summary.js';
 import { Budget } from './limits/budget.js';
 import { InFlight } from './limits/in-flight.js';
 import { PlanEnforcer, rateLimitHeaders } from './limits/plan-enforcer.js';
-import { maxUploadBytes } from './limits/plan-policy.js';
 import { ApiMetrics } from './metrics.js';
 import { maxBodyBytes } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
@@ -41,12 +42,23 @@ export interface RemoveBgHandler {
    */
   ready(): Promise<void>;
   /**
+   * `POST /v1/remove-bg` for an account the host app has already identified in-process (the
+   * dashboard's "Try it", through its session): no API key is read, every plan limit applies and
+   * the request counts against the account. Not a route: nothing in a request can select it.
+   */
+  handleForAccount(request: CoreRequest, account: Account): Promise<CoreResponse>;
+  /** What `GET /v1/account` answers, for an account identified in-process (the dashboard's usage page). */
+  accountSummary(account: Account): Promise<AccountSummary>;
+  /**
    * Drains: new requests get 503 `service_unavailable` at once, requests in progress finish
    * (for up to `shutdownTimeoutMs`, then they are ended with a 503), then the inference
    * connection closes. Call it on SIGTERM, after the HTTP server stops accepting connections.
    */
   close(): Promise<void>;
 }
+
+/** The key id logged for requests made through the dashboard's session rather than a key. */
+export const DASHBOARD_KEY_ID = 'dashboard';
 
 /**
  * The API's request path, wired: each route runs its steps (pipeline/admission, order, cutout,
@@ -95,7 +107,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     };
   };
 
-  function handle(request: CoreRequest): Promise<CoreResponse> {
+  function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
     return respond('/v1/remove-bg', request, respondDeps, async (scope) => {
       const admitted = await admit(scope, {
         keyStore: config.keyStore,
@@ -103,7 +115,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         inFlight,
         inferenceSaturated: () => client.saturated(),
         retryAfterSeconds: config.inference.retryAfterSeconds,
-      });
+        onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
+      }, known);
       const order = await takeOrder(scope, admitted.plan, {
         verifier,
         models: config.inference.models,
@@ -132,31 +145,14 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     return respond('/v1/account', request, respondDeps, async (scope) => {
       if (request.method !== 'GET') throw new ApiError('method_not_allowed', { headers: { allow: 'GET' }, detail: 'Use GET.' });
       const identity = await untilAborted(authenticate(request, config.keyStore, (known) => (scope.identity = known)), scope.signal);
-      const plan = enforcer.plan(identity.account.plan);
-      const standing = await untilAborted(enforcer.standing(identity.account.id, identity.account.plan), scope.signal);
-      scope.rateHeaders = rateLimitHeaders(standing.rate);
-      return jsonResponse(200, { ...scope.rateHeaders, 'cache-control': 'no-store' }, {
-        account: { id: identity.account.id, status: identity.account.status },
-        keyId: identity.keyId,
-        plan: {
-          name: identity.account.plan,
-          requestsPerMinute: plan.requestsPerMinute,
-          burst: plan.burst ?? 0,
-          maxConcurrent: plan.maxConcurrent ?? null,
-          maxUploadBytes: maxUploadBytes(plan, config.limits.maxUploadBytes),
-          maxInputMegapixels: Math.min(config.limits.maxInputPixels / 1e6, plan.maxInputMegapixels ?? Infinity),
-          maxOutputMegapixels: plan.maxOutputMegapixels ?? null,
-          monthlyQuota: plan.monthlyQuota ?? null,
-          outputOptions: plan.outputOptions ?? null,
-          models: plan.models ?? Object.keys(config.inference.models),
-        },
-        usage: standing.usage,
-        quota: standing.quota,
-        rate: standing.rate,
-        inProgress: standing.inProgress,
-      });
+      const summary = await untilAborted(summaryOf(identity), scope.signal);
+      scope.rateHeaders = rateLimitHeaders(summary.rate);
+      return jsonResponse(200, { ...scope.rateHeaders, 'cache-control': 'no-store' }, summary);
     });
   }
+
+  const summaryOf = (identity: Identity) =>
+    accountSummary(identity, { enforcer, maxUploadBytes: config.limits.maxUploadBytes, maxInputPixels: config.limits.maxInputPixels, models: Object.keys(config.inference.models) });
 
   async function metricsRoute(request: CoreRequest): Promise<CoreResponse> {
     return respond('/metrics', request, respondDeps, async () => {
@@ -179,12 +175,15 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     enforcer.close();
   }
 
+  const onlyRequest = (request: CoreRequest) => handle(request);
   return {
-    handle,
+    handle: onlyRequest,
+    handleForAccount: (request, account) => handle(request, { account, keyId: DASHBOARD_KEY_ID }),
+    accountSummary: (account) => summaryOf({ account, keyId: DASHBOARD_KEY_ID }),
     account,
     metrics: metricsRoute,
     routes: [
-      { path: '/v1/remove-bg', handle },
+      { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
       ...(config.apiDocs ? apiDocsRoutes(docsContext(config)) : []),

@@ -15,6 +15,8 @@ export interface CoreRequest {
   signal: AbortSignal;
   /** The client's address, after the host app's trusted-proxy rules (Express `req.ip`, Fastify `request.ip`). */
   clientIp?: string | undefined;
+  /** `https` when the client connected over TLS (after the host app's trusted-proxy rules); for Secure cookies. */
+  protocol?: 'http' | 'https' | undefined;
 }
 
 /** What the core hands back: the adapter writes it as it is. */

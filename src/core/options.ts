@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { ActivityRecorder } from './activity/recorder.js';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
 import { grpcTarget, type InferenceTls } from './inference/inference-client.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
@@ -103,6 +104,8 @@ export interface RemoveBgOptions {
   exposeMetrics?: boolean;
   /** Called once per response, with no key or header in it. Default: nothing. */
   onResponse?: (entry: AccessLogEntry) => void;
+  /** Counts requests per account and day and notes each key's last use, for the dashboard. Default: none. */
+  activity?: ActivityRecorder;
   inference?: InferenceOptions;
   limits?: RequestLimits;
   /** `image_url` input: on by default, fetched with SSRF protection; see ImageUrlOptions. */
@@ -153,6 +156,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     redisFailureMode: options.redisFailureMode ?? ('fail-closed' as RedisFailureMode),
     insuranceInstances: options.insuranceInstances ?? 1,
     onResponse: options.onResponse,
+    activity: options.activity,
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
     imageUrl: resolveImageUrlOptions(options.imageUrl),

@@ -93,7 +93,7 @@ export class FileKeyStore implements KeyAdmin {
       const old = data.keys[index]!;
       if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
       const account = data.accounts.find((a) => a.id === old.accountId)!;
-      const created = newKey({ accountId: old.accountId, plan: account.plan, expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins });
+      const created = newKey({ accountId: old.accountId, plan: account.plan, expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
       data.keys[index] = expireBy(old, new Date(Date.now() + overlapMs));
       data.keys.push(created.record);
       result = { ...created, old: data.keys[index]! };
@@ -132,6 +132,11 @@ export class FileKeyStore implements KeyAdmin {
       await release().catch(() => {}); // a compromised lock is no longer ours to release
     }
     this.lastCheck = 0;
+  }
+
+  /** The whole file as it is now (for stores that keep more in it, such as the dashboard's). */
+  async readData(): Promise<KeyFile> {
+    return this.read();
   }
 
   private async read(): Promise<KeyFile> {

@@ -12,6 +12,7 @@ export function newKey(options: CreateKeyOptions, now = new Date()): { key: stri
     id: keyIdOf(hash),
     hash,
     accountId: options.accountId,
+    ...(options.label ? { label: options.label.slice(0, 100) } : {}),
     createdAt: now.toISOString(),
     expiresAt: options.expiresAt ? options.expiresAt.toISOString() : null,
     revokedAt: null,

@@ -11,6 +11,8 @@ export interface KeyRecord {
   /** SHA-256 hex of the key. The key itself is never stored. */
   hash: string;
   accountId: string;
+  /** The account holder's name for the key (shown in the dashboard); absent for none. */
+  label?: string;
   createdAt: string;
   /** ISO time after which the key no longer works; null for never. */
   expiresAt: string | null;
@@ -41,6 +43,8 @@ export interface CreateKeyOptions {
   accountId: string;
   /** The account is created with this plan if it does not exist, or moved to it if it does. */
   plan: string;
+  /** A name for the key, up to 100 characters. */
+  label?: string;
   expiresAt?: Date | null;
   allowedIps?: string[];
   allowedOrigins?: string[];

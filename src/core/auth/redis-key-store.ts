@@ -149,6 +149,7 @@ export class RedisKeyStore implements KeyAdmin {
       expiresAt: old.expiresAt ? new Date(old.expiresAt) : null,
       allowedIps: old.allowedIps,
       allowedOrigins: old.allowedOrigins,
+      label: old.label,
     });
     return { ...created, old: ending };
   }

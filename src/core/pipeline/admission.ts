@@ -14,6 +14,8 @@ export interface AdmissionDeps {
   /** True for a moment after every inference server said it was full. */
   inferenceSaturated: () => boolean;
   retryAfterSeconds: number;
+  /** Told of every identified request (per-day counts, last use of keys). */
+  onIdentified?: ((identity: Identity) => void) | undefined;
 }
 
 export interface Admitted {
@@ -26,13 +28,16 @@ export interface Admitted {
  * method, key (401/403), this instance's capacity (503), the account's rate and concurrency
  * (429). What it takes (an in-flight place, an account slot) is held by the scope.
  */
-export async function admit(scope: RequestScope, deps: AdmissionDeps): Promise<Admitted> {
+export async function admit(scope: RequestScope, deps: AdmissionDeps, known?: Identity): Promise<Admitted> {
   const { request, signal } = scope;
   if (request.method !== 'POST') throw new ApiError('method_not_allowed', { headers: { allow: 'POST' } });
-  const identity = await untilAborted(
-    authenticate(request, deps.keyStore, (known) => (scope.identity = known)),
+  // `known`: an account the host already identified in-process (the dashboard's session), never
+  // anything read from the request; it passes the same account checks as a key would.
+  const identity = known ? identifiedAccount(scope, known) : await untilAborted(
+    authenticate(request, deps.keyStore, (found) => (scope.identity = found)),
     signal,
   );
+  deps.onIdentified?.(identity);
   const plan = deps.enforcer.plan(identity.account.plan);
 
   const retryAfter = { 'retry-after': String(deps.retryAfterSeconds) };
@@ -53,4 +58,10 @@ export async function admit(scope: RequestScope, deps: AdmissionDeps): Promise<A
   scope.hold(admission.release);
   scope.rateHeaders = admission.headers;
   return { identity, plan };
+}
+
+function identifiedAccount(scope: RequestScope, identity: Identity): Identity {
+  scope.identity = identity;
+  if (identity.account.status !== 'active') throw new ApiError('account_suspended');
+  return identity;
 }

@@ -1,0 +1,13 @@
+/**
+ * `bgcut/dashboard`: the account holders' dashboard (sign-in, developer settings, usage, Try it),
+ * framework-neutral; mount it with `bgcut/express-dashboard` or `bgcut/fastify-dashboard`.
+ */
+export { createDashboard, MAX_ACTIVE_KEYS, type Dashboard } from './dashboard.js';
+export type { DashboardOptions } from './options.js';
+export type { DashboardStore, AccountHolder, SessionRecord } from './store.js';
+export { EmailTakenError } from './store.js';
+export { FileDashboardStore } from './stores/file-store.js';
+export { RedisDashboardStore, type RedisDashboardStoreOptions } from './stores/redis-store.js';
+export { hashPassword, verifyPassword, passwordProblem, MIN_PASSWORD_LENGTH } from './passwords.js';
+export { setAccountHolder } from './holders.js';
+export type { SignInThrottleOptions } from './throttle.js';

@@ -1,0 +1,79 @@
+import { html, type SafeHtml } from '../html.js';
+
+export interface PageContext {
+  /** Where the dashboard is mounted, e.g. `/dashboard`. */
+  base: string;
+  title: string;
+  /** Product name in the header. */
+  product: string;
+  /** The signed-in account, absent on the sign-in page. */
+  accountId?: string;
+  /** The anti-forgery token for this browser's forms. */
+  csrfToken: string;
+  /** Embedded sign-in (password page and sign-out form), or the host's own. */
+  embedded: boolean;
+  /** The host's sign-out address when it owns sign-in. */
+  signOutUrl?: string | undefined;
+  current?: 'keys' | 'usage' | 'try' | 'account';
+}
+
+const NAV: Array<[NonNullable<PageContext['current']>, string, string]> = [
+  ['keys', '/keys', 'Developer settings'],
+  ['usage', '/usage', 'Usage'],
+  ['try', '/try', 'Try it'],
+  ['account', '/account', 'Account'],
+];
+
+/** The page frame: header, navigation, a main landmark, the dashboard's own CSS and script. */
+export function layout(ctx: PageContext, content: SafeHtml): SafeHtml {
+  const nav = ctx.accountId
+    ? html`<nav aria-label="Dashboard">
+        <ul>
+          ${NAV.filter(([id]) => id !== 'account' || ctx.embedded).map(
+            ([id, path, label]) => html`<li><a href="${ctx.base}${path}"${id === ctx.current ? html` aria-current="page"` : ''}>${label}</a></li>`,
+          )}
+        </ul>
+        ${ctx.embedded
+          ? html`<form method="post" action="${ctx.base}/sign-out" class="sign-out">
+              <input type="hidden" name="_csrf" value="${ctx.csrfToken}">
+              <button type="submit">Sign out</button>
+            </form>`
+          : ctx.signOutUrl
+            ? html`<a class="sign-out" href="${ctx.signOutUrl}">Sign out</a>`
+            : ''}
+      </nav>`
+    : '';
+  return html`<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="csrf-token" content="${ctx.csrfToken}">
+<meta name="dashboard-base" content="${ctx.base}">
+<title>${ctx.title} · ${ctx.product}</title>
+<link rel="stylesheet" href="${ctx.base}/assets/dashboard.css">
+<script src="${ctx.base}/assets/dashboard.js" defer></script>
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header>
+  <p class="brand">${ctx.product}</p>
+  ${ctx.accountId ? html`<p class="account">Account <strong>${ctx.accountId}</strong></p>` : ''}
+  ${nav}
+</header>
+<main id="main">
+<h1>${ctx.title}</h1>
+${content}
+</main>
+</body>
+</html>`;
+}
+
+/** A status line (role=status) or an error (role=alert) at the top of a page. */
+export function notice(kind: 'ok' | 'error' | undefined, text: string | undefined): SafeHtml {
+  if (!kind || !text) return html``;
+  return kind === 'error' ? html`<p class="notice error" role="alert">${text}</p>` : html`<p class="notice ok" role="status">${text}</p>`;
+}
+
+export function csrfField(ctx: PageContext): SafeHtml {
+  return html`<input type="hidden" name="_csrf" value="${ctx.csrfToken}">`;
+}

@@ -1,0 +1,18 @@
+import { html, type SafeHtml } from '../html.js';
+import { csrfField, layout, notice, type PageContext } from './layout.js';
+
+export function signInPage(ctx: PageContext, view: { email?: string; error?: string; next?: string; info?: string }): SafeHtml {
+  return layout(
+    { ...ctx, title: 'Sign in' },
+    html`${notice('error', view.error)}${notice('ok', view.info)}
+<form method="post" action="${ctx.base}/sign-in" class="card narrow">
+  ${csrfField(ctx)}
+  ${view.next ? html`<input type="hidden" name="next" value="${view.next}">` : ''}
+  <p><label for="email">Email</label>
+  <input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${view.email ?? ''}" autofocus></p>
+  <p><label for="password">Password</label>
+  <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256"></p>
+  <p><button type="submit">Sign in</button></p>
+</form>`,
+  );
+}

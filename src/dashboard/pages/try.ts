@@ -1,0 +1,35 @@
+import { html, type SafeHtml } from '../html.js';
+import { layout, type PageContext } from './layout.js';
+
+/**
+ * Try it: the page's script posts the picked image to the dashboard's own `/try` route, which
+ * runs the cutout for the signed-in account. No API key is ever in the page.
+ */
+export function tryPage(ctx: PageContext, view: { formats: string[]; canCrop: boolean; canColor: boolean }): SafeHtml {
+  return layout(
+    { ...ctx, title: 'Try it', current: 'try' },
+    html`<p>Each try counts against your account like any request. Needs JavaScript.</p>
+<form id="try-form" class="card" action="${ctx.base}/try" method="post" enctype="multipart/form-data">
+  <div class="drop" id="drop-zone">
+    <label for="file">Drop an image here, or pick one</label>
+    <input id="file" name="file" type="file" accept="image/jpeg,image/png,image/webp,image/avif,image/tiff,image/gif" required>
+  </div>
+  <fieldset class="options"><legend>Options</legend>
+    <p><label for="format">Format</label>
+    <select id="format" name="format">${view.formats.map((f) => html`<option value="${f}">${f.toUpperCase()}</option>`)}</select></p>
+    ${view.canColor
+      ? html`<p><label><input type="checkbox" id="use-bg" name="use_bg"> Background colour</label>
+    <input type="color" id="bg-color" name="bg_color" value="#ffffff" aria-label="Background colour"></p>`
+      : ''}
+    ${view.canCrop ? html`<p><label><input type="checkbox" id="crop" name="crop" value="true"> Crop to the subject</label></p>` : ''}
+  </fieldset>
+  <p><button type="submit" id="try-submit">Remove background</button></p>
+  <p id="try-status" role="status" aria-live="polite"></p>
+</form>
+<div class="compare" id="compare" hidden>
+  <figure><figcaption>Original</figcaption><img id="original" alt="The image you picked"></figure>
+  <figure><figcaption>Cutout</figcaption><div class="checker"><img id="result" alt="The image with its background removed"></div>
+  <p><a id="download" class="button" download>Download</a></p></figure>
+</div>`,
+  );
+}

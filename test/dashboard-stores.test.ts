@@ -1,0 +1,151 @@
+import { mkdtemp, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as keysCli } from '../src/cli/keys.js';
+import { ActivityRecorder, FileKeyStore, lastDays, RedisKeyStore, type ActivityBatch, type ActivityStore, type KeyAdmin } from '../src/core/index.js';
+import { FileDashboardStore, RedisDashboardStore, verifyPassword, type DashboardStore } from '../src/dashboard/index.js';
+import { startRedis, type RedisServer } from './helpers/redis-server.js';
+
+/** The same behaviour from both stores: the file one (inside the key file) and the Redis one. */
+function storeContract(name: string, make: () => Promise<{ keys: KeyAdmin; store: DashboardStore }>) {
+  describe(name, () => {
+    it('keeps holders with unique emails, sessions by hash, and signs an account out everywhere but one session', async () => {
+      const { keys, store } = await make();
+      await keys.createKey({ accountId: 'a1', plan: 'free' });
+      await keys.createKey({ accountId: 'a2', plan: 'free' });
+      expect(await store.findAccount('a1')).toMatchObject({ id: 'a1', plan: 'free', status: 'active' });
+      expect(await store.findAccount('nobody')).toBeUndefined();
+      const holder = { email: 'x@example.com', accountId: 'a1', passwordHash: 'scrypt$1$1$1$AA$AA', updatedAt: new Date().toISOString() };
+      await store.setHolder(holder);
+      expect(await store.findHolder('x@example.com')).toEqual(holder);
+      await expect(store.setHolder({ ...holder, accountId: 'a2' })).rejects.toThrow('already signs in');
+      const later = new Date(Date.now() + 3_600_000).toISOString();
+      const session = (csrfToken: string) => ({ accountId: 'a1', email: 'x@example.com', csrfToken, createdAt: new Date().toISOString(), expiresAt: later });
+      await store.createSession('h1', session('t1'));
+      await store.createSession('h2', session('t2'));
+      await store.createSession('h3', { ...session('t3'), accountId: 'a2' });
+      expect((await store.findSession('h2'))?.csrfToken).toBe('t2');
+      expect(await store.findSession('constructor')).toBeUndefined();
+      await store.deleteSessionsOf('a1', 'h1');
+      expect(await store.findSession('h1')).toBeDefined();
+      expect(await store.findSession('h2')).toBeUndefined();
+      expect(await store.findSession('h3')).toBeDefined();
+      await store.deleteSession('h1');
+      expect(await store.findSession('h1')).toBeUndefined();
+    });
+
+    it('adds activity batches: per-day counts add up, last use keeps the latest time', async () => {
+      const { store } = await make();
+      const [yesterday, today] = lastDays(2);
+      await store.addActivity({ daily: [{ accountId: 'a1', day: today!, count: 3 }, { accountId: 'a1', day: yesterday!, count: 1 }], lastUsed: [{ keyId: 'key_1', at: '2026-01-02T00:00:00.000Z' }] });
+      await store.addActivity({ daily: [{ accountId: 'a1', day: today!, count: 2 }], lastUsed: [{ keyId: 'key_1', at: '2026-01-01T00:00:00.000Z' }, { keyId: 'key_2', at: '2026-01-03T00:00:00.000Z' }] });
+      expect(await store.dailyCounts('a1', [yesterday!, today!])).toEqual([1, 5]);
+      expect(await store.dailyCounts('a2', [today!])).toEqual([0]);
+      expect(await store.lastUsed(['key_1', 'key_2', 'key_3'])).toEqual({ key_1: '2026-01-02T00:00:00.000Z', key_2: '2026-01-03T00:00:00.000Z' });
+    });
+  });
+}
+
+storeContract('FileDashboardStore', async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-dash-store-'));
+  const keys = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+  return { keys, store: new FileDashboardStore(keys) };
+});
+
+describe('on Redis', () => {
+  let redis: RedisServer;
+  const clients: Redis[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await redis?.stop();
+  });
+  let n = 0;
+  storeContract('RedisDashboardStore', async () => {
+    const client = new Redis(redis.url);
+    clients.push(client);
+    const keyPrefix = `t${n++}`;
+    return { keys: new RedisKeyStore({ redis: client, keyPrefix, cacheTtlMs: 0 }), store: new RedisDashboardStore({ redis: client, keyPrefix }) };
+  });
+});
+
+describe('ActivityRecorder', () => {
+  /** A store that counts its writes. */
+  function countingStore(): ActivityStore & { writes: ActivityBatch[]; fail: boolean } {
+    const daily = new Map<string, number>();
+    return {
+      writes: [],
+      fail: false,
+      async addActivity(batch) {
+        if (this.fail) throw new Error('store down');
+        this.writes.push(batch);
+        for (const d of batch.daily) daily.set(`${d.accountId}/${d.day}`, (daily.get(`${d.accountId}/${d.day}`) ?? 0) + d.count);
+      },
+      async dailyCounts(accountId, days) {
+        return days.map((day) => daily.get(`${accountId}/${day}`) ?? 0);
+      },
+      async lastUsed() {
+        return {};
+      },
+    };
+  }
+
+  it('writes 1000 requests as one batch, and shows pending counts before they are written', async () => {
+    const store = countingStore();
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
+    const today = lastDays(1);
+    for (let i = 0; i < 1000; i++) recorder.record('acct', i % 2 ? 'key_a' : 'key_b');
+    expect(store.writes).toHaveLength(0);
+    expect(await recorder.dailyCounts('acct', today)).toEqual([1000]);
+    expect(Object.keys(await recorder.lastUsed(['key_a', 'key_b', 'key_c'])).sort()).toEqual(['key_a', 'key_b']);
+    await recorder.flush();
+    expect(store.writes).toHaveLength(1);
+    expect(store.writes[0]!.daily).toEqual([{ accountId: 'acct', day: today[0], count: 1000 }]);
+    expect(await recorder.dailyCounts('acct', today)).toEqual([1000]);
+    await recorder.close();
+  });
+
+  it('keeps a batch whose write failed and writes it with the next one', async () => {
+    const store = countingStore();
+    const errors: unknown[] = [];
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000, onError: (e) => errors.push(e) });
+    recorder.record('acct', 'key_a');
+    store.fail = true;
+    await recorder.flush();
+    expect(errors).toHaveLength(1);
+    recorder.record('acct', 'key_a');
+    store.fail = false;
+    await recorder.close();
+    expect(store.writes).toHaveLength(1);
+    expect(store.writes[0]!.daily[0]!.count).toBe(2);
+  });
+});
+
+describe('bgcut-keys accounts set-holder', () => {
+  it('sets an email and a scrypt-hashed password from the environment, and refuses a short one', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-cli-holder-'));
+    const file = path.join(dir, 'keys.json');
+    await new FileKeyStore({ file }).createKey({ accountId: 'acme', plan: 'free' });
+    const out: string[] = [];
+    process.env.BGCUT_HOLDER_PASSWORD = 'a long enough password';
+    try {
+      expect(await keysCli(['accounts', 'set-holder', 'acme', '--email', 'Ops@Acme.example', '--file', file], (l) => out.push(l))).toBe(0);
+      process.env.BGCUT_HOLDER_PASSWORD = 'short';
+      expect(await keysCli(['accounts', 'set-holder', 'acme', '--email', 'ops@acme.example', '--file', file], (l) => out.push(l))).toBe(2);
+    } finally {
+      delete process.env.BGCUT_HOLDER_PASSWORD;
+    }
+    expect(out[0]).toBe('ops@acme.example can now sign in to the dashboard for acme');
+    const text = await readFile(file, 'utf8');
+    expect(text).not.toContain('a long enough password');
+    const holder = (JSON.parse(text) as { holders: Array<{ email: string; passwordHash: string }> }).holders[0]!;
+    expect(holder.email).toBe('ops@acme.example');
+    expect(holder.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$/);
+    expect(await verifyPassword('a long enough password', holder.passwordHash)).toBe(true);
+    expect(await verifyPassword('a long enough passwore', holder.passwordHash)).toBe(false);
+  });
+});

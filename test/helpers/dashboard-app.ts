@@ -1,0 +1,82 @@
+import type { Server } from 'node:http';
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ActivityRecorder, createRemoveBgHandler, FileKeyStore, type Plans, type RemoveBgHandler } from '../../src/core/index.js';
+import { createDashboard, FileDashboardStore, setAccountHolder, type Dashboard, type DashboardOptions } from '../../src/dashboard/index.js';
+import { createExpressApp } from '../../examples/express-app.js';
+import { createFastifyApp } from '../../examples/fastify-app.js';
+
+export const HOLDER = { email: 'ada@example.com', password: 'correct horse battery', accountId: 'acct_ada' };
+export const OTHER = { email: 'bob@example.com', password: 'another long password', accountId: 'acct_bob' };
+export const DASHBOARD_PLANS: Plans = { roomy: { requestsPerMinute: 1000, monthlyQuota: { unit: 'images', amount: 500 } } };
+const SECRET = 'test-secret-that-is-at-least-32-bytes-long';
+
+export interface DashboardApp {
+  url: string;
+  handler: RemoveBgHandler;
+  keyStore: FileKeyStore;
+  store: FileDashboardStore;
+  activity: ActivityRecorder;
+  dashboard: Dashboard;
+  close(): Promise<void>;
+}
+
+/**
+ * The example Express app (or a Fastify one) with the endpoint and the dashboard on a fresh key
+ * file, with two account holders; listens on 127.0.0.1 on a free port.
+ */
+export async function startDashboardApp(
+  options: { inferenceAddress?: string; framework?: 'express' | 'fastify'; dashboard?: Partial<DashboardOptions>; plans?: Plans } = {},
+): Promise<DashboardApp> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-dashboard-'));
+  const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+  const store = new FileDashboardStore(keyStore);
+  const activity = new ActivityRecorder({ store, flushIntervalMs: 60_000 });
+  // An account exists once it has a key; revoke the set-up key so the list starts empty.
+  for (const who of [HOLDER, OTHER]) {
+    const { record } = await keyStore.createKey({ accountId: who.accountId, plan: 'roomy' });
+    await keyStore.update((data) => {
+      data.keys = data.keys.filter((k) => k.id !== record.id);
+    });
+    await setAccountHolder(store, who.accountId, who.email, who.password);
+  }
+  const handler = createRemoveBgHandler({
+    keyStore,
+    activity,
+    plans: { ...DASHBOARD_PLANS, ...options.plans },
+    inference: { address: options.inferenceAddress ?? '127.0.0.1:1', timeoutMs: 30_000, startupTimeoutMs: 1000 },
+    onInternalError: () => {},
+  });
+  const dashboard = createDashboard({ handler, keyStore, store, activity, secret: SECRET, onInternalError: (e) => console.error(e), ...options.dashboard });
+  let url: string;
+  let stop: () => Promise<void>;
+  if (options.framework === 'fastify') {
+    const app = await createFastifyApp(handler, '', dashboard);
+    url = await app.listen({ port: 0, host: '127.0.0.1' });
+    stop = () => app.close();
+  } else {
+    const server: Server = createExpressApp(handler, '', dashboard).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const address = server.address();
+    url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    stop = () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      });
+  }
+  return {
+    url,
+    handler,
+    keyStore,
+    store,
+    activity,
+    dashboard,
+    async close() {
+      await stop();
+      await activity.close();
+      await handler.close();
+    },
+  };
+}
