@@ -2,6 +2,7 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { coreRequestOf } from './node-request.js';
+import { Readable } from 'node:stream';
 import { checkExpressTrustProxy } from './trust-proxy.js';
 
 /**
@@ -13,7 +14,10 @@ export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreRe
   return (req: Request, res: Response, next) => {
     checkExpressTrustProxy(req.app);
     // req.ip honours the app's 'trust proxy' setting.
-    handle(coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip, protocol: req.protocol }))
+    const request = coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip, protocol: req.protocol });
+    // The host app's express.json() may have read a JSON body (`{"image_url": ...}`) already.
+    if (req.readableEnded && isPlainObject(req.body)) request.body = Readable.from([Buffer.from(JSON.stringify(req.body))]);
+    handle(request)
       .then((response) => writeResponse(res, response))
       .catch(next);
   };
@@ -37,4 +41,8 @@ function writeResponse(res: Response, response: CoreResponse): void {
   res.status(response.status);
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   res.end(response.body);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
 }

@@ -18,6 +18,7 @@ import { makeCutout } from './pipeline/cutout.js';
 import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
+import { apiDocsRoutes } from '../openapi/routes.js';
 
 export interface Route {
   /** Path below wherever the adapter mounts the routes. */
@@ -117,6 +118,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         upload,
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
+        imageUrl: config.imageUrl,
       });
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,
@@ -178,8 +180,20 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
+      ...(config.apiDocs ? apiDocsRoutes(docsContext(config)) : []),
     ],
     ready: () => verifier.ready(),
     close: () => (closed ??= close()),
+  };
+}
+
+/** What the OpenAPI document says that depends on this handler's configuration. */
+function docsContext(config: ReturnType<typeof resolveOptions>) {
+  return {
+    serverUrl: config.publicBaseUrl,
+    maxUploadBytes: config.limits.maxUploadBytes,
+    models: Object.keys(config.inference.models),
+    defaultModel: config.inference.modelName,
+    problemTypeBase: config.problemTypeBase,
   };
 }

@@ -18,5 +18,5 @@ export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, typ
 export type { RedisFailureMode } from './limits/plan-enforcer.js';
 export { ISNET_PROFILE, ISNET_FP32_PROFILE, PROFILES, type PreprocessingProfile } from './image/profile.js';
 export { QUALITIES, QUALITY_QUOTA_WEIGHT, type Quality } from './image/multi-pass.js';
-export { OUTPUT_OPTION_NAMES, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName } from './output-options.js';
+export { OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
 export { connectRedis } from './redis.js';

@@ -34,7 +34,14 @@ export function maxBodyBytes(limits: UploadLimits): number {
  * that was hit, or with the signal's reason when it aborts (the client left, or its time ran
  * out). On rejection the body may be partly unread: the caller decides what to do with the rest.
  */
-export function readUpload(body: Readable, headers: IncomingHeaders, limits: UploadLimits, signal: AbortSignal): Promise<Upload> {
+export function readUpload(
+  body: Readable,
+  headers: IncomingHeaders,
+  limits: UploadLimits,
+  signal: AbortSignal,
+  /** A form field that may stand in for the file (`image_url`): then the Upload's file is empty. */
+  fileAlternative?: string,
+): Promise<Upload> {
   const contentType = headers['content-type'];
   if (typeof contentType !== 'string' || !/^multipart\/form-data\s*;/i.test(contentType)) {
     return Promise.reject(new ApiError('not_multipart'));
@@ -138,6 +145,12 @@ export function readUpload(body: Readable, headers: IncomingHeaders, limits: Upl
     parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
     parser.on('close', () => {
       if (settled) return;
+      if (!file && fileAlternative && fields[fileAlternative] !== undefined) {
+        settled = true;
+        cleanup();
+        resolve({ file: Buffer.alloc(0), filename: '', declaredType: '', fields });
+        return;
+      }
       if (!file || !fileDone) {
         fail(new ApiError('missing_file'));
         return;

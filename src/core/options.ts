@@ -7,6 +7,7 @@ import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './ima
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
 import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
 import { OUTPUT_OPTION_NAMES } from './output-options.js';
+import { resolveImageUrlOptions, type ImageUrlOptions } from './image-url/options.js';
 
 /** One line per response, for access logs. Holds the key's short id, never the key. */
 export interface AccessLogEntry {
@@ -107,6 +108,8 @@ export interface RemoveBgOptions {
   activity?: ActivityRecorder;
   inference?: InferenceOptions;
   limits?: RequestLimits;
+  /** `image_url` input: on by default, fetched with SSRF protection; see ImageUrlOptions. */
+  imageUrl?: ImageUrlOptions;
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
   pngCompressionLevel?: number;
   /**
@@ -114,6 +117,13 @@ export interface RemoveBgOptions {
    * fur on a new background. Default true.
    */
   foregroundEstimation?: boolean;
+  /**
+   * Serve the OpenAPI document at `/v1/openapi.json` and a reference page at `/docs` beside the
+   * endpoint (public, no key needed). Default true.
+   */
+  apiDocs?: boolean;
+  /** The API's public base URL for the document's `servers`. Default: where the document was fetched from. */
+  publicBaseUrl?: string;
   /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
   problemTypeBase?: string;
   /**
@@ -148,6 +158,9 @@ export function resolveOptions(options: RemoveBgOptions) {
     onResponse: options.onResponse,
     activity: options.activity,
     exposeMetrics: options.exposeMetrics ?? false,
+    apiDocs: options.apiDocs ?? true,
+    imageUrl: resolveImageUrlOptions(options.imageUrl),
+    publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
       tls: inference.tls,

@@ -31,9 +31,6 @@ export interface OutputOptions {
   quality: Quality;
 }
 
-/** Names accepted as form fields or query parameters; plans list these in `outputOptions`. */
-export const OUTPUT_OPTION_NAMES = ['format', 'channels', 'bg_color', 'crop', 'crop_margin', 'size', 'model', 'quality'] as const;
-export type OutputOptionName = (typeof OUTPUT_OPTION_NAMES)[number];
 
 export const DEFAULT_OUTPUT: OutputOptions = {
   format: 'png',
@@ -46,9 +43,6 @@ export const DEFAULT_OUTPUT: OutputOptions = {
   model: undefined,
   quality: 'balanced',
 };
-
-/** Largest crop margin: 500 px or 100 % of the foreground's size. */
-const MAX_MARGIN = { px: 500, '%': 100 };
 
 function invalid(field: string, detail: string): ApiError {
   return new ApiError('invalid_option', { detail: `${field}: ${detail}` });
@@ -69,6 +63,101 @@ export function parseColor(text: string): Rgba | null {
   throw new Error('not a colour');
 }
 
+/** Largest crop margin: 500 px or 100 % of the foreground's size. */
+const MAX_MARGIN = { px: 500, '%': 100 };
+const MARGIN_PATTERN = /^\s*(\d+(?:\.\d+)?)\s*(px|%)?\s*$/;
+const MODEL_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** JSON Schema of one option's value, as it arrives: a form field or query parameter is text. */
+export interface OptionSchema {
+  type: 'string';
+  enum?: string[];
+  pattern?: string;
+  format?: string;
+  maxLength?: number;
+  default?: string;
+  examples?: string[];
+}
+
+/**
+ * One output option: how it is described (the OpenAPI document is built from this) and how its
+ * text is parsed into OutputOptions (the handler validates with this). One table, so the
+ * document and the validation cannot drift apart.
+ */
+export interface OutputOptionDefinition {
+  description: string;
+  schema: OptionSchema;
+  /** Applies the raw value to `options`, or throws a message saying why it is invalid. */
+  apply(raw: string, options: OutputOptions): void;
+}
+
+/** An option taking one of a few words (case-insensitive), with aliases. */
+function oneOf<T extends string>(
+  description: string,
+  values: readonly T[],
+  fallback: T,
+  set: (options: OutputOptions, value: T) => void,
+  aliases: Record<string, T> = {},
+): OutputOptionDefinition {
+  return {
+    description: `${description} Case-insensitive.`,
+    schema: { type: 'string', enum: [...values, ...Object.keys(aliases)], default: fallback },
+    apply(raw, options) {
+      const value = raw.trim().toLowerCase();
+      const match = Object.hasOwn(aliases, value) ? aliases[value] : values.find((v) => v === value);
+      if (!match) throw new Error(`"${raw.slice(0, 50)}" is not one of ${values.join(', ')}`);
+      set(options, match);
+    },
+  };
+}
+
+export const OUTPUT_OPTION_DEFINITIONS = {
+  format: oneOf('Image format of the result; `jpg` has no transparency (white behind unless `bg_color`).', ['png', 'webp', 'jpg', 'avif'] as const, 'png', (o, v) => (o.format = v), { jpeg: 'jpg' }),
+  channels: oneOf('`rgba`: the cut-out image; `alpha`: the mask alone, one grey channel.', ['rgba', 'alpha'] as const, 'rgba', (o, v) => (o.channels = v)),
+  bg_color: {
+    description: 'Background behind the cut-out: `#rgb`, `#rrggbb`, `#rrggbbaa`, a CSS colour name or `transparent`. Not with `channels=alpha`.',
+    schema: { type: 'string', examples: ['#00ff00', 'rebeccapurple', '#0000ff80'] },
+    apply(raw, options) {
+      try {
+        options.bgColor = parseColor(raw);
+      } catch {
+        throw new Error(`"${raw.slice(0, 50)}" is not a colour (#rgb, #rrggbb, #rrggbbaa or a CSS colour name)`);
+      }
+    },
+  },
+  crop: oneOf('Crop the result to the foreground box.', ['true', 'false'] as const, 'false', (o, v) => (o.crop = v === 'true'), { '1': 'true', '0': 'false', yes: 'true', no: 'false' }),
+  crop_margin: {
+    description: `Margin around the cropped foreground: 0-${MAX_MARGIN.px}px or 0-${MAX_MARGIN['%']}% of its size. Needs \`crop=true\`.`,
+    schema: { type: 'string', pattern: MARGIN_PATTERN.source, default: '0px', examples: ['10px', '5%'] },
+    apply(raw, options) {
+      const match = MARGIN_PATTERN.exec(raw);
+      const unit = (match?.[2] ?? 'px') as 'px' | '%';
+      const value = Number(match?.[1]);
+      if (!match || !(value <= MAX_MARGIN[unit])) throw new Error(`"${raw.slice(0, 50)}" is not a margin of 0-500px or 0-100%`);
+      options.cropMargin = { value, unit };
+    },
+  },
+  size: oneOf('`preview`: at most 0.25 MP; `full`: the input size (403 if over the plan); `auto`: full, within the plan\'s output cap.', ['preview', 'full', 'auto'] as const, 'auto', (o, v) => (o.size = v)),
+  model: {
+    description: 'The model to use, by name (see the operator\'s configuration); default: the server\'s default model.',
+    schema: { type: 'string', pattern: MODEL_PATTERN.source },
+    apply(raw, options) {
+      if (!MODEL_PATTERN.test(raw)) throw new Error(`"${raw.slice(0, 50)}" is not a model name`);
+      options.model = raw;
+    },
+  },
+  quality: oneOf(
+    '`balanced`: one model pass (the default); `fast`: the same mask, no foreground colour estimation, faster PNG; `best`: several model passes merged (about 3x the inference, and 3x the quota).',
+    QUALITIES,
+    'balanced',
+    (o, v) => (o.quality = v),
+  ),
+} satisfies Record<string, OutputOptionDefinition>;
+
+export type OutputOptionName = keyof typeof OUTPUT_OPTION_DEFINITIONS;
+/** Names accepted as form fields or query parameters; plans list these in `outputOptions`. */
+export const OUTPUT_OPTION_NAMES = Object.keys(OUTPUT_OPTION_DEFINITIONS) as OutputOptionName[];
+
 /**
  * Output options from the form fields and the query string (either place; the same option in
  * both must agree). Unknown or invalid options get 400 `invalid_option` naming the field.
@@ -80,58 +169,33 @@ export function parseOutputOptions(
   headers: IncomingHeaders,
 ): { options: OutputOptions; requested: OutputOptionName[] } {
   const query = new URL(url, 'http://localhost').searchParams;
-  const given = new Map<string, string>();
+  const given = new Map<OutputOptionName, string>();
   const take = (name: string, value: string, where: string) => {
-    if (!(OUTPUT_OPTION_NAMES as readonly string[]).includes(name)) {
+    if (!Object.hasOwn(OUTPUT_OPTION_DEFINITIONS, name)) {
       throw new ApiError('invalid_option', { detail: `${name}: unknown option (${where}); options are ${OUTPUT_OPTION_NAMES.join(', ')}` });
     }
-    const previous = given.get(name);
+    const previous = given.get(name as OutputOptionName);
     if (previous !== undefined && previous !== value) throw invalid(name, 'given twice with different values');
-    given.set(name, value);
+    given.set(name as OutputOptionName, value);
   };
   for (const [name, value] of query) take(name, value, 'query parameter');
   for (const [name, value] of Object.entries(fields)) take(name, value, 'form field');
 
   const options: OutputOptions = { ...DEFAULT_OUTPUT, cropMargin: { ...DEFAULT_OUTPUT.cropMargin } };
-  const oneOf = <T extends string>(name: string, allowed: readonly T[], aliases: Record<string, T> = {}): T | undefined => {
+  // In table order, so `crop` is known when `crop_margin` is checked against it.
+  for (const name of OUTPUT_OPTION_NAMES) {
     const raw = given.get(name);
-    if (raw === undefined) return undefined;
-    const value = raw.trim().toLowerCase();
-    const match = aliases[value] ?? allowed.find((a) => a === value);
-    if (!match) throw invalid(name, `"${raw.slice(0, 50)}" is not one of ${allowed.join(', ')}`);
-    return match;
-  };
-  options.format = oneOf('format', ['png', 'webp', 'jpg', 'avif'] as const, { jpeg: 'jpg' }) ?? options.format;
-  options.channels = oneOf('channels', ['rgba', 'alpha'] as const) ?? options.channels;
-  options.size = oneOf('size', ['preview', 'full', 'auto'] as const) ?? options.size;
-  options.quality = oneOf('quality', QUALITIES) ?? options.quality;
-  const crop = oneOf('crop', ['true', 'false'] as const, { '1': 'true', '0': 'false', yes: 'true', no: 'false' });
-  options.crop = crop === 'true';
-  const color = given.get('bg_color');
-  if (color !== undefined) {
+    if (raw === undefined) continue;
     try {
-      options.bgColor = parseColor(color);
-    } catch {
-      throw invalid('bg_color', `"${color.slice(0, 50)}" is not a colour (#rgb, #rrggbb, #rrggbbaa or a CSS colour name)`);
+      OUTPUT_OPTION_DEFINITIONS[name].apply(raw, options);
+    } catch (error) {
+      throw invalid(name, (error as Error).message);
     }
   }
-  const margin = given.get('crop_margin');
-  if (margin !== undefined) {
-    const match = /^\s*(\d+(?:\.\d+)?)\s*(px|%)?\s*$/.exec(margin);
-    const unit = (match?.[2] ?? 'px') as 'px' | '%';
-    const value = Number(match?.[1]);
-    if (!match || !(value <= MAX_MARGIN[unit])) throw invalid('crop_margin', `"${margin.slice(0, 50)}" is not a margin of 0-500px or 0-100%`);
-    if (!options.crop) throw invalid('crop_margin', 'needs crop=true');
-    options.cropMargin = { value, unit };
-  }
-  const model = given.get('model');
-  if (model !== undefined) {
-    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(model)) throw invalid('model', `"${model.slice(0, 50)}" is not a model name`);
-    options.model = model;
-  }
+  if (given.has('crop_margin') && !options.crop) throw invalid('crop_margin', 'needs crop=true');
   if (options.channels === 'alpha' && options.bgColor) throw invalid('bg_color', 'cannot be combined with channels=alpha');
 
   const accept = headers.accept;
   if (typeof accept === 'string' && /(^|,)\s*application\/json\s*(;|,|$)/i.test(accept)) options.response = 'json';
-  return { options, requested: [...given.keys()] as OutputOptionName[] };
+  return { options, requested: [...given.keys()] };
 }

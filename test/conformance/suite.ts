@@ -7,6 +7,7 @@ import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../hel
 import { startInferenceProcess } from '../helpers/inference-process.js';
 import { alphaIoU, decodeAlpha, headerOnlyJpeg, objectOnTexture } from '../helpers/synthetic-image.js';
 import { captureInternalError } from '../helpers/log-capture.js';
+import { OpenApiResponseChecker } from '../helpers/openapi-check.js';
 
 /** How a suite gets an app of one framework, serving the handler over real HTTP. */
 export interface AdapterHarness {
@@ -47,6 +48,17 @@ export function runConformanceSuite(harness: AdapterHarness): void {
     let handler: RemoveBgHandler;
     let app: { url: string; close(): Promise<void> };
     let endpoint: string;
+    let checker: OpenApiResponseChecker | undefined;
+
+    // Every response the suite gets is checked against the API's own OpenAPI document.
+    const fetch = async (input: string, init?: RequestInit) => {
+      const response = await globalThis.fetch(input, init);
+      if (checker) {
+        const body = Buffer.from(await response.clone().arrayBuffer());
+        expect(checker.check(init?.method ?? 'GET', input, response.status, response.headers, body), 'conforms to /v1/openapi.json').toEqual([]);
+      }
+      return response;
+    };
 
     beforeAll(async () => {
       keys = await createTestKeys();
@@ -54,6 +66,7 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       await handler.ready();
       app = await harness.start(handler, '/api');
       endpoint = `${app.url}/api/v1/remove-bg`;
+      checker = new OpenApiResponseChecker(await (await fetch(`${app.url}/api/v1/openapi.json`)).json());
     });
 
     afterAll(async () => {
@@ -149,7 +162,11 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         const request = http.request(endpoint, { method: 'POST', headers: { 'x-api-key': [keys.good, keys.good], 'content-length': 0 } }, (res) => {
           let body = '';
           res.on('data', (c) => (body += c));
-          res.on('end', () => resolve({ status: res.statusCode!, body }));
+          res.on('end', () => {
+            const headers = new Headers(Object.entries(res.headers).map(([k, v]) => [k, String(v)]));
+            expect(checker!.check('POST', endpoint, res.statusCode!, headers, Buffer.from(body)), 'conforms to /v1/openapi.json').toEqual([]);
+            resolve({ status: res.statusCode!, body });
+          });
         });
         request.on('error', reject);
         request.end();
@@ -224,9 +241,11 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         expect(response.headers.get('allow')).toBe('POST');
       });
 
-      it('415 not_multipart for a JSON body', async () => {
-        const response = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'application/json' }, body: '{"file":1}' });
-        await expectProblem(response, 415, 'not_multipart');
+      it('415 not_multipart for a body neither multipart nor JSON; 400 missing_file for JSON without image_url', async () => {
+        const text = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'text/plain' }, body: 'file=1' });
+        await expectProblem(text, 415, 'not_multipart');
+        const json = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'application/json' }, body: '{"file":1}' });
+        await expectProblem(json, 400, 'missing_file');
       });
 
       it('400 missing_file for a form without a file part', async () => {
@@ -449,6 +468,10 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         await inference.stop();
       }
     }, 120_000);
+
+    it('checked every response above against /v1/openapi.json', () => {
+      expect(checker!.checked).toBeGreaterThan(40);
+    });
   });
 }
 

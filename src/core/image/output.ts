@@ -35,7 +35,8 @@ export const FOREGROUND_THRESHOLD = 13;
 /** `size=preview` output is at most this many pixels. */
 export const PREVIEW_PIXELS = 250_000;
 
-const FORMATS = {
+/** Media type and file extension of each output format. */
+export const FORMATS = {
   png: { contentType: 'image/png', extension: 'png' },
   webp: { contentType: 'image/webp', extension: 'webp' },
   jpg: { contentType: 'image/jpeg', extension: 'jpg' },

@@ -3,7 +3,9 @@ import { probeImage, type Probe } from '../image/pipeline.js';
 import type { ModelVerifier } from '../inference/model-verifier.js';
 import { checkImageSize, checkPlanOptions, checkPlanQuality, chooseModel, maxUploadBytes } from '../limits/plan-policy.js';
 import type { Plan } from '../limits/plans.js';
-import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
+import type { Upload, UploadLimits } from '../multipart.js';
+import { readImageInput } from '../image-url/read-input.js';
+import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import { parseOutputOptions, type OutputOptions } from '../output-options.js';
 import { untilAborted } from './abortable.js';
 import type { RequestScope } from './request-scope.js';
@@ -16,6 +18,7 @@ export interface OrderDeps {
   upload: UploadLimits;
   maxInputPixels: number;
   metrics: ApiMetrics;
+  imageUrl: ResolvedImageUrlOptions;
 }
 
 /** What the caller asked for, checked against its plan. */
@@ -42,7 +45,7 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   await untilAborted(deps.verifier.ensure(chooseModel(early.options.model, plan, deps.models, deps.defaultModel)), signal);
 
   const limits = { ...deps.upload, maxFileBytes: maxUploadBytes(plan, deps.upload.maxFileBytes) };
-  const upload = await readUpload(request.body, request.headers, limits, signal);
+  const upload = await readImageInput(request.body, request.headers, limits, deps.imageUrl, signal);
   scope.uploadDone();
   deps.metrics.bytesIn.inc(upload.file.length);
 

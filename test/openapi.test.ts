@@ -1,0 +1,121 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import express from 'express';
+import type { Server } from 'node:http';
+import { createRemoveBgRouter } from '../src/adapters/express.js';
+import { createRemoveBgHandler, ERROR_CATALOG, OUTPUT_OPTION_DEFINITIONS, type KeyStore, type RemoveBgHandler } from '../src/core/index.js';
+import { parseOutputOptions } from '../src/core/output-options.js';
+import { buildOpenApiDocument } from '../src/openapi/document.js';
+import { baseUrlOf } from './conformance/suite.js';
+
+const keyStore: KeyStore = { findByHash: async () => undefined };
+const context = { serverUrl: '/api', maxUploadBytes: 1024, models: ['isnet'], defaultModel: 'isnet', problemTypeBase: 'urn:bgcut:problem:' };
+
+describe('OpenAPI document', () => {
+  const document = buildOpenApiDocument(context) as any;
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const result = await new Validator().validate(structuredClone(document));
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(document.openapi).toBe('3.1.0');
+  });
+
+  it('lists every error code of the catalogue, each under its own status', () => {
+    expect(document.components.schemas.Problem.properties.code.enum.sort()).toEqual(Object.keys(ERROR_CATALOG).sort());
+    const responses = document.paths['/v1/remove-bg'].post.responses;
+    for (const [code, { status }] of Object.entries(ERROR_CATALOG)) {
+      if (code === 'not_found' || code === 'client_closed') continue;
+      expect(responses[String(status)].content['application/problem+json'].schema.allOf[1].properties.code.enum).toContain(code);
+    }
+    expect(responses['429'].headers['Retry-After']).toBeDefined();
+    expect(document.components.securitySchemes.ApiKey).toEqual(expect.objectContaining({ type: 'apiKey', in: 'header', name: 'X-API-KEY' }));
+  });
+
+  // The document and the handler read the same table; this shows they agree value by value.
+  describe('accepts exactly what the handler accepts', () => {
+    const ajv = new Ajv2020({ strict: false });
+    const parameters = document.paths['/v1/remove-bg'].post.parameters as { name: string; schema: object }[];
+    const samples: Record<string, string[]> = {
+      format: ['png', 'jpeg', 'JPG', 'gif', 'bmp', ''],
+      channels: ['rgba', 'alpha', 'rgb'],
+      bg_color: ['#00ff00', 'red', 'transparent'],
+      crop: ['true', 'false', '1', 'maybe'],
+      crop_margin: ['10px', '5%', '500px', '10pt', 'ten'],
+      size: ['preview', 'full', 'auto', 'huge'],
+      model: ['isnet', 'a b', 'x'.repeat(65)],
+    };
+    for (const name of Object.keys(OUTPUT_OPTION_DEFINITIONS)) {
+      it(name, () => {
+        const schema = parameters.find((p) => p.name === name)!.schema;
+        expect(schema).toBeDefined();
+        const validate = ajv.compile(schema);
+        for (const value of samples[name]!) {
+          const fields = name === 'crop_margin' ? { crop: 'true', [name]: value } : { [name]: value };
+          let parsed = true;
+          try {
+            parseOutputOptions(fields, '/', {});
+          } catch {
+            parsed = false;
+          }
+          // The schema may be looser than the parser (a range, a colour name), never stricter,
+          // except for the letter case of enum words, which the document says is ignored.
+          const documented = validate(value) || ('enum' in schema && validate(value.trim().toLowerCase()));
+          if (parsed) expect(documented, `${name}=${value} is parsed but the schema refuses it`).toBe(true);
+          if (!documented) expect(parsed, `${name}=${value} is refused by the schema but parsed`).toBe(false);
+        }
+      });
+    }
+  });
+});
+
+describe('served document and reference page', () => {
+  let handler: RemoveBgHandler;
+  let server: Server;
+  let base: string;
+  beforeAll(async () => {
+    handler = createRemoveBgHandler({ keyStore, onInternalError: () => {} });
+    const app = express();
+    app.use('/api', createRemoveBgRouter(handler));
+    server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    base = baseUrlOf(server);
+  });
+  afterAll(async () => {
+    server?.close();
+    await handler?.close();
+  });
+
+  it('GET /v1/openapi.json: the document, its server where it was fetched from', async () => {
+    const response = await fetch(`${base}/api/v1/openapi.json`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    const served = (await response.json()) as any;
+    expect(served.servers).toEqual([{ url: '/api' }]);
+    expect(served.paths['/v1/remove-bg'].post.operationId).toBe('removeBackground');
+    expect(served.components.schemas.Account.properties.plan.properties.maxUploadBytes.maximum).toBe(25 * 1024 * 1024);
+  });
+
+  it('GET /docs: a page whose scripts and styles are all served here (no CDN)', async () => {
+    const response = await fetch(`${base}/api/docs`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(response.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await response.text();
+    expect(html).not.toMatch(/(src|href)="(https?:)?\/\//);
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(assets.length).toBe(3);
+    for (const asset of assets) {
+      const file = await fetch(new URL(asset, `${base}/api/docs`));
+      expect(file.status, asset).toBe(200);
+      expect((await file.arrayBuffer()).byteLength, asset).toBeGreaterThan(100);
+    }
+  });
+
+  it('405 for POST to the document', async () => {
+    const response = await fetch(`${base}/api/v1/openapi.json`, { method: 'POST' });
+    expect(response.status).toBe(405);
+    expect(response.headers.get('allow')).toBe('GET, HEAD');
+  });
+});
