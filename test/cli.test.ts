@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { captureInternalError } from './helpers/log-capture.js';
 import http from 'node:http';
 import { mkdir, mkdtemp, readdir, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -31,7 +32,7 @@ describe('bgcut remove (batch CLI)', () => {
 
   beforeAll(async () => {
     keys = await createTestKeys();
-    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: () => {} });
+    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: captureInternalError });
     await handler.ready();
     const app = createExpressApp(handler, '/api');
     server = http.createServer((req, res) => {

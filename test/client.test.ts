@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { captureInternalError } from './helpers/log-capture.js';
 import { writeFile, mkdtemp } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import os from 'node:os';
@@ -39,7 +40,7 @@ describe('client against the real API', () => {
 
   beforeAll(async () => {
     keys = await createTestKeys();
-    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: () => {} });
+    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: captureInternalError });
     await handler.ready();
     server = http.createServer(createExpressApp(handler, '/api'));
     baseUrl = `${await listen(server)}/api`;

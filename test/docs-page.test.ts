@@ -1,4 +1,5 @@
 import { mkdtemp } from 'node:fs/promises';
+import { captureInternalError } from './helpers/log-capture.js';
 import type { Server } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,7 +19,7 @@ describe('/docs in a real browser', () => {
   let base: string;
 
   beforeAll(async () => {
-    handler = createRemoveBgHandler({ keyStore, onInternalError: () => {} });
+    handler = createRemoveBgHandler({ keyStore, onInternalError: captureInternalError });
     server = express().use('/api', createRemoveBgRouter(handler)).listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     base = baseUrlOf(server);

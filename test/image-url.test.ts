@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { captureInternalError } from './helpers/log-capture.js';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type RemoveBgHandler } from '../src/core/index.js';
@@ -301,7 +302,7 @@ describe('fetching from a loopback test server (allowLoopbackForTesting)', () =>
         plans: TEST_PLANS,
         inference: { address: inject('inferenceAddress') },
         imageUrl: { resolver: dns.resolver, allowLoopbackForTesting: true },
-        onInternalError: () => {},
+        onInternalError: captureInternalError,
       });
       await handler.ready();
       api = http.createServer(createExpressApp(handler));

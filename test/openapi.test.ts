@@ -1,4 +1,5 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { captureInternalError } from './helpers/log-capture.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import express from 'express';
@@ -45,6 +46,7 @@ describe('OpenAPI document', () => {
       crop_margin: ['10px', '5%', '500px', '10pt', 'ten'],
       size: ['preview', 'full', 'auto', 'huge'],
       model: ['isnet', 'a b', 'x'.repeat(65)],
+      quality: ['fast', 'balanced', 'BEST', 'better', ''],
     };
     for (const name of Object.keys(OUTPUT_OPTION_DEFINITIONS)) {
       it(name, () => {
@@ -75,7 +77,7 @@ describe('served document and reference page', () => {
   let server: Server;
   let base: string;
   beforeAll(async () => {
-    handler = createRemoveBgHandler({ keyStore, onInternalError: () => {} });
+    handler = createRemoveBgHandler({ keyStore, onInternalError: captureInternalError });
     const app = express();
     app.use('/api', createRemoveBgRouter(handler));
     server = app.listen(0, '127.0.0.1');
