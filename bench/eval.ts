@@ -1,6 +1,6 @@
 /**
  * npm run eval -- <folder> [--quality fast,balanced,best|all] [--json] [--check quality/] [--write quality/]
- *                 [--model isnet-fp16] [--limit N] [--composites DIR] [--mask-cache DIR]
+ *                 [--model isnet] [--limit N] [--composites DIR] [--mask-cache DIR]
  *
  * Cutout quality on pairs NAME.jpg|png + NAME.mask.png (8-bit grey, same size), through the same
  * pipeline the endpoint uses (probe, segment at the quality on a real inference server, render),
@@ -30,7 +30,7 @@ const { values, positionals } = parseArgs({
     json: { type: 'boolean' },
     check: { type: 'string' },
     write: { type: 'string' },
-    model: { type: 'string', default: 'isnet-fp16' },
+    model: { type: 'string', default: 'isnet' },
     limit: { type: 'string' },
     composites: { type: 'string' },
     quality: { type: 'string', default: 'balanced' },
