@@ -91,8 +91,15 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
 
   // jpg has no alpha: it is shown on white unless a colour is asked for.
   const background: Rgba | null = options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null);
+  const cap = options.size === 'preview' ? Math.min(PREVIEW_PIXELS, render.maxOutputPixels) : render.maxOutputPixels;
+  const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
+  // Rounded down, so the output never passes the cap.
+  const outWidth = Math.max(1, Math.floor(region.width * factor));
+  const outHeight = Math.max(1, Math.floor(region.height * factor));
+  const wholeAtFullSize = region.left === 0 && region.top === 0 && region.width === width && region.height === height && outWidth === width && outHeight === height;
   let raw: Buffer;
   let channels: 1 | 3 | 4;
+  let joined: Sharp | undefined;
   if (options.channels === 'alpha') {
     raw = alpha;
     channels = 1;
@@ -100,8 +107,14 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
     // In place: the segmentation's colour is used once, here.
     const colour = render.foregroundEstimation ? await estimateForeground(seg.rgb, alpha, width, height, seg.model) : seg.rgb;
     if (background && background.alpha >= 1) {
-      raw = composeOpaque(colour, alpha, background);
+      raw = composeOpaque(colour, alpha, background, colour);
       channels = 3;
+    } else if (!background && wholeAtFullSize) {
+      // The common case: sharp joins colour and alpha as it streams them to the encoder, so no
+      // full-size RGBA copy is made (the same pixels as composeRgba's).
+      raw = clearTransparent(colour, alpha);
+      channels = 4;
+      joined = sharp(raw, { raw: { width, height, channels: 3 } }).joinChannel(alpha, { raw: { width, height, channels: 1 } });
     } else {
       raw = composeRgba(colour, alpha, background);
       channels = 4;
@@ -112,7 +125,7 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
   // Fill for the part of a crop region outside the image.
   const fill =
     channels === 1 ? { r: 0, g: 0, b: 0, alpha: 1 } : background ? { ...background, alpha: channels === 3 ? 1 : background.alpha } : { r: 0, g: 0, b: 0, alpha: 0 };
-  let image = sharp(raw, { raw: { width, height, channels } });
+  let image = joined ?? sharp(raw, { raw: { width, height, channels } });
   const inside = {
     left: Math.max(0, region.left),
     top: Math.max(0, region.top),
@@ -136,11 +149,6 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
     );
   }
 
-  const cap = options.size === 'preview' ? Math.min(PREVIEW_PIXELS, render.maxOutputPixels) : render.maxOutputPixels;
-  const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
-  // Rounded down, so the output never passes the cap.
-  const outWidth = Math.max(1, Math.floor(region.width * factor));
-  const outHeight = Math.max(1, Math.floor(region.height * factor));
   if (outWidth !== region.width || outHeight !== region.height) image = image.resize(outWidth, outHeight, { fit: 'fill' });
   if (channels === 1) image = image.toColourspace('b-w');
 
@@ -224,10 +232,20 @@ export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null)
   return out;
 }
 
-/** RGB of the cutout over an opaque background colour. */
-export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba): Buffer {
+/**
+ * Clears, in place, the colour of fully transparent pixels and returns `rgb`: joined with the
+ * alpha, it is composeRgba's output without a background.
+ */
+export function clearTransparent(rgb: Buffer, alpha: Buffer): Buffer {
+  for (let i = 0, j = 0; i < alpha.length; i++, j += 3) {
+    if (alpha[i] === 0) rgb[j] = rgb[j + 1] = rgb[j + 2] = 0;
+  }
+  return rgb;
+}
+
+/** RGB of the cutout over an opaque background colour, into `out` (which may be `rgb` itself). */
+export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba, out: Buffer = Buffer.allocUnsafe(alpha.length * 3)): Buffer {
   const pixels = alpha.length;
-  const out = Buffer.allocUnsafe(pixels * 3);
   const bg = [background.r, background.g, background.b];
   for (let i = 0, j = 0; i < pixels; i++, j += 3) {
     const a = alpha[i]! / 255;

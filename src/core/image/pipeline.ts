@@ -41,6 +41,8 @@ export interface Probe {
   height: number;
   format: string;
   hasAlpha: boolean;
+  /** EXIF orientation, 1 (upright as stored) when none. */
+  orientation?: number;
 }
 
 /** Reads the header only: type (sniffed from the bytes), upright size; refuses too many pixels before any decode. */
@@ -73,6 +75,7 @@ export async function probeImage(bytes: Buffer, limits: ImageLimits): Promise<Pr
     height: quarterTurn ? meta.width : meta.height,
     format: meta.format === 'heif' ? 'avif' : meta.format,
     hasAlpha: Boolean(meta.hasAlpha),
+    orientation: meta.orientation ?? 1,
   };
 }
 
@@ -103,11 +106,25 @@ export async function segment(
   };
 
   const decoder = () => openDecoder(bytes, limits);
+  // An upright, opaque JPEG too small for shrink-on-load (sharp shrinks JPEGs on load from half
+  // the size up) is decoded once, at full size, and resized from there: the same pixels as two
+  // decodes (a rotated or 16-bit source would resize differently, so those decode twice).
+  const decodeOnce =
+    decodeAlongside &&
+    probe.format === 'jpeg' &&
+    !probe.hasAlpha &&
+    (probe.orientation ?? 1) === 1 &&
+    Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
+  const once = decodeOnce ? await decodeRaw(bytes, probe, limits) : undefined;
   let modelRgb: Buffer;
   try {
     // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos
     // cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
-    const input = probe.hasAlpha ? decoder().flatten({ background: '#ffffff' }) : decoder().removeAlpha();
+    const input = once
+      ? sharp(once, { raw: { width: probe.width, height: probe.height, channels: 3 } })
+      : probe.hasAlpha
+        ? decoder().flatten({ background: '#ffffff' })
+        : decoder().removeAlpha();
     modelRgb = await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
@@ -117,7 +134,7 @@ export async function segment(
   const preprocessMs = lap();
 
   // The full-size decode, needed only for the output, runs while the model does.
-  const fullSize = decodeAlongside ? decodeRaw(bytes, probe, limits) : Promise.resolve(undefined);
+  const fullSize = once ? Promise.resolve(once) : decodeAlongside ? decodeRaw(bytes, probe, limits) : Promise.resolve(undefined);
   const [{ mask, serverRunMs }, decoded] = await Promise.all([model(input, signal), fullSize]);
   const modelMs = lap();
   const { width, height } = probe;
