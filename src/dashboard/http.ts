@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import type { SafeHtml } from './html.js';
+import { settleBody } from '../core/pipeline/settle-body.js';
 
 /**
  * Every dashboard page: scripts and styles only from the dashboard's own files (no inline
@@ -48,18 +49,12 @@ export class FormTooLargeError extends Error {}
 
 /**
  * A body the dashboard will not use (a refused or unexpected request): read and dropped so the
- * client gets the answer on a live connection, but only up to a bound; past it the connection
- * is closed, so nobody can make the server read an endless upload.
+ * client gets the answer on a live connection, but only up to a bound (the endpoint's own
+ * settleBody); past it the connection is closed, so nobody can make the server read an endless
+ * upload.
  */
 export function discardBody(body: Readable, capBytes = 64 * 1024): void {
-  if (body.readableEnded || body.destroyed) return;
-  let seen = 0;
-  body.on('data', (chunk: Buffer) => {
-    seen += chunk.length;
-    if (seen > capBytes) body.destroy();
-  });
-  body.on('error', () => {});
-  body.resume();
+  settleBody(body, capBytes);
 }
 
 /** Reads an `application/x-www-form-urlencoded` body of at most MAX_FORM_BYTES. */
