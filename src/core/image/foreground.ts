@@ -62,36 +62,45 @@ export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: numb
   const sx = (w - 1) / Math.max(1, width - 1);
   const sy = (h - 1) / Math.max(1, height - 1);
   const out = rgb;
-  for (let y = 0; y < height; y++) {
+  // Opaque and transparent pixels keep their colour: four of them are skipped at a time.
+  const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
+  const pixels = width * height;
+  for (let i = 0; i < pixels; i++) {
+    if (words && (i & 3) === 0 && i + 4 <= pixels) {
+      const word = words[i >> 2]!;
+      if (word === 0 || word === 0xffffffff) {
+        i += 3;
+        continue;
+      }
+    }
+    const ai = alpha[i]!;
+    if (ai === 0 || ai === 255) continue;
+    const y = Math.floor(i / width);
+    const x = i - y * width;
     const fy = y * sy;
     const y0 = Math.floor(fy);
     const y1 = Math.min(h - 1, y0 + 1);
     const ty = fy - y0;
-    for (let x = 0; x < width; x++) {
-      const i = y * width + x;
-      const ai = alpha[i]!;
-      if (ai === 0 || ai === 255) continue;
-      const fx = x * sx;
-      const x0 = Math.floor(fx);
-      const x1 = Math.min(w - 1, x0 + 1);
-      const tx = fx - x0;
-      const p00 = y0 * w + x0;
-      const p01 = y0 * w + x1;
-      const p10 = y1 * w + x0;
-      const p11 = y1 * w + x1;
-      const w00 = (1 - tx) * (1 - ty);
-      const w01 = tx * (1 - ty);
-      const w10 = (1 - tx) * ty;
-      const w11 = tx * ty;
-      const al = ai / 255;
-      for (let c = 0; c < 3; c++) {
-        const F = bf[c]!;
-        const B = bb[c]!;
-        const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
-        const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
-        const f = fb + al * (out[i * 3 + c]! - al * fb - (1 - al) * bg);
-        out[i * 3 + c] = f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
-      }
+    const fx = x * sx;
+    const x0 = Math.floor(fx);
+    const x1 = Math.min(w - 1, x0 + 1);
+    const tx = fx - x0;
+    const p00 = y0 * w + x0;
+    const p01 = y0 * w + x1;
+    const p10 = y1 * w + x0;
+    const p11 = y1 * w + x1;
+    const w00 = (1 - tx) * (1 - ty);
+    const w01 = tx * (1 - ty);
+    const w10 = (1 - tx) * ty;
+    const w11 = tx * ty;
+    const al = ai / 255;
+    for (let c = 0; c < 3; c++) {
+      const F = bf[c]!;
+      const B = bb[c]!;
+      const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
+      const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
+      const f = fb + al * (out[i * 3 + c]! - al * fb - (1 - al) * bg);
+      out[i * 3 + c] = f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
     }
   }
   return out;

@@ -43,27 +43,36 @@ export const FORMATS = {
   avif: { contentType: 'image/avif', extension: 'avif' },
 } as const;
 
-/** The smallest box holding every pixel with alpha >= FOREGROUND_THRESHOLD, or null. */
+/**
+ * The smallest box holding every pixel with alpha >= FOREGROUND_THRESHOLD, or null. Each row is
+ * read from the left up to its first such pixel and from the right down to its last, so only
+ * background is read in full; four fully transparent pixels are skipped at a time.
+ */
 export function foregroundBox(alpha: Buffer, width: number, height: number): Box | null {
+  const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   let top = height;
   let bottom = -1;
   let left = width;
   let right = -1;
   for (let y = 0; y < height; y++) {
     const row = y * width;
-    let first = -1;
-    let last = -1;
-    for (let x = 0; x < width; x++) {
-      if (alpha[row + x]! >= FOREGROUND_THRESHOLD) {
-        if (first < 0) first = x;
-        last = x;
+    const end = row + width;
+    let i = row;
+    while (i < end) {
+      if (words && (i & 3) === 0 && i + 4 <= end && words[i >> 2] === 0) {
+        i += 4;
+        continue;
       }
+      if (alpha[i]! >= FOREGROUND_THRESHOLD) break;
+      i++;
     }
-    if (first < 0) continue;
+    if (i === end) continue;
+    let j = end - 1;
+    while (alpha[j]! < FOREGROUND_THRESHOLD) j--;
     if (y < top) top = y;
     bottom = y;
-    if (first < left) left = first;
-    if (last > right) right = last;
+    if (i - row < left) left = i - row;
+    if (j - row > right) right = j - row;
   }
   return bottom < 0 ? null : { top, left, width: right - left + 1, height: bottom - top + 1 };
 }
@@ -234,11 +243,23 @@ export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null)
 
 /**
  * Clears, in place, the colour of fully transparent pixels and returns `rgb`: joined with the
- * alpha, it is composeRgba's output without a background.
+ * alpha, it is composeRgba's output without a background. A transparent run is cleared with
+ * one fill.
  */
 export function clearTransparent(rgb: Buffer, alpha: Buffer): Buffer {
-  for (let i = 0, j = 0; i < alpha.length; i++, j += 3) {
-    if (alpha[i] === 0) rgb[j] = rgb[j + 1] = rgb[j + 2] = 0;
+  const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
+  const pixels = alpha.length;
+  // indexOf finds the next transparent pixel natively (memchr); the run is then walked four
+  // pixels at a time where aligned.
+  for (let i = alpha.indexOf(0); i >= 0 && i < pixels; i = alpha.indexOf(0, i)) {
+    let end = i + 1;
+    while (end < pixels) {
+      if (words && (end & 3) === 0 && end + 4 <= pixels && words[end >> 2] === 0) end += 4;
+      else if (alpha[end] === 0) end++;
+      else break;
+    }
+    rgb.fill(0, i * 3, end * 3);
+    i = end;
   }
   return rgb;
 }
