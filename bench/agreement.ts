@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { ISNET_FP32_PROFILE, ISNET_PROFILE, type PreprocessingProfile } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
-import { probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 import { startInferenceProcess } from '../test/helpers/inference-process.js';
 import { score, type Scores } from './quality-metrics.js';
@@ -79,7 +79,7 @@ async function run(variant: string): Promise<{ rows: Row[]; bytesSent: number; b
       const seg = await segment(bytes, probe, profile, model, limits, new AbortController().signal, false);
       inference.push(seg.timings.inference ?? 0);
       const truth = await sharp(path.join(folder!, `${name}.mask.png`)).extractChannel(0).raw().toBuffer();
-      rows.push({ name, width: seg.width, height: seg.height, grey: Buffer.from(seg.model.alpha), scores: score(seg.alpha, truth, seg.width, seg.height) });
+      rows.push({ name, width: seg.width, height: seg.height, grey: Buffer.from(seg.model.alpha), scores: score(fullSizeAlpha(seg), truth, seg.width, seg.height) });
       process.stderr.write('.');
     }
   } finally {

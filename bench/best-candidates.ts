@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { ISNET_PROFILE } from '../src/core/index.js';
 import { BEST_PASSES, segmentAtQuality, type BestPasses } from '../src/core/image/multi-pass.js';
-import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, type MaskModel } from '../src/core/image/pipeline.js';
 import { modelRunner } from './model-runner.js';
 import { score } from './quality-metrics.js';
 
@@ -92,7 +92,7 @@ async function main() {
           return runner.model(input, signal);
         };
         const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, CANDIDATES[candidate]!);
-        (results[candidate] ??= []).push({ name, passes, ...score(seg.alpha, truth.data, seg.width, seg.height) });
+        (results[candidate] ??= []).push({ name, passes, ...score(fullSizeAlpha(seg), truth.data, seg.width, seg.height) });
       }
       process.stderr.write('.');
     }

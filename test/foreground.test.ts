@@ -68,4 +68,15 @@ describe('foreground colour estimation', () => {
     const after = softError(await estimateForeground(Buffer.from(rgb), alpha, 2400, 1600), alpha, truth);
     expect(after).toBeLessThan(softError(rgb, alpha, truth) * 0.5);
   });
+
+  it('leaves the image untouched under a hard mask (no soft pixel, nothing to estimate)', async () => {
+    const { rgb } = softEdgeScene(300, 200);
+    const hard = Buffer.alloc(300 * 200);
+    for (let i = 0; i < hard.length; i++) hard[i] = i % 300 < 150 ? 255 : 0;
+    const estimated = await estimateForeground(Buffer.from(rgb), hard, 300, 200);
+    expect(estimated.equals(rgb)).toBe(true);
+    // One soft pixel is enough for the estimate to run and change it.
+    hard[100 * 300 + 150] = 128;
+    expect((await estimateForeground(Buffer.from(rgb), hard, 300, 200)).equals(rgb)).toBe(false);
+  });
 });

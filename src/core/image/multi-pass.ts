@@ -137,12 +137,15 @@ export async function segmentAtQuality(
   });
   const [whole, ...parts] = await Promise.all([wholePromise, ...regionMasks]);
 
-  let alpha = upscaleMask(whole, mw, mh, width, height);
-  regions.forEach((region, i) => {
-    const part = upscaleMask(parts[i]!, mw, mh, region.width, region.height);
-    alpha = pasteBlended(alpha, width, height, part, region, rampWidth(region, passes.cropMargin), passes.cropMerge, passes.cropWeight);
-  });
-  seg.alpha = alpha;
+  // The full-size merge waits, like a single pass's upscale, until the full size is wanted.
+  seg.buildAlpha = () => {
+    let alpha = upscaleMask(whole, mw, mh, width, height);
+    regions.forEach((region, i) => {
+      const part = upscaleMask(parts[i]!, mw, mh, region.width, region.height);
+      alpha = pasteBlended(alpha, width, height, part, region, rampWidth(region, passes.cropMargin), passes.cropMerge, passes.cropWeight);
+    });
+    return alpha;
+  };
   seg.model = { ...seg.model, alpha: whole };
   const totalMs = performance.now() - started;
   seg.timings.inference = (seg.timings.inference ?? 0) + inferenceMs;

@@ -1,6 +1,6 @@
 import sharp, { type Sharp } from 'sharp';
 import type { OutputOptions, Rgba } from '../output-options.js';
-import { estimateForeground } from './foreground.js';
+import { estimateForeground, workingView } from './foreground.js';
 import type { Segmentation } from './pipeline.js';
 
 export interface Box {
@@ -75,6 +75,17 @@ export function foregroundBox(alpha: Buffer, width: number, height: number): Box
     if (j - row > right) right = j - row;
   }
   return bottom < 0 ? null : { top, left, width: right - left + 1, height: bottom - top + 1 };
+}
+
+/**
+ * Drops what rendering will not need of the segmentation's model-size view (4 MB): the working
+ * size for foreground estimation (about 0.2 MB, the same result), or nothing when the output
+ * has no colour or no estimation. For a request about to wait for memory to render in.
+ */
+export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: OutputOptions, render: RenderOptions): Promise<void> {
+  const empty = Buffer.alloc(0);
+  if (options.channels === 'alpha' || !render.foregroundEstimation) seg.model = { rgb: empty, alpha: empty, width: 0, height: 0 };
+  else seg.model = await workingView(seg.model, seg.width, seg.height);
 }
 
 /**

@@ -19,8 +19,14 @@ export interface Segmentation {
   rgb: Buffer;
   bytes: Buffer;
   probe: Probe;
-  /** 8-bit alpha (255 = foreground), width x height; already multiplied by the input's own alpha. */
+  /**
+   * 8-bit alpha (255 = foreground), width x height; already multiplied by the input's own alpha.
+   * Empty, like `rgb`, until decodeFullSize() (or fullSizeAlpha()) when not decoded alongside:
+   * a request waiting for memory holds only the model-size mask, not a full-size one.
+   */
   alpha: Buffer;
+  /** Makes the full-size mask from the model's answer: see fullSizeAlpha(). */
+  buildAlpha: () => Buffer;
   width: number;
   height: number;
   /** The image and mask at the model's size: a cheap, small view for whole-image estimates. */
@@ -142,7 +148,8 @@ export async function segment(
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
   const grey = maskToGrey(mask, profile.minMaxNormalize);
   // Bilinear: a smooth mask upscale, and the cheapest kernel that is not blocky.
-  const alpha = upscaleMask(grey, profile.width, profile.height, width, height);
+  const buildAlpha = () => upscaleMask(grey, profile.width, profile.height, width, height);
+  const alpha = decoded ? buildAlpha() : Buffer.alloc(0);
   const rgb = decoded ? (probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded) : Buffer.alloc(0);
   const postprocessMs = lap();
 
@@ -152,6 +159,7 @@ export async function segment(
     probe,
     rgb,
     alpha,
+    buildAlpha,
     width,
     height,
     model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
@@ -188,13 +196,27 @@ async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Prom
   }
 }
 
-/** Completes a segmentation made with `decodeAlongside = false`. */
+/** Completes a segmentation made with `decodeAlongside = false`: the full-size image and mask. */
 export async function decodeFullSize(seg: Segmentation, limits: ImageLimits): Promise<void> {
   if (seg.rgb.length > 0) return;
   const started = performance.now();
   const decoded = await decodeRaw(seg.bytes, seg.probe, limits);
-  seg.rgb = seg.probe.hasAlpha ? splitAlpha(decoded, seg.alpha) : decoded;
   seg.timings.decode = (seg.timings.decode ?? 0) + performance.now() - started;
+  const alpha = fullSizeAlpha(seg);
+  seg.rgb = seg.probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded;
+}
+
+/**
+ * The segmentation's full-size mask, made now if it was left at the model's size (a mask alone,
+ * as measured against a ground truth: the input's own alpha is folded in by decodeFullSize()).
+ */
+export function fullSizeAlpha(seg: Segmentation): Buffer {
+  if (seg.alpha.length === 0) {
+    const started = performance.now();
+    seg.alpha = seg.buildAlpha();
+    seg.timings.postprocess = (seg.timings.postprocess ?? 0) + performance.now() - started;
+  }
+  return seg.alpha;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { renderOutput, type Rendered } from '../image/output.js';
+import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
 import { QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
 import { decodeFullSize, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
@@ -60,9 +60,14 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   } finally {
     await slot.release();
   }
-  pixels ??= scope.hold(await deps.pixelBudget.take(order.pixels, signal));
+  const render = { ...renderSettingsFor(order.output.quality, deps.render), maxOutputPixels: order.maxOutputPixels };
+  if (!pixels) {
+    // A request that waits for memory holds only its upload and small views meanwhile.
+    await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
+    pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
+  }
   await decodeFullSize(segmentation, deps.imageLimits);
-  const rendered = await renderOutput(segmentation, order.output, { ...renderSettingsFor(order.output.quality, deps.render), maxOutputPixels: order.maxOutputPixels });
+  const rendered = await renderOutput(segmentation, order.output, render);
   await pixels.release();
 
   // Charged for good only if the client is still there to get the cutout.

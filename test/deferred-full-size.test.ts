@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { ISNET_PROFILE } from '../src/core/image/profile.js';
+import { keepOnlyWhatRenderNeeds, renderOutput } from '../src/core/image/output.js';
+import { decodeFullSize, fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
+import { objectOnTexture } from './helpers/synthetic-image.js';
+
+/**
+ * A request that waits for memory to render in (the pixel budget) holds only small things
+ * meanwhile: no full-size mask, and of the model-size view only what foreground estimation
+ * needs. Holding less must not change the cutout by a single byte.
+ *
+ * The mask comes from a stand-in for the model (a soft-edged disc at the model's size): what is
+ * tested is the pipeline's bookkeeping, not the model.
+ */
+const discModel: MaskModel = async () => {
+  const { width, height } = ISNET_PROFILE;
+  const mask = new Uint8Array(width * height);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const d = Math.hypot(x - width / 2, y - height * 0.55) - width * 0.3;
+      mask[y * width + x] = Math.max(0, Math.min(255, Math.round(128 - d * 16)));
+    }
+  }
+  return { mask };
+};
+
+const limits = { maxInputPixels: 50_000_000 };
+const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
+
+async function cutout(bytes: Buffer, output: OutputOptions, wait: boolean) {
+  const probe = await probeImage(bytes, limits);
+  const seg = await segment(bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), !wait);
+  if (wait) {
+    expect(seg.alpha.length).toBe(0);
+    expect(seg.rgb.length).toBe(0);
+    await keepOnlyWhatRenderNeeds(seg, output, render);
+    expect(seg.model.rgb.length).toBeLessThan(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
+  }
+  await decodeFullSize(seg, limits);
+  return renderOutput(seg, output, render);
+}
+
+describe('a request waiting to render', () => {
+  it('holds no full-size mask until decodeFullSize, and fullSizeAlpha makes it once', async () => {
+    const image = await objectOnTexture(800, 600);
+    const probe = await probeImage(image.bytes, limits);
+    const seg = await segment(image.bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), false);
+    expect(seg.alpha.length).toBe(0);
+    const alpha = fullSizeAlpha(seg);
+    expect(alpha.length).toBe(800 * 600);
+    expect(fullSizeAlpha(seg)).toBe(alpha);
+    expect(alpha[Math.round(600 * 0.55) * 800 + 400]).toBe(255);
+    expect(alpha[0]).toBe(0);
+  });
+
+  it.each([
+    ['a transparent PNG', DEFAULT_OUTPUT],
+    ['a JPEG on a colour', { ...DEFAULT_OUTPUT, format: 'jpg', bgColor: { r: 20, g: 200, b: 90, alpha: 1 } } as OutputOptions],
+    ['the mask alone', { ...DEFAULT_OUTPUT, channels: 'alpha' } as OutputOptions],
+    ['a crop', { ...DEFAULT_OUTPUT, crop: true } as OutputOptions],
+  ])('makes exactly the cutout of a request that did not wait: %s', async (_name, output) => {
+    const image = await objectOnTexture(900, 700);
+    const waited = await cutout(image.bytes, output, true);
+    const direct = await cutout(image.bytes, output, false);
+    expect(waited.body.equals(direct.body)).toBe(true);
+    expect(waited.foreground).toEqual(direct.foreground);
+  });
+});
