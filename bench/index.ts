@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
- *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg]
+ *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
  * same machine load:
@@ -14,8 +14,11 @@
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
- * process's CPU time per image (from /proc, the inference server excluded) and the tensor bytes
- * each ModelInfer call sends and receives.
+ * process's CPU time per image (from /proc, the inference server excluded: the mean over the
+ * runs, since /proc counts in 10 ms ticks) and the tensor bytes each ModelInfer call sends and
+ * receives. Latency sections first send `--warmup` requests (default 10) that are not measured:
+ * a serving API has answered many, and its JIT-compiled pixel loops are what it runs (the first
+ * few requests of a fresh process run them interpreted, 2-3x slower).
  */
 import ort from 'onnxruntime-node';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -43,8 +46,11 @@ const { values } = parseArgs({
     json: { type: 'string' },
     only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
     model: { type: 'string', default: 'isnet' },
+    warmup: { type: 'string', default: '10' },
   },
 });
+const warmup = Number(values.warmup);
+if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be at least 1');
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
@@ -73,13 +79,16 @@ function rssMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
 }
 
+/** glibc malloc settings the README recommends for the API on Linux; see "Memory" there. */
+const GLIBC_MALLOC_TUNING = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '262144' };
+
 const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-'));
 const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
 const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
 await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
 
 /** The Express example as its own process, on a free port. */
-async function startApi(inferenceAddress: string): Promise<{ child: ChildProcess; url: string; stop: () => void }> {
+async function startApi(inferenceAddress: string, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => void }> {
   const script = fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
   const port = 20000 + Math.floor(Math.random() * 20000);
   const child = spawn(process.execPath, [script], {
@@ -90,6 +99,7 @@ async function startApi(inferenceAddress: string): Promise<{ child: ChildProcess
       BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
       BGCUT_INFERENCE_ADDRESS: inferenceAddress,
       BGCUT_MODEL_PROFILE: values.model === 'isnet' ? 'isnet' : 'isnet-fp32',
+      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -174,16 +184,16 @@ let rawMedian = NaN;
 async function latency(label: string, image: Buffer) {
   const meta = await sharp(image).metadata();
   const raw = await rawRun(image);
-  await post(api.url, image);
+  for (let i = 0; i < warmup; i++) await post(api.url, image);
   await raw();
   const e2e: number[] = [];
   const rawMs: number[] = [];
-  const apiCpu: number[] = [];
+  let apiCpu = 0;
   const stages: Record<string, number[]> = {};
   for (let i = 0; i < runs; i++) {
     const cpuBefore = cpuMs(api.child.pid!);
     const result = await post(api.url, image);
-    apiCpu.push(cpuMs(api.child.pid!) - cpuBefore);
+    apiCpu += cpuMs(api.child.pid!) - cpuBefore;
     if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
     e2e.push(result.ms);
     for (const [stage, ms] of Object.entries(result.stages)) (stages[stage] ??= []).push(ms);
@@ -197,14 +207,14 @@ async function latency(label: string, image: Buffer) {
     stagesMs: Object.fromEntries(Object.entries(stages).map(([s, xs]) => [s, round(median(xs))])),
     ratioEndToEndOverRaw: Math.round((median(e2e) / median(rawMs)) * 1000) / 1000,
     // The API process's own CPU per image (decode, resize, compose, encode, gRPC), 10 ms resolution.
-    apiCpuMsPerImage: round(median(apiCpu)),
+    apiCpuMsPerImage: round(apiCpu / runs),
   };
   report[label] = section;
-  console.log(`\n${label}: ${section.image}, medians of ${runs} runs`);
+  console.log(`\n${label}: ${section.image}, medians of ${runs} runs after ${warmup} unmeasured`);
   console.log('| measure | ms |\n|---|---|');
   for (const [s, ms] of Object.entries(section.stagesMs)) console.log(`| stage ${s} | ${ms} |`);
   console.log(`| end-to-end HTTP | ${section.endToEndMs} |\n| raw session.run | ${section.rawSessionRunMs} |\n| **end-to-end / raw** | **${section.ratioEndToEndOverRaw}** |`);
-  console.log(`| API process CPU per image | ${section.apiCpuMsPerImage} |`);
+  console.log(`| API process CPU per image (mean) | ${section.apiCpuMsPerImage} |`);
   return median(rawMs);
 }
 
@@ -264,20 +274,39 @@ try {
   }
 
   if (sections.has('memory')) {
-    const fresh = await startApi(inference.address);
-    try {
-      const big = await sharp((await objectOnTexture(1060, 708, 'raw')).rgb, { raw: { width: 1060, height: 708, channels: 3 } })
-        .resize(4240, 2832)
-        .jpeg({ quality: 90 })
-        .toBuffer();
-      const idle = rssMb(fresh.child.pid!, 'VmRSS');
-      const results = await Promise.all(Array.from({ length: 16 }, () => post(fresh.url, big)));
-      const peak = rssMb(fresh.child.pid!, 'VmHWM');
-      report.memory = { uploads: '16 concurrent 4240x2832 (12 MP) JPEGs', statuses: results.map((r) => r.status), idleRssMb: round(idle), peakRssMb: round(peak) };
-      console.log(`\nmemory: API process RSS idle ${idle.toFixed(0)} MB, peak under 16 concurrent 12 MP uploads ${peak.toFixed(0)} MB (statuses ${[...new Set(results.map((r) => r.status))].join(',')})`);
-    } finally {
-      fresh.stop();
+    const big = await sharp((await objectOnTexture(1060, 708, 'raw')).rgb, { raw: { width: 1060, height: 708, channels: 3 } })
+      .resize(4240, 2832)
+      .jpeg({ quality: 90 })
+      .toBuffer();
+    // The same burst on a fresh API process with glibc's default malloc, and with the settings
+    // the README recommends for Linux (fewer arenas, large blocks mapped and unmapped at once),
+    // alternating, twice each.
+    const variants = { default: {}, 'glibc tuned': GLIBC_MALLOC_TUNING };
+    const peaks: Record<string, number[]> = {};
+    const idles: Record<string, number[]> = {};
+    const statuses = new Set<number>();
+    for (let pass = 0; pass < 2; pass++) {
+      for (const [name, env] of Object.entries(variants)) {
+        const fresh = await startApi(inference.address, env);
+        try {
+          (idles[name] ??= []).push(rssMb(fresh.child.pid!, 'VmRSS'));
+          const results = await Promise.all(Array.from({ length: 16 }, () => post(fresh.url, big)));
+          for (const r of results) statuses.add(r.status);
+          (peaks[name] ??= []).push(rssMb(fresh.child.pid!, 'VmHWM'));
+        } finally {
+          fresh.stop();
+        }
+      }
     }
+    report.memory = {
+      uploads: '16 concurrent 4240x2832 (12 MP) JPEGs',
+      statuses: [...statuses],
+      glibcTuning: GLIBC_MALLOC_TUNING,
+      ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round) }])),
+    };
+    console.log(`\nmemory: API process peak RSS under 16 concurrent 12 MP uploads (statuses ${[...statuses].join(',')}), medians of 2 fresh processes each`);
+    console.log('| malloc | idle MB | peak MB |\n|---|---|---|');
+    for (const name of Object.keys(variants)) console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) |`);
   }
 
   if (sections.has('soak')) {
