@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FileKeyStore } from '../core/auth/file-key-store.js';
 import { InvalidAllowListEntryError, validateAllowedIps } from '../core/auth/ip-allow-list.js';
+import { InvalidAllowedOriginError, validateAllowedOrigins } from '../core/auth/origin-allow-list.js';
 import type { KeyAdmin, KeyRecord } from '../core/auth/key-store.js';
 import { RedisKeyStore } from '../core/auth/redis-key-store.js';
 import { DEFAULT_PLANS, loadPlansFile, type Plans } from '../core/limits/plans.js';
@@ -111,7 +112,7 @@ export async function main(argv: string[], out: (line: string) => void = console
           ...(values.label ? { label: values.label } : {}),
           expiresAt: values.expires ? new Date(Date.now() + parseDuration(values.expires)) : null,
           allowedIps: validateAllowedIps(values.ip),
-          allowedOrigins: values.origin,
+          allowedOrigins: validateAllowedOrigins(values.origin),
         });
         print({ key, record }, `${key}\n(key id ${record.id}; shown once, store it now)`);
         return 0;
@@ -162,7 +163,7 @@ export async function main(argv: string[], out: (line: string) => void = console
     }
   } catch (error) {
     console.error(`bgcut-keys: ${(error as Error).message}`);
-    return error instanceof UsageError || error instanceof InvalidAllowListEntryError ? 2 : 1;
+    return error instanceof UsageError || error instanceof InvalidAllowListEntryError || error instanceof InvalidAllowedOriginError ? 2 : 1;
   } finally {
     redis?.disconnect();
   }

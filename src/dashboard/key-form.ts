@@ -1,4 +1,5 @@
 import { InvalidAllowListEntryError, validateAllowedIps } from '../core/auth/ip-allow-list.js';
+import { isOrigin } from '../core/auth/origin-allow-list.js';
 import { LIFETIMES } from './pages/keys.js';
 
 /** Most IP ranges or origins one key may list. */
@@ -17,15 +18,6 @@ const lines = (text: string | null) =>
     .map((l) => l.trim())
     .filter(Boolean);
 
-function validOrigin(entry: string): boolean {
-  try {
-    const url = new URL(entry);
-    return (url.protocol === 'https:' || url.protocol === 'http:') && url.origin === entry;
-  } catch {
-    return false;
-  }
-}
-
 /** The create-key form, checked: the values for createKey, or the first problem in words. */
 export function parseKeyForm(form: URLSearchParams, now = Date.now()): KeyFormValues | { error: string } {
   const label = (form.get('label') ?? '').trim();
@@ -42,7 +34,7 @@ export function parseKeyForm(form: URLSearchParams, now = Date.now()): KeyFormVa
     if (error instanceof InvalidAllowListEntryError) return { error: error.message };
     throw error;
   }
-  const badOrigin = allowedOrigins.find((o) => !validOrigin(o));
+  const badOrigin = allowedOrigins.find((o) => !isOrigin(o));
   if (badOrigin) return { error: `"${badOrigin}" is not an origin (such as https://shop.example, without a path).` };
   return {
     ...(label ? { label } : {}),

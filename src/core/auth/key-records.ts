@@ -1,11 +1,16 @@
 import { generateApiKey, hashApiKey, keyIdOf } from './api-key.js';
 import { validateAllowedIps } from './ip-allow-list.js';
+import { validateAllowedOrigins } from './origin-allow-list.js';
 import type { CreateKeyOptions, KeyRecord } from './key-store.js';
 
-/** A new key and the record that is stored for it (the record holds only the hash). Throws InvalidAllowListEntryError. */
+/**
+ * A new key and the record that is stored for it (the record holds only the hash). Throws
+ * InvalidAllowListEntryError or InvalidAllowedOriginError.
+ */
 export function newKey(options: CreateKeyOptions, now = new Date()): { key: string; record: KeyRecord } {
   // Checked before anything is stored: a bad entry would otherwise fail every request with the key.
   validateAllowedIps(options.allowedIps);
+  validateAllowedOrigins(options.allowedOrigins);
   const key = generateApiKey();
   const hash = hashApiKey(key);
   const record: KeyRecord = {
