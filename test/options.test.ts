@@ -10,6 +10,7 @@ describe('handler options', () => {
     expect(resolved.inference).toMatchObject({ address: '127.0.0.1:50051', modelName: 'isnet', timeoutMs: 30_000 });
     expect(resolved.limits).toMatchObject({ maxUploadBytes: 25 * 1024 * 1024, maxInputPixels: 40_000_000 });
     expect(resolved.plans.free?.requestsPerMinute).toBe(10);
+    expect(resolved.concurrencyLeaseMs).toBe(10_000);
   });
 
   it('fails at creation on a bad value, naming it', () => {
@@ -19,6 +20,8 @@ describe('handler options', () => {
     expect(() => resolveOptions({ keyStore, pngCompressionLevel: 12 })).toThrow(/pngCompressionLevel/);
     expect(() => resolveOptions({ keyStore, plans: { a: { requestsPerMinute: 0 } } })).toThrow(/plans.a/);
     expect(() => resolveOptions({ keyStore, inference: { maxMessageBytes: 1024 } })).toThrow(/maxMessageBytes/);
+    expect(() => resolveOptions({ keyStore, concurrencyLeaseMs: 500 })).toThrow(/concurrencyLeaseMs/);
+    expect(() => resolveOptions({ keyStore, concurrencyLeaseMs: 1500.5 })).toThrow(/concurrencyLeaseMs/);
   });
 });
 

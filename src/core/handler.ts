@@ -79,6 +79,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     redis: config.redis,
     redisFailureMode: config.redisFailureMode,
     insuranceInstances: config.insuranceInstances,
+    concurrencyLeaseMs: config.concurrencyLeaseMs,
   });
   // Memory bounds of the image work: model inputs in flight (each a tensor plus its gRPC
   // copies), and full-size pixels being decoded, composed and encoded.

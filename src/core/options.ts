@@ -98,6 +98,12 @@ export interface RemoveBgOptions {
   /** API instances sharing Redis, to size insurance limits (each gets 1/n). Default 1. */
   insuranceInstances?: number;
   /**
+   * With `redis`: lease of an account's concurrency slot, renewed by its holder every third of
+   * this time. A slot whose release was lost (a Redis blip, a crashed instance) is free again
+   * after it; too short a lease lets a slow Redis drop live slots. Default 10 000 ms (at least 1 000).
+   */
+  concurrencyLeaseMs?: number;
+  /**
    * Serve Prometheus metrics at `/metrics` beside the endpoint (unauthenticated: keep it off the
    * public network). Default false; `handler.metrics()` serves them anywhere else.
    */
@@ -155,6 +161,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     redis: options.redis,
     redisFailureMode: options.redisFailureMode ?? ('fail-closed' as RedisFailureMode),
     insuranceInstances: options.insuranceInstances ?? 1,
+    concurrencyLeaseMs: options.concurrencyLeaseMs ?? 10_000,
     onResponse: options.onResponse,
     activity: options.activity,
     exposeMetrics: options.exposeMetrics ?? false,
@@ -211,6 +218,9 @@ export function resolveOptions(options: RemoveBgOptions) {
     throw new RangeError('redisFailureMode must be "fail-closed" or "insurance"');
   }
   positive('insuranceInstances', resolved.insuranceInstances);
+  if (!Number.isInteger(resolved.concurrencyLeaseMs) || resolved.concurrencyLeaseMs < 1000) {
+    throw new RangeError('concurrencyLeaseMs must be an integer of at least 1000 (ms)');
+  }
   positive('shutdownTimeoutMs', resolved.shutdownTimeoutMs);
   // The image must fit in one gRPC message of the largest model's input size.
   const inputBytes = Math.max(...Object.values(resolved.inference.models).map((p) => 3 * p.width * p.height * 4));
