@@ -1,3 +1,4 @@
+import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { keepOnlyWhatRenderNeeds, renderOutput } from '../src/core/image/output.js';
@@ -65,5 +66,20 @@ describe('a request waiting to render', () => {
     const direct = await cutout(image.bytes, output, false);
     expect(waited.body.equals(direct.body)).toBe(true);
     expect(waited.foreground).toEqual(direct.foreground);
+  });
+
+  it('folds the input\'s own alpha into the deferred mask as into the direct one', async () => {
+    // An RGBA upload whose left quarter is transparent: that part must stay transparent.
+    const { rgb } = await objectOnTexture(900, 700, 'raw');
+    const alpha = Buffer.alloc(900 * 700, 255);
+    for (let y = 0; y < 700; y++) alpha.fill(0, y * 900, y * 900 + 225);
+    const png = await sharp(rgb, { raw: { width: 900, height: 700, channels: 3 } }).joinChannel(alpha, { raw: { width: 900, height: 700, channels: 1 } }).png().toBuffer();
+    const waited = await cutout(png, DEFAULT_OUTPUT, true);
+    const direct = await cutout(png, DEFAULT_OUTPUT, false);
+    expect(waited.body.equals(direct.body)).toBe(true);
+    const out = await sharp(waited.body).extractChannel(3).raw().toBuffer();
+    // Inside the stand-in's disc: transparent where the input was, opaque where it was not.
+    expect(out[385 * 900 + 200]).toBe(0);
+    expect(out[385 * 900 + 300]).toBe(255);
   });
 });
