@@ -52,7 +52,9 @@ export interface RemoveBgHandler {
   /**
    * Drains: new requests get 503 `service_unavailable` at once, requests in progress finish
    * (for up to `shutdownTimeoutMs`, then they are ended with a 503), then the inference
-   * connection closes. Call it on SIGTERM, after the HTTP server stops accepting connections.
+   * connection closes, and counted activity and usage still waiting for their store are written
+   * (usage that Redis, being away, cannot take is lost). Call it on SIGTERM, after the HTTP
+   * server stops accepting connections.
    */
   close(): Promise<void>;
 }
@@ -167,7 +169,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       await inFlight.close(5_000);
     }
     client.close();
-    enforcer.close();
+    // What was counted but not yet written goes now, not with the next timer tick that will never
+    // come: the activity batch (the host's recorder keeps running; it is the host's to close) and
+    // usage that Redis has not heard of yet.
+    await Promise.all([config.activity?.flush(), enforcer.close()]);
   }
 
   const onlyRequest = (request: CoreRequest) => handle(request);

@@ -10,7 +10,8 @@ export interface ConnectRedisOptions extends RedisOptions {
 /**
  * An ioredis client set up for request paths: commands fail at once while disconnected
  * (no offline queue) and after `commandTimeoutMs` when Redis hangs, so a Redis outage turns into
- * a prompt 503 (or insurance limits), never a stuck request; it reconnects by itself.
+ * a prompt 503 (or insurance limits), never a stuck request; it reconnects by itself, and never
+ * resends a command that was not answered (see docs/limits.md).
  */
 export function connectRedis(url: string, options: ConnectRedisOptions = {}): Redis {
   const {
@@ -21,6 +22,9 @@ export function connectRedis(url: string, options: ConnectRedisOptions = {}): Re
   } = options;
   const client = new Redis(url, {
     enableOfflineQueue: false,
+    // A command whose reply was lost has already been answered for (a 503, an insurance charge, a
+    // write kept to retry under its own op): sending it again after a reconnect could apply it twice.
+    autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
     commandTimeout: commandTimeoutMs,
