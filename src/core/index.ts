@@ -12,7 +12,7 @@ export { ApiError, ERROR_CATALOG, problemOf, DEFAULT_PROBLEM_TYPE_BASE, type Err
 export type { Account, KeyRecord, KeyStore, KeyLookup, KeyAdmin, CreateKeyOptions } from './auth/key-store.js';
 export { FileKeyStore, type FileKeyStoreOptions, type KeyFile } from './auth/file-key-store.js';
 export { RedisKeyStore, type RedisKeyStoreOptions } from './auth/redis-key-store.js';
-export { NotFoundError } from './auth/key-records.js';
+export { NotFoundError, TooManyKeysError } from './auth/key-records.js';
 export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX } from './auth/api-key.js';
 export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, type MonthlyQuota } from './limits/plans.js';
 export type { RedisFailureMode } from './limits/plan-enforcer.js';

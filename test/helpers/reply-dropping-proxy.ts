@@ -7,6 +7,8 @@ export interface ReplyDroppingProxy {
   dropReplies(): void;
   /** Closes every client connection (the client reconnects) and passes replies again. */
   cut(): void;
+  /** The next command containing `fragment` reaches Redis, then its connection is closed before the reply. */
+  cutAfter(fragment: string): void;
   /** Commands seen since the proxy started, as raw RESP text. */
   readonly sent: string[];
   close(): Promise<void>;
@@ -18,6 +20,7 @@ export interface ReplyDroppingProxy {
  */
 export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyDroppingProxy> {
   let dropping = false;
+  let cutAfter: string | undefined;
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   const sent: string[] = [];
   const server = net.createServer((client) => {
@@ -25,13 +28,21 @@ export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyD
     const pair = { client, upstream };
     pairs.add(pair);
     client.on('data', (chunk) => {
-      sent.push(chunk.toString('latin1'));
+      const text = chunk.toString('latin1');
+      sent.push(text);
       upstream.write(chunk);
+      if (cutAfter !== undefined && text.includes(cutAfter)) {
+        cutAfter = undefined;
+        dropping = true; // whatever Redis answers is lost with the connection
+        upstream.end(() => end());
+      }
     });
     upstream.on('data', (chunk) => {
       if (!dropping) client.write(chunk);
     });
     const end = () => {
+      if (!pairs.has(pair)) return;
+      dropping = false;
       pairs.delete(pair);
       client.destroy();
       upstream.destroy();
@@ -46,6 +57,7 @@ export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyD
     url: `redis://127.0.0.1:${port}`,
     sent,
     dropReplies: () => (dropping = true),
+    cutAfter: (fragment) => (cutAfter = fragment),
     cut() {
       for (const { client, upstream } of pairs) {
         client.destroy();
