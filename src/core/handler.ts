@@ -15,6 +15,9 @@ import { ApiError } from './errors.js';
 import { untilAborted } from './pipeline/abortable.js';
 import { admit } from './pipeline/admission.js';
 import { makeCutout } from './pipeline/cutout.js';
+import { idempotentRequest, type IdempotencyDeps } from './pipeline/idempotency.js';
+import { MemoryIdempotencyStore } from './idempotency/store.js';
+import { RedisIdempotencyStore } from './idempotency/redis-store.js';
 import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
@@ -79,10 +82,19 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
-    redisFailureMode: config.redisFailureMode,
-    insuranceInstances: config.insuranceInstances,
-    concurrencyLeaseMs: config.concurrencyLeaseMs,
+    // As the host gave them (resolveOptions checked them): the enforcer warns about settings
+    // that do nothing without Redis, and fills in the same defaults.
+    redisFailureMode: options.redisFailureMode,
+    insuranceInstances: options.insuranceInstances,
+    concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const idempotency: IdempotencyDeps = {
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    times: idempotencyTimes,
+    maxResultBytes,
+    onInternalError: config.onInternalError,
+  };
   // Memory bounds of the image work: model inputs in flight (each a tensor plus its gRPC
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
@@ -114,6 +126,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         retryAfterSeconds: config.inference.retryAfterSeconds,
         onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
       }, known);
+      const idempotent = idempotentRequest(scope, admitted, idempotency);
       const order = await takeOrder(scope, admitted.plan, {
         verifier,
         models: config.inference.models,
@@ -123,6 +136,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         metrics,
         imageUrl: config.imageUrl,
       });
+      const replayed = await idempotent?.claim(order);
+      if (replayed) return replayed;
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,
         inferenceSlots,
@@ -134,7 +149,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         onInternalError: config.onInternalError,
       });
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
-      return cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      const response = cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      await idempotent?.complete(response);
+      return response;
     });
   }
 
