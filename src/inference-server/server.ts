@@ -16,7 +16,7 @@ import {
 } from '../protocol/index.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
-import { batchesByDefault } from './batching.js';
+import { DEFAULT_ACCELERATOR_BATCH, batchSizes, batchesByDefault } from './batching.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
@@ -52,7 +52,8 @@ export interface InferenceServerOptions {
   maxQueue?: number;
   /**
    * Most images one session.run stacks from queued calls (dynamic batching; the model's batch
-   * axis must be free). Default 8 on an accelerator (any provider but `cpu`), 1 on the CPU,
+   * axis must be free). Every run is padded to this size, so an accelerator's session sees one
+   * shape (see batching.ts). Default 4 on an accelerator (any provider but `cpu`), 1 on the CPU,
    * where batching gains nothing.
    */
   maxBatch?: number;
@@ -341,10 +342,10 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
       const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
-      const maxBatch = batchAxisFree ? (config.maxBatch ?? (batchesByDefault(signature.provider) ? 8 : 1)) : 1;
+      const maxBatch = batchAxisFree ? (config.maxBatch ?? (batchesByDefault(signature.provider) ? DEFAULT_ACCELERATOR_BATCH : 1)) : 1;
       const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
       if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
-      await warmUp(pool, signature, config.workers);
+      await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
       models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
@@ -388,10 +389,18 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
 }
 
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
-async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number): Promise<void> {
+/**
+ * Runs every session once at each batch size it may be given (on accelerators the first run of a
+ * shape is the slow one), so the first callers never pay for it.
+ */
+async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number, batches: number[] = [1]): Promise<void> {
+  for (const batch of batches) await warmUpAt(pool, signature, workers, batch);
+}
+
+async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: number, batch: number): Promise<void> {
   const inputs = () =>
     signature.inputs.map((spec) => {
-      const shape = spec.shape.map((d) => (d > 0 ? d : 1));
+      const shape = spec.shape.map((d, axis) => (d > 0 ? d : axis === 0 ? batch : 1));
       const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
       return { name: spec.name, datatype: spec.datatype, shape, data: new ArrayBuffer(bytes) };
     });

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { batchKey, splitOutputs, stackInputs } from './batching.js';
+import { batchKey, padInputs, paddedBatchSize, splitOutputs, stackInputs } from './batching.js';
 import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
 export interface SessionPoolOptions {
@@ -110,8 +110,10 @@ export class SessionPool {
     }
     return new Promise<RunResult>((resolve, reject) => {
       const job: PendingJob = { inputs, outputNames, signal, resolve, reject };
-      if (idle) this.dispatch(idle, job);
-      else {
+      if (idle) {
+        this.queue.unshift(job);
+        this.pump(idle);
+      } else {
         this.queue.push(job);
         signal?.addEventListener('abort', () => this.dropQueued(job), { once: true });
       }
@@ -196,9 +198,10 @@ export class SessionPool {
         job.reject(new JobAbortedError('cancelled while queued'));
         continue;
       }
-      const batch = this.companions(job);
-      if (batch.length === 1) this.dispatch(slot, job);
-      else this.dispatchBatch(slot, batch);
+      // When batching, even a lone call goes through dispatchBatch: it is padded to the one batch
+      // size the session is kept at.
+      if ((this.options.maxBatch ?? 1) > 1 && batchKey(job.inputs, job.outputNames) !== undefined) this.dispatchBatch(slot, this.companions(job));
+      else this.dispatch(slot, job);
     }
   }
 
@@ -224,23 +227,27 @@ export class SessionPool {
     return batch;
   }
 
-  /** One session.run over the batch's stacked images; each call gets its own rows back. */
+  /**
+   * One session.run over the batch's stacked images, padded to a batch size the session has seen
+   * (see paddedBatchSize); each call gets its own rows back and the padding is dropped.
+   */
   private dispatchBatch(slot: Slot, batch: PendingJob[]): void {
     const sizes = batch.map((j) => j.inputs[0]!.shape[0]!);
     const images = sizes.reduce((a, b) => a + b, 0);
+    const padding = paddedBatchSize(images, this.options.maxBatch ?? 1) - images;
     const merged: PendingJob = {
-      inputs: stackInputs(batch.map((j) => j.inputs)),
+      inputs: padInputs(stackInputs(batch.map((j) => j.inputs)), padding),
       outputNames: batch[0]!.outputNames,
       signal: undefined,
       resolve: (result) => {
         let parts: TensorData[][];
         try {
-          parts = splitOutputs(result.outputs, sizes);
+          parts = splitOutputs(result.outputs, padding > 0 ? [...sizes, padding] : sizes);
         } catch (error) {
           for (const j of batch) j.reject(error as Error);
           return;
         }
-        batch.forEach((j, i) => j.resolve({ outputs: parts[i]!, runMs: result.runMs, batchSize: images }));
+        batch.forEach((j, i) => j.resolve({ outputs: parts[i]!, runMs: result.runMs, batchSize: images + padding }));
       },
       reject: (error) => {
         for (const j of batch) j.reject(error);
