@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
 
 export interface ConnectRedisOptions extends RedisOptions {
   /** Longest a command may take before it fails, in ms. Default 1000. */
@@ -44,4 +44,16 @@ export function connectRedis(url: string, options: ConnectRedisOptions = {}): Re
     onStateChange('up');
   });
   return client;
+}
+
+/**
+ * Runs a MULTI and fails with the first command's error, if any. ioredis resolves `exec()` with
+ * one [error, result] pair per command, so a command Redis refused (WRONGTYPE, say) would
+ * otherwise pass unnoticed while the others were applied.
+ */
+export async function execAll(multi: ChainableCommander): Promise<unknown[]> {
+  const results = await multi.exec();
+  if (!results) throw new Error('Redis aborted the transaction');
+  for (const [error] of results) if (error) throw error;
+  return results.map(([, value]) => value);
 }
