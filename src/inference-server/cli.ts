@@ -7,7 +7,7 @@
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
  * or the path of an .onnx file. --max-batch: most images one session.run stacks from queued calls
- * (every run padded to it; default 4 on an accelerator provider, 1 on cpu). Each flag can also come from the environment
+ * (every run padded to it; default 1, off: see batching.ts). Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
  * a flag wins over the environment.
  *

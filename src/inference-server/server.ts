@@ -16,7 +16,7 @@ import {
 } from '../protocol/index.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
-import { DEFAULT_ACCELERATOR_BATCH, batchSizes, batchesByDefault } from './batching.js';
+import { batchSizes } from './batching.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
@@ -53,8 +53,8 @@ export interface InferenceServerOptions {
   /**
    * Most images one session.run stacks from queued calls (dynamic batching; the model's batch
    * axis must be free). Every run is padded to this size, so an accelerator's session sees one
-   * shape (see batching.ts). Default 4 on an accelerator (any provider but `cpu`), 1 on the CPU,
-   * where batching gains nothing.
+   * shape (see batching.ts). Default 1: off (measured on an H100, the server's per-call work, not
+   * the GPU, was the limit; see batching.ts).
    */
   maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
@@ -342,7 +342,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
       const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
-      const maxBatch = batchAxisFree ? (config.maxBatch ?? (batchesByDefault(signature.provider) ? DEFAULT_ACCELERATOR_BATCH : 1)) : 1;
+      const maxBatch = batchAxisFree ? (config.maxBatch ?? 1) : 1;
       const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
       if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
       await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
