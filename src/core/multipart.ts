@@ -73,7 +73,8 @@ export function readUpload(
 
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<Upload>((resolve, reject) => {
-    const fields: Record<string, string> = {};
+    // No prototype: a field named `__proto__` is kept (and refused as an unknown option), not swallowed by the setter.
+    const fields: Record<string, string> = Object.create(null) as Record<string, string>;
     const chunks: Buffer[] = [];
     let received = 0;
     let file: Omit<Upload, 'file' | 'fields'> | undefined;

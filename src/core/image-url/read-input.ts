@@ -70,7 +70,7 @@ async function readJsonFields(body: Readable, headers: IncomingHeaders, limits: 
     throw new ApiError('malformed_json', { detail: 'The body is not valid JSON.' });
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ApiError('malformed_json', { detail: 'The body must be a JSON object.' });
-  const fields: Record<string, string> = {};
+  const fields: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(parsed)) {
     if (!['string', 'number', 'boolean'].includes(typeof value)) throw new ApiError('invalid_option', { detail: `${name.slice(0, 100)}: must be a string, number or boolean` });
     fields[name] = String(value);
