@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import type { SafeHtml } from './html.js';
-import { settleBody } from '../core/pipeline/settle-body.js';
+import { settleBody } from '../util/settle-body.js';
 
 /**
  * Every dashboard page: scripts and styles only from the dashboard's own files (no inline

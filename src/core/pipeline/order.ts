@@ -7,7 +7,7 @@ import type { Upload, UploadLimits } from '../multipart.js';
 import { readImageInput } from '../image-url/read-input.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import { parseOutputOptions, type OutputOptions } from '../output-options.js';
-import { untilAborted } from './abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import type { RequestScope } from './request-scope.js';
 
 export interface OrderDeps {

@@ -3,7 +3,7 @@ import type { CoreRequest, CoreResponse } from '../http-types.js';
 import { rateLimitHeaders, type PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { ApiMetrics } from '../metrics.js';
 import type { AccessLogEntry } from '../options.js';
-import { settleBody } from './settle-body.js';
+import { settleBody } from '../../util/settle-body.js';
 import { openRequestScope, type RequestScope } from './request-scope.js';
 import { problemResponse } from './responses.js';
 
