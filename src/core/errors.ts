@@ -82,6 +82,11 @@ export const ERROR_CATALOG = {
     title: 'API key misconfigured',
     detail: "The API key's stored settings are not valid (for example its IP allow-list); its owner must replace the key.",
   },
+  body_already_read: {
+    status: 500,
+    title: 'Body already read',
+    detail: "The request body was consumed before bgcut got it (a body parser mounted ahead of bgcut's routes); the operator must mount bgcut first.",
+  },
   internal_error: { status: 500, title: 'Internal error', detail: 'Something went wrong on our side.' },
 } as const satisfies Record<string, { status: number; title: string; detail: string }>;
 

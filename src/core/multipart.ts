@@ -1,5 +1,6 @@
 import busboy from 'busboy';
 import type { Readable } from 'node:stream';
+import { bodyAlreadyRead, BODY_ALREADY_READ_HELP } from '../util/read-body.js';
 import { ApiError } from './errors.js';
 import type { IncomingHeaders } from './http-types.js';
 
@@ -50,6 +51,10 @@ export function readUpload(
   if (Number.isFinite(declaredLength) && declaredLength > maxBodyBytes(limits)) {
     return Promise.reject(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
   }
+
+  // Never pipe a stream someone else has read into the parser: it would wait for an end that
+  // already came, until the upload timer answered 408 for what is a setup mistake.
+  if (bodyAlreadyRead(body)) return Promise.reject(new ApiError('body_already_read', { detail: BODY_ALREADY_READ_HELP }));
 
   let parser: busboy.Busboy;
   try {

@@ -57,6 +57,7 @@ export async function admit(scope: RequestScope, deps: AdmissionDeps, known?: Id
   );
   scope.hold(admission.release);
   scope.rateHeaders = admission.headers;
+  scope.admitted = true;
   return { identity, plan };
 }
 
