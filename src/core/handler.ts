@@ -110,6 +110,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     open,
   };
 
+  // What an image_url refusal does not tell the caller (which address, which errno) goes to the operator.
+  const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
+
   const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
 
   function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
@@ -129,7 +132,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         upload,
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
-        imageUrl: config.imageUrl,
+        imageUrl,
       });
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,

@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
 import { BodyReadError, readBody } from '../../util/read-body.js';
-import { fetchImage } from './fetch-image.js';
+import { fetchImage, type ImageUrlRefusal } from './fetch-image.js';
 import type { ResolvedImageUrlOptions } from './options.js';
 
 export const IMAGE_URL_FIELD = 'image_url';
@@ -17,7 +17,7 @@ export async function readImageInput(
   body: Readable,
   headers: IncomingHeaders,
   limits: UploadLimits,
-  imageUrl: ResolvedImageUrlOptions,
+  imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: ImageUrlRefusal) => void) | undefined },
   signal: AbortSignal,
 ): Promise<Upload> {
   const json = imageUrl.enabled && /^application\/json\s*(;|$)/i.test(String(headers['content-type'] ?? ''));

@@ -18,7 +18,8 @@ export interface OrderDeps {
   upload: UploadLimits;
   maxInputPixels: number;
   metrics: ApiMetrics;
-  imageUrl: ResolvedImageUrlOptions;
+  /** `onRefusal` hears the specifics of an image_url refusal, which the caller is not told. */
+  imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: Error) => void) | undefined };
 }
 
 /** What the caller asked for, checked against its plan. */
