@@ -334,6 +334,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         intraOpThreads: config.intraOpThreads,
         maxQueue: config.maxQueue,
         log: (line) => log(`model ${source.name}: ${line}`),
+        onStart: () => metrics.started.inc({ model: source.name }),
         onServingChange: (serving) => {
           if (serving) down.delete(source.name);
           else down.add(source.name);

@@ -20,6 +20,8 @@ export interface SessionPoolOptions {
   onServingChange?: (serving: boolean) => void;
   /** Log lines (crashes, restarts). Default console.error. */
   log?: (line: string) => void;
+  /** Told each time a job is handed to a worker (an inference starts). */
+  onStart?: () => void;
   /** The worker thread's script; tests replace it to crash or hang on purpose. Default session-worker.js. */
   workerUrl?: URL;
 }
@@ -252,6 +254,7 @@ export class SessionPool {
     const id = this.nextId++;
     slot.busy = { id, job };
     this.stats.started++;
+    this.options.onStart?.();
     const message: RunJob = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
     slot.worker.postMessage(
       message,
