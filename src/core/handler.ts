@@ -1,4 +1,4 @@
-import type { CoreRequest, CoreResponse } from './http-types.js';
+import type { CoreRequest, CoreResponse, Route } from './http-types.js';
 import { InferenceClient } from './inference/inference-client.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
@@ -12,18 +12,23 @@ import { ApiMetrics } from './metrics.js';
 import { maxBodyBytes } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
 import { ApiError } from './errors.js';
-import { untilAborted } from './pipeline/abortable.js';
+import { untilAborted } from '../util/abortable.js';
 import { admit } from './pipeline/admission.js';
 import { makeCutout } from './pipeline/cutout.js';
 import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
-import { apiDocsRoutes } from '../openapi/routes.js';
 
-export interface Route {
-  /** Path below wherever the adapter mounts the routes. */
-  path: string;
-  handle(request: CoreRequest): Promise<CoreResponse>;
+export type { Route } from './http-types.js';
+
+/** What the API reference (the OpenAPI document) says that depends on a handler's configuration. */
+export interface ApiDocsContext {
+  /** Configured public base URL; absent: where the document was fetched from. */
+  serverUrl: string | undefined;
+  maxUploadBytes: number;
+  models: string[];
+  defaultModel: string;
+  problemTypeBase: string;
 }
 
 export interface RemoveBgHandler {
@@ -33,8 +38,13 @@ export interface RemoveBgHandler {
   account(request: CoreRequest): Promise<CoreResponse>;
   /** Prometheus text of this instance's metrics. */
   metrics(request: CoreRequest): Promise<CoreResponse>;
-  /** Every route, for adapters to mount (`/metrics` only with `exposeMetrics`). */
+  /** The API's routes, for adapters to mount (`/metrics` only with `exposeMetrics`). */
   routes: Route[];
+  /**
+   * What the API reference of this handler says, or undefined with `apiDocs: false`. The core
+   * does not serve the reference: adapters mount its routes (src/openapi) next to `routes`.
+   */
+  apiDocs: ApiDocsContext | undefined;
   /**
    * Resolves once the inference server answers and its model fits the preprocessing profile;
    * rejects on a mismatch, or when the server stays unreachable past `startupTimeoutMs`.
@@ -100,6 +110,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     open,
   };
 
+  // What an image_url refusal does not tell the caller (which address, which errno) goes to the operator.
+  const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
+
   const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
 
   function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
@@ -119,7 +132,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         upload,
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
-        imageUrl: config.imageUrl,
+        imageUrl,
       });
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,
@@ -181,15 +194,15 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
-      ...(config.apiDocs ? apiDocsRoutes(docsContext(config)) : []),
     ],
+    apiDocs: config.apiDocs ? docsContext(config) : undefined,
     ready: () => verifier.ready(),
     close: () => (closed ??= close()),
   };
 }
 
 /** What the OpenAPI document says that depends on this handler's configuration. */
-function docsContext(config: ReturnType<typeof resolveOptions>) {
+function docsContext(config: ReturnType<typeof resolveOptions>): ApiDocsContext {
   return {
     serverUrl: config.publicBaseUrl,
     maxUploadBytes: config.limits.maxUploadBytes,

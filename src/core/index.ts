@@ -3,7 +3,7 @@
  * (CoreRequest/CoreResponse, for writing an adapter of your own), key stores and key utilities,
  * plans, and the error catalogue. Everything else under src/core is internal.
  */
-export { createRemoveBgHandler, DASHBOARD_KEY_ID, type RemoveBgHandler, type Route } from './handler.js';
+export { createRemoveBgHandler, DASHBOARD_KEY_ID, type RemoveBgHandler, type Route, type ApiDocsContext } from './handler.js';
 export type { AccountSummary } from './account-summary.js';
 export { ActivityRecorder, dayOf, lastDays, type ActivityBatch, type ActivityStore, type ActivityRecorderOptions } from './activity/recorder.js';
 export { resolveOptions, type RemoveBgOptions, type InferenceOptions, type RequestLimits, type AccessLogEntry } from './options.js';

@@ -4,7 +4,7 @@ import { NotFoundError } from '../core/auth/key-records.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { loadAssets } from './assets.js';
 import { checkOrigin, ownOrigin, tokensEqual } from './csrf.js';
-import { discardBody, FormTooLargeError, htmlResponse, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
+import { BodyAlreadyReadError, discardBody, FormTooLargeError, htmlResponse, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
 import { html } from './html.js';
 import { parseKeyForm } from './key-form.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
@@ -67,6 +67,10 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     } catch (error) {
       discardBody(request.body);
       if (error instanceof FormTooLargeError) return withSecurityHeaders(simplePage(413, 'Too large', 'That form was larger than the dashboard accepts.'), https);
+      if (error instanceof BodyAlreadyReadError) {
+        config.onInternalError(error);
+        return withSecurityHeaders(simplePage(500, 'Body already read', 'A body parser ahead of the dashboard read this form first (body_already_read): its operator must mount the dashboard before it.'), https);
+      }
       config.onInternalError(error);
       return withSecurityHeaders(simplePage(503, 'Something went wrong', 'The dashboard could not complete that. Try again in a moment.'), https);
     }

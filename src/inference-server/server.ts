@@ -17,7 +17,7 @@ import {
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
 import { batchSizes } from './batching.js';
-import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
+import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
 export interface ModelSource {
@@ -86,6 +86,9 @@ const SERVER_VERSION = '0.1.0';
  * metadata's properties. A client that asks for no version gets this one.
  */
 const MODEL_VERSION = '1';
+
+/** How long, at shutdown, a worker may go on with a job after the calls were cut off. */
+const POOL_CLOSE_GRACE_MS = 5_000;
 
 export function resolveServerOptions(options: InferenceServerOptions) {
   const workers = options.workers ?? 1;
@@ -165,7 +168,12 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   const models = new Map<string, LoadedModel>();
   let shuttingDown = false;
   let loaded = false;
-  const ready = () => loaded && !shuttingDown;
+  /** Models whose pool has no live worker (all crashed, restarts pending). */
+  const down = new Set<string>();
+  const ready = () => loaded && !shuttingDown && down.size === 0;
+  // SERVING only while every model has a live worker: a load balancer then sends no calls to a
+  // server that would refuse them all.
+  const updateHealth = () => setHealth(ready() ? 'SERVING' : 'NOT_SERVING');
 
   const known = (name: string) => config.models.some((m) => m.name === name);
   /**
@@ -299,6 +307,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           metrics.queueDepth.set({ model: model.name }, model.pool.queued);
           metrics.running.set({ model: model.name }, model.pool.running);
           if (error instanceof QueueFullError) answer(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
+          else if (error instanceof WorkersDownError) answer(grpcError(grpc.status.UNAVAILABLE, error.message));
           else if (error instanceof JobAbortedError) {
             const expired = Number.isFinite(deadlineMs) && Date.now() >= deadlineMs;
             answer(grpcError(expired ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED, error.message));
@@ -338,6 +347,13 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         workers: config.workers,
         intraOpThreads: config.intraOpThreads,
         maxQueue: config.maxQueue,
+        log: (line) => log(`model ${source.name}: ${line}`),
+        onStart: () => metrics.started.inc({ model: source.name }),
+        onServingChange: (serving) => {
+          if (serving) down.delete(source.name);
+          else down.add(source.name);
+          updateHealth();
+        },
       });
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
@@ -355,11 +371,11 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       );
     }
     loaded = true;
-    setHealth('SERVING');
+    updateHealth();
   } catch (error) {
     server.forceShutdown();
     metricsServer?.close();
-    await Promise.all([...models.values()].map((m) => m.pool.close()));
+    await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     throw error;
   }
 
@@ -383,7 +399,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         });
       });
       metricsServer?.close();
-      await Promise.all([...models.values()].map((m) => m.pool.close()));
+      // Calls were cut off above; what a worker still runs gets a short grace, then the thread ends.
+      await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     },
   };
 }

@@ -7,7 +7,7 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 import { ApiError } from '../errors.js';
-import { untilAborted } from '../pipeline/abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore, type ConcurrencyStore } from './concurrency.js';
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './quota-store.js';
 import { PendingUsage } from './pending-usage.js';
