@@ -15,6 +15,9 @@ import { ApiError } from './errors.js';
 import { untilAborted } from '../util/abortable.js';
 import { admit } from './pipeline/admission.js';
 import { makeCutout } from './pipeline/cutout.js';
+import { idempotentRequest, type IdempotencyDeps } from './pipeline/idempotency.js';
+import { MemoryIdempotencyStore } from './idempotency/store.js';
+import { RedisIdempotencyStore } from './idempotency/redis-store.js';
 import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
@@ -62,7 +65,9 @@ export interface RemoveBgHandler {
   /**
    * Drains: new requests get 503 `service_unavailable` at once, requests in progress finish
    * (for up to `shutdownTimeoutMs`, then they are ended with a 503), then the inference
-   * connection closes. Call it on SIGTERM, after the HTTP server stops accepting connections.
+   * connection closes, and counted activity and usage still waiting for their store are written
+   * (usage that Redis, being away, cannot take is lost). Call it on SIGTERM, after the HTTP
+   * server stops accepting connections.
    */
   close(): Promise<void>;
 }
@@ -87,10 +92,19 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
-    redisFailureMode: config.redisFailureMode,
-    insuranceInstances: config.insuranceInstances,
-    concurrencyLeaseMs: config.concurrencyLeaseMs,
+    // As the host gave them (resolveOptions checked them): the enforcer warns about settings
+    // that do nothing without Redis, and fills in the same defaults.
+    redisFailureMode: options.redisFailureMode,
+    insuranceInstances: options.insuranceInstances,
+    concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const idempotency: IdempotencyDeps = {
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    times: idempotencyTimes,
+    maxResultBytes,
+    onInternalError: config.onInternalError,
+  };
   // Memory bounds of the image work: model inputs in flight (each a tensor plus its gRPC
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
@@ -125,6 +139,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         retryAfterSeconds: config.inference.retryAfterSeconds,
         onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
       }, known);
+      const idempotent = idempotentRequest(scope, admitted, idempotency);
       const order = await takeOrder(scope, admitted.plan, {
         verifier,
         models: config.inference.models,
@@ -134,6 +149,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         metrics,
         imageUrl,
       });
+      const replayed = await idempotent?.claim(order);
+      if (replayed) return replayed;
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,
         inferenceSlots,
@@ -145,7 +162,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         onInternalError: config.onInternalError,
       });
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
-      return cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      const response = cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      await idempotent?.complete(response);
+      return response;
     });
   }
 
@@ -180,7 +199,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       await inFlight.close(5_000);
     }
     client.close();
-    enforcer.close();
+    // What was counted but not yet written goes now, not with the next timer tick that will never
+    // come: the activity batch (the host's recorder keeps running; it is the host's to close) and
+    // usage that Redis has not heard of yet.
+    await Promise.all([config.activity?.flush(), enforcer.close()]);
   }
 
   const onlyRequest = (request: CoreRequest) => handle(request);
