@@ -144,7 +144,7 @@ describe('bgcut-keys accounts set-holder', () => {
     expect(text).not.toContain('a long enough password');
     const holder = (JSON.parse(text) as { holders: Array<{ email: string; passwordHash: string }> }).holders[0]!;
     expect(holder.email).toBe('ops@acme.example');
-    expect(holder.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$/);
+    expect(holder.passwordHash).toMatch(/^scrypt\$32768\$8\$3\$/);
     expect(await verifyPassword('a long enough password', holder.passwordHash)).toBe(true);
     expect(await verifyPassword('a long enough passwore', holder.passwordHash)).toBe(false);
   });

@@ -14,7 +14,7 @@ import { layout, type PageContext } from './pages/layout.js';
 import { signInPage } from './pages/sign-in.js';
 import { tryPage } from './pages/try.js';
 import { usagePage } from './pages/usage.js';
-import { hashPassword, passwordProblem, verifyPassword } from './passwords.js';
+import { PasswordHasher, passwordProblem } from './passwords.js';
 import { Sessions, type Visitor } from './sessions.js';
 import { SignInThrottle } from './throttle.js';
 
@@ -48,6 +48,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   const throttle = new SignInThrottle(config.throttle ?? {}, config.redis, config.keyPrefix);
   const assets = loadAssets();
   const activity = config.activity ?? store;
+  const passwords = config.passwordHasher ?? new PasswordHasher();
 
   const context = (visitor: Visitor, title = ''): PageContext => ({
     base,
@@ -198,16 +199,15 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     const address = request.clientIp ?? 'unknown';
     const page = (status: number, error: string, headers: Record<string, string> = {}) =>
       htmlResponse(status, signInPage(context(visitor), { email, error, ...(next ? { next } : {}) }), headers);
-    const locked = await throttle.lockedFor(email, address);
-    if (locked > 0) return tooMany(page, locked);
+    // Counted before the password is checked, so parallel guesses cannot all get through.
+    const attempt = await throttle.signIn(email, address);
+    if (!attempt.allowed) return tooMany(page, attempt.retryAfterSeconds);
     const holder = email ? await store.findHolder(email) : undefined;
-    if (!(await verifyPassword(password, holder?.passwordHash)) || !holder) {
-      await throttle.failed(email, address);
-      const nowLocked = await throttle.lockedFor(email, address);
-      if (nowLocked > 0) return tooMany(page, nowLocked);
-      return page(401, 'Wrong email or password.');
-    }
-    await throttle.succeeded(email);
+    const check = await passwords.verify(password, holder?.passwordHash);
+    const lockedFor = await attempt.settle(check.valid && holder !== undefined);
+    if (!check.valid || !holder) return lockedFor > 0 ? tooMany(page, lockedFor) : page(401, 'Wrong email or password.');
+    // Stored at another cost (an older default): store it again at today's while the password is at hand.
+    if (check.needsRehash) await store.setHolder({ ...holder, passwordHash: await passwords.hash(password), updatedAt: new Date().toISOString() });
     await sessions.start(visitor, holder.accountId, holder.email);
     return redirect(next ?? `${base}/keys`);
   }
@@ -223,17 +223,17 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     const page = (status: number, error: string) => htmlResponse(status, accountPage(ctx, { email: session.email, error }));
     const holder = await store.findHolder(session.email);
     if (!holder || holder.accountId !== account.id) return page(400, 'This sign-in no longer exists.');
-    const locked = await throttle.lockedFor(holder.email, 'password-change');
-    if (locked > 0) return page(429, 'Too many wrong passwords. Try again later.');
-    if (!(await verifyPassword(form.get('current') ?? '', holder.passwordHash))) {
-      await throttle.failed(holder.email, 'password-change');
-      return page(400, 'The current password is wrong.');
-    }
+    // Per account and apart from sign-in: wrong guesses here never lock the holder out of signing in.
+    const attempt = await throttle.passwordChange(account.id);
+    if (!attempt.allowed) return page(429, 'Too many wrong passwords. Try again later.');
+    const check = await passwords.verify(form.get('current') ?? '', holder.passwordHash);
+    if ((await attempt.settle(check.valid)) > 0) return page(429, 'Too many wrong passwords. Try again later.');
+    if (!check.valid) return page(400, 'The current password is wrong.');
     const fresh = form.get('new') ?? '';
     const problem = passwordProblem(fresh);
     if (problem) return page(400, problem);
     if (fresh !== form.get('confirm')) return page(400, 'The two new passwords differ.');
-    await store.setHolder({ ...holder, passwordHash: await hashPassword(fresh), updatedAt: new Date().toISOString() });
+    await store.setHolder({ ...holder, passwordHash: await passwords.hash(fresh), updatedAt: new Date().toISOString() });
     await store.deleteSessionsOf(account.id, visitor.sessionIdHash);
     return redirect(`${base}/account?notice=password-changed`);
   }
