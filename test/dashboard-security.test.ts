@@ -1,7 +1,9 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SCRYPT_COST, hashPassword, PasswordHasher, setAccountHolder, verifyPassword, type DashboardOptions, type PasswordCheck } from '../src/dashboard/index.js';
 import { FAST_HASHER, HOLDER, OTHER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
 import { DirectClient } from './helpers/dashboard-direct.js';
+import { startRedis } from './helpers/redis-server.js';
 
 /** The fast test hasher, counting how many passwords reach the check. */
 class CountingHasher extends PasswordHasher {
@@ -39,6 +41,26 @@ describe('sign-in throttle', () => {
     const checks = hasher.checks;
     expect((await client.signIn(HOLDER.email, HOLDER.password, token)).status).toBe(429);
     expect(hasher.checks).toBe(checks);
+  });
+
+  it('with Redis, twenty concurrent wrong passwords spread over two instances: at most 5 reach the password check', async () => {
+    const redis = await startRedis();
+    const client = new Redis(redis.url);
+    try {
+      const hashers = [new CountingHasher(), new CountingHasher()];
+      const instances = await Promise.all(hashers.map((passwordHasher) => start({ passwordHasher, redis: client, keyPrefix: 'sec' })));
+      const clients = instances.map((app) => new DirectClient(app.dashboard, { clientIp: '203.0.113.9' }));
+      const tokens = await Promise.all(clients.map((c) => c.signInToken()));
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => clients[i % 2]!.signIn(HOLDER.email, `wrong guess ${i}`, tokens[i % 2])));
+      expect(hashers[0]!.checks + hashers[1]!.checks).toBeLessThanOrEqual(5);
+      expect(answers.filter((a) => a.status === 429).length).toBeGreaterThanOrEqual(15);
+      expect((await clients[1]!.signIn(HOLDER.email, HOLDER.password, tokens[1])).status).toBe(429);
+      // From another address the holder still signs in, through either instance.
+      expect((await new DirectClient(instances[0]!.dashboard, { clientIp: '198.51.100.7' }).signIn(HOLDER.email, HOLDER.password)).status).toBe(303);
+    } finally {
+      client.disconnect();
+      await redis.stop();
+    }
   });
 
   it("someone else's wrong passwords do not lock the holder out: counts are per email and address", async () => {

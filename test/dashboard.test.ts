@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../src/core/index.js';
@@ -83,8 +85,9 @@ describe('dashboard over HTTP (Express)', () => {
     expect(keys.status).toBe(200);
     expect(keys.text).toContain(HOLDER.accountId);
     // The store holds only the id's hash, never the cookie's id.
-    const raw = JSON.stringify(await app.keyStore.readData());
+    const raw = (await readFile(app.keyStore.file, 'utf8')) + (await readFile(app.store.file, 'utf8'));
     const id = signedIn.setCookie!.split('=')[1]!.split('.')[0]!;
+    expect(raw).toContain(createHash('sha256').update(id).digest('hex'));
     expect(raw).not.toContain(id);
 
     const out = await client.request('/dashboard/sign-out', { form: { _csrf: Client.token(keys.text) } });
