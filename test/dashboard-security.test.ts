@@ -193,3 +193,27 @@ describe('cookies', () => {
     }
   });
 });
+
+describe('route table', () => {
+  it('refuses to start with a POST route that declares no anti-forgery check', async () => {
+    const { RouteTable } = await import('../src/dashboard/router.js');
+    expect(() => new RouteTable([{ method: 'POST', path: '/x', access: 'holder', handle: async () => ({ status: 200, headers: {}, body: Buffer.alloc(0) }) }])).toThrow(
+      'declares no anti-forgery check',
+    );
+  });
+
+  it('answers a wrong method with 405 and Allow, an unknown page with 404, HEAD like GET; anyone not signed in is sent to sign in first', async () => {
+    const app = await start();
+    const anonymous = new DirectClient(app.dashboard);
+    expect((await anonymous.request('GET', '/dashboard/nowhere')).status).toBe(303);
+    const put = await anonymous.request('PUT', '/dashboard/sign-in');
+    expect([put.status, put.headers.allow]).toEqual([405, 'GET, POST']);
+    const client = new DirectClient(app.dashboard);
+    expect((await client.signIn(HOLDER.email, HOLDER.password)).status).toBe(303);
+    expect((await client.request('GET', '/dashboard/nowhere')).status).toBe(404);
+    const getRotate = await client.request('GET', '/dashboard/keys/key_1/rotate');
+    expect([getRotate.status, getRotate.headers.allow]).toEqual([405, 'POST']);
+    expect((await client.request('HEAD', '/dashboard/usage')).status).toBe(200);
+    expect((await client.request('GET', '/dashboard/')).headers.location).toBe('/dashboard/keys');
+  });
+});

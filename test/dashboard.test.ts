@@ -80,7 +80,7 @@ describe('dashboard over HTTP (Express)', () => {
     const signedIn = await client.signIn(HOLDER.email, HOLDER.password);
     expect(signedIn.status).toBe(303);
     expect(signedIn.headers.get('location')).toBe('/dashboard/keys');
-    expect(signedIn.setCookie).toMatch(/^bgcut_session=[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+; Path=\/dashboard; HttpOnly; SameSite=Strict; Max-Age=43200$/);
+    expect(signedIn.setCookie).toMatch(/^bgcut_session=[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+; Max-Age=43200; Path=\/dashboard; HttpOnly; SameSite=Strict$/);
     const keys = await client.request('/dashboard/keys');
     expect(keys.status).toBe(200);
     expect(keys.text).toContain(HOLDER.accountId);
@@ -298,12 +298,12 @@ describe('dashboard under HTTPS (as the adapter reports it)', () => {
       const page = await request('GET', '/dashboard/sign-in', {});
       expect(page.headers['strict-transport-security']).toBe('max-age=31536000');
       const csrfCookie = page.headers['set-cookie']!;
-      expect(csrfCookie).toMatch(/^__Host-bgcut_csrf=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure$/);
+      expect(csrfCookie).toMatch(/^__Host-bgcut_csrf=[^;]+; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
       const token = Client.token(page.body.toString());
       const form = new URLSearchParams({ _csrf: token, email: HOLDER.email, password: HOLDER.password }).toString();
       const signedIn = await request('POST', '/dashboard/sign-in', { origin: 'https://dash.example', cookie: csrfCookie.split(';')[0]!, 'content-type': 'application/x-www-form-urlencoded' }, form);
       expect(signedIn.status).toBe(303);
-      expect(signedIn.headers['set-cookie']).toMatch(/^__Host-bgcut_session=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure; Max-Age=43200$/);
+      expect(signedIn.headers['set-cookie']).toMatch(/^__Host-bgcut_session=[^;]+; Max-Age=43200; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
     } finally {
       await app.close();
     }
