@@ -261,7 +261,7 @@ describe('dashboard over HTTP (Express)', () => {
     const page = await client.request('/dashboard/usage');
     expect(page.status).toBe(200);
     expect(page.text).toContain('Plan: roomy');
-    expect(page.text).toContain('of 500 images used');
+    expect(page.text).toContain('of 500 image credits used');
     expect(page.text).toMatch(/<rect [^>]*class="bar"/);
     expect((page.text.match(/<tr><td>\d{4}-\d\d-\d\d<\/td>/g) ?? []).length).toBe(30);
   });

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,6 +26,8 @@ export interface DashboardApp {
   store: FileDashboardStore;
   activity: ActivityRecorder;
   dashboard: Dashboard;
+  /** Every request the server answered, as `status METHOD url`, in order of completion. */
+  served: string[];
   close(): Promise<void>;
 }
 
@@ -58,12 +60,17 @@ export async function startDashboardApp(
   const dashboard = createDashboard({ handler, keyStore, store, activity, secret: SECRET, passwordHasher: FAST_HASHER, onInternalError: (e) => console.error(e), ...options.dashboard });
   let url: string;
   let stop: () => Promise<void>;
+  const served: string[] = [];
+  const watch = (server: Server) =>
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => res.on('finish', () => served.push(`${res.statusCode} ${req.method} ${req.url}`)));
   if (options.framework === 'fastify') {
     const app = await createFastifyApp(handler, '', dashboard);
     url = await app.listen({ port: 0, host: '127.0.0.1' });
+    watch(app.server);
     stop = () => app.close();
   } else {
     const server: Server = createExpressApp(handler, '', dashboard).listen(0, '127.0.0.1');
+    watch(server);
     await new Promise((resolve) => server.once('listening', resolve));
     const address = server.address();
     url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
@@ -80,6 +87,7 @@ export async function startDashboardApp(
     store,
     activity,
     dashboard,
+    served,
     async close() {
       await stop();
       await activity.close();

@@ -1,3 +1,4 @@
+import { QUALITIES } from '../../core/image/multi-pass.js';
 import type { DashboardContext } from '../context.js';
 import { htmlResponse } from '../http.js';
 import { tryPage } from '../pages/try.js';
@@ -16,7 +17,16 @@ export function tryRoutes(ctx: DashboardContext): Route[] {
       handle: async ({ visitor, account }) => {
         const summary = await handler.accountSummary(account);
         const allowed = (option: string) => !summary.plan.outputOptions || summary.plan.outputOptions.includes(option);
-        return htmlResponse(200, tryPage(ctx.page(visitor), { formats: allowed('format') ? ['png', 'webp', 'jpg', 'avif'] : ['png'], canCrop: allowed('crop'), canColor: allowed('bg_color') }));
+        return htmlResponse(
+          200,
+          tryPage(ctx.page(visitor), {
+            formats: allowed('format') ? ['png', 'webp', 'jpg', 'avif'] : ['png'],
+            canCrop: allowed('crop'),
+            canColor: allowed('bg_color'),
+            qualities: summary.plan.qualities ?? [...QUALITIES],
+            models: summary.plan.models,
+          }),
+        );
       },
     }),
     holderRoute({ method: 'POST', path: '/try', csrf: 'header', handle: ({ request, account }) => handler.handleForAccount(request, account) }),
