@@ -14,10 +14,18 @@
  *                                 [--instance-kind KIND_CPU|KIND_GPU] [--instances 1] [--max-batch 0]
  * writes the model as a Triton model repository (<dir>/<name>/1/model.onnx and config.pbtxt),
  * which Triton or KServe serve in place of this server.
+ *
+ *   bgcut-inference-server prepare [--model isnet ...]
+ * assembles and prepares the built-in models into the cache ($BGCUT_CACHE_DIR) and exits: an
+ * image build runs it so that a container starts without preparing anything.
+ *
+ *   bgcut-inference-server health [--address 127.0.0.1:50051] [--service NAME] [--timeout-ms 3000] [--tls-ca F]
+ * asks grpc.health.v1 once; exit 0 when SERVING, 1 otherwise (a container HEALTHCHECK).
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { resolveModelFile } from './model-source.js';
+import { probeHealth } from './health-probe.js';
+import { isBuiltinModel, resolveModelFile } from './model-source.js';
 import { startInferenceServer, type ModelSource } from './server.js';
 import { exportTritonRepository } from './triton-export.js';
 
@@ -55,6 +63,48 @@ if (process.argv[2] === 'export') {
     process.exit(0);
   } catch (error) {
     console.error(`export failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+if (process.argv[2] === 'prepare') {
+  const { values: options } = parseArgs({ args: process.argv.slice(3), options: { model: { type: 'string', multiple: true } }, strict: true });
+  const specs = (options.model ?? [process.env.BGCUT_INFERENCE_MODEL ?? 'isnet']).flatMap((m) => m.split(',')).filter(Boolean);
+  try {
+    for (const spec of specs) {
+      const source = spec.includes('=') ? spec.slice(spec.indexOf('=') + 1) : spec;
+      if (!isBuiltinModel(source)) continue; // a file path needs no preparation
+      console.log(`${source}: ${await resolveModelFile(source)}`);
+    }
+    process.exit(0);
+  } catch (error) {
+    console.error(`prepare failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+if (process.argv[2] === 'health') {
+  const { values: options } = parseArgs({
+    args: process.argv.slice(3),
+    options: {
+      address: { type: 'string', default: `127.0.0.1:${process.env.BGCUT_INFERENCE_PORT ?? '50051'}` },
+      service: { type: 'string', default: '' },
+      'timeout-ms': { type: 'string', default: '3000' },
+      'tls-ca': { type: 'string' },
+    },
+    strict: true,
+  });
+  try {
+    const status = await probeHealth({
+      address: options.address!,
+      service: options.service,
+      timeoutMs: Number(options['timeout-ms']),
+      ...(options['tls-ca'] ? { ca: readFileSync(options['tls-ca']) } : {}),
+    });
+    console.log(status);
+    process.exit(status === 'SERVING' ? 0 : 1);
+  } catch (error) {
+    console.error(`health check failed: ${(error as Error).message}`);
     process.exit(1);
   }
 }
