@@ -68,6 +68,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const config = resolveOptions(options);
   const client = new InferenceClient({
     address: config.inference.address,
+    balancing: config.inference.balancing,
     timeoutMs: config.inference.timeoutMs,
     maxMessageBytes: config.inference.maxMessageBytes,
     retryAfterSeconds: config.inference.retryAfterSeconds,

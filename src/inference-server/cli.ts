@@ -5,6 +5,7 @@
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
  * or the path of an .onnx file. Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
@@ -109,7 +110,7 @@ if (process.argv[2] === 'health') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'test-run-delay-ms'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function envName(flag: Flag): string {
@@ -167,6 +168,10 @@ function tls() {
   if (!cert || !key) fail('--tls-cert and --tls-key go together');
   return { cert: readFileSync(cert), key: readFileSync(key), ...(clientCa ? { clientCa: readFileSync(clientCa) } : {}) };
 }
+
+// Tests and benchmarks only (session-worker.ts): the workers read it from the environment.
+const testRunDelayMs = integer('test-run-delay-ms');
+if (testRunDelayMs !== undefined) process.env.BGCUT_INFERENCE_TEST_RUN_DELAY_MS = String(testRunDelayMs);
 
 try {
   const server = await startInferenceServer({

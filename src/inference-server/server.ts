@@ -5,6 +5,7 @@ import os from 'node:os';
 import {
   DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
+  RUN_TIME_TRAILER,
   elementCount,
   isDatatype,
   typedContentsToBytes,
@@ -206,9 +207,12 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const request = call.request;
       const model = models.get(request.modelName);
       const provider = model?.signature.provider ?? 'none';
-      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse) => {
+      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse, runMs?: number) => {
         metrics.calls.inc({ model: modelLabel(request.modelName), provider, status: error ? grpc.status[error.code!] : 'OK' });
-        callback(error, response);
+        // The run time again as a trailer, for the client's load balancer (least-request-balancer.ts).
+        const trailer = new grpc.Metadata();
+        if (runMs !== undefined) trailer.set(RUN_TIME_TRAILER, String(Math.round(runMs * 1000)));
+        callback(error, response, trailer);
       };
       const notFound = missing(request.modelName, request.modelVersion);
       if (notFound) {
@@ -278,7 +282,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
-          });
+          }, result.runMs);
         },
         (error: Error) => {
           clearTimeout(deadlineTimer);

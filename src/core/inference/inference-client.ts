@@ -15,6 +15,7 @@ import { ApiError } from '../errors.js';
 import type { MaskModel } from '../image/pipeline.js';
 import { inputShape, maskShape, type PreprocessingProfile } from '../image/profile.js';
 import type { InputTensor, MaskTensor } from '../image/tensor.js';
+import { LEAST_REQUEST_POLICY, MODEL_METADATA_KEY, registerLeastRequestPolicy } from './least-request-balancer.js';
 
 export interface InferenceTls {
   /** PEM of the CA that signed the servers' certificates. */
@@ -27,9 +28,14 @@ export interface InferenceTls {
 export interface InferenceClientOptions {
   /**
    * Where the Open Inference Protocol (KServe v2) servers are: `host:port`, a `dns:///name:port`
-   * that resolves to several, or a list of `ip:port` addresses. Calls are balanced round-robin.
+   * that resolves to several, or a list of `ip:port` addresses.
    */
   address: string | string[];
+  /**
+   * How calls are spread over several servers (least-request-balancer.ts). Default
+   * `least-request`; `least-outstanding` counts calls open alone, without their times (for comparison).
+   */
+  balancing?: Balancing;
   /** Deadline of each ModelInfer call, in ms. */
   timeoutMs: number;
   /** Largest message sent or received, in bytes. */
@@ -59,12 +65,13 @@ export function grpcTarget(address: string | string[]): string {
 }
 
 /**
- * Round-robin over every resolved server, and transparent retries of UNAVAILABLE (a server that
- * went away or is draining) on another one: inference is idempotent, and the retries stay
- * within the call's deadline.
+ * Least outstanding requests (or round-robin) over every resolved server, and transparent
+ * retries of UNAVAILABLE (a server that went away or is draining) on another one: inference is
+ * idempotent, and the retries stay within the call's deadline.
  */
-const SERVICE_CONFIG = {
-  loadBalancingConfig: [{ round_robin: {} }],
+export type Balancing = 'least-request' | 'least-outstanding' | 'round-robin';
+const serviceConfig = (balancing: Balancing) => ({
+  loadBalancingConfig: [balancing === 'round-robin' ? { round_robin: {} } : { [LEAST_REQUEST_POLICY]: { weighted: balancing === 'least-request' } }],
   methodConfig: [
     {
       name: [{ service: 'inference.GRPCInferenceService' }],
@@ -78,7 +85,7 @@ const SERVICE_CONFIG = {
       },
     },
   ],
-};
+});
 
 /**
  * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
@@ -93,13 +100,14 @@ export class InferenceClient {
 
   constructor(private readonly options: InferenceClientOptions) {
     const Service = loadInferenceProto().inference.GRPCInferenceService;
+    registerLeastRequestPolicy();
     const credentials = options.tls
       ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
       : grpc.credentials.createInsecure();
     this.client = new Service(grpcTarget(options.address), credentials, {
       'grpc.max_receive_message_length': options.maxMessageBytes,
       'grpc.max_send_message_length': options.maxMessageBytes,
-      'grpc.service_config': JSON.stringify(SERVICE_CONFIG),
+      'grpc.service_config': JSON.stringify(serviceConfig(options.balancing ?? 'least-request')),
       'grpc.per_rpc_retry_buffer_size': RETRY_BUFFER_BYTES,
       'grpc.retry_buffer_size': 4 * RETRY_BUFFER_BYTES,
       // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
@@ -152,6 +160,8 @@ export class InferenceClient {
           outputs: [{ name: output.name }],
           rawInputContents: [raw],
         },
+        // The balancer counts calls in flight per model (least-request-balancer.ts).
+        modelMetadata(model),
         { deadline: Date.now() + this.options.timeoutMs },
         (error, response) => {
           signal.removeEventListener('abort', cancel);
@@ -226,6 +236,12 @@ export class InferenceClient {
         return new ApiError('internal_error', { detail: 'Inference failed.', cause: error });
     }
   }
+}
+
+function modelMetadata(model: string): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  metadata.set(MODEL_METADATA_KEY, model);
+  return metadata;
 }
 
 export class ModelMismatchError extends Error {
