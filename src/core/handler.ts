@@ -1,5 +1,6 @@
 import type { CoreRequest, CoreResponse } from './http-types.js';
 import { InferenceClient } from './inference/inference-client.js';
+import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
@@ -104,16 +105,16 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
 
   function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
-    return respond('/v1/remove-bg', request, respondDeps, async (scope) => {
-      const admitted = await admit(scope, {
+    const handled = () => respond('/v1/remove-bg', request, respondDeps, async (scope) => {
+      const admitted = await traceStep('bgcut.admission', () => admit(scope, {
         keyStore: config.keyStore,
         enforcer,
         inFlight,
         inferenceSaturated: () => client.saturated(),
         retryAfterSeconds: config.inference.retryAfterSeconds,
         onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
-      }, known);
-      const order = await takeOrder(scope, admitted.plan, {
+      }, known));
+      const order = await traceStep('bgcut.upload', () => takeOrder(scope, admitted.plan, {
         verifier,
         models: config.inference.models,
         defaultModel: config.inference.modelName,
@@ -121,7 +122,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
         imageUrl: config.imageUrl,
-      });
+      }));
+      setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,
         inferenceSlots,
@@ -135,6 +137,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
       return cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
     });
+    // Spans only when the app has @opentelemetry/api and a recording SDK (src/tracing/otel.ts).
+    return traceRequest('bgcut remove-bg', handled, (response, set) => set({ 'http.response.status_code': response.status }));
   }
 
   function account(request: CoreRequest): Promise<CoreResponse> {

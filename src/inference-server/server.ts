@@ -5,6 +5,7 @@ import os from 'node:os';
 import {
   DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
+  MODEL_INFER_SPAN,
   RUN_TIME_TRAILER,
   elementCount,
   isDatatype,
@@ -15,6 +16,7 @@ import {
   type ModelInferRequest__Output,
   type ModelInferResponse,
 } from '../protocol/index.js';
+import { traceIncoming } from '../tracing/otel.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
@@ -113,6 +115,11 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     throw new RangeError('providers must be a list of execution provider names, e.g. cuda,cpu');
   }
   return resolved;
+}
+
+function metadataText(metadata: grpc.Metadata, key: string): string | undefined {
+  const value = metadata.get(key)[0];
+  return typeof value === 'string' ? value : undefined;
 }
 
 function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceError> {
@@ -264,7 +271,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         return;
       }
 
-      const run = model.pool.run(inputs, outputNames, abort.signal);
+      // Continues the caller's trace, when it sent W3C trace context and this process traces.
+      const traceHeaders = { traceparent: metadataText(call.metadata, 'traceparent'), tracestate: metadataText(call.metadata, 'tracestate') };
+      const run = traceIncoming(
+        MODEL_INFER_SPAN,
+        traceHeaders,
+        async (span) => {
+          span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model.name, 'bgcut.provider': provider });
+          return model.pool.run(inputs, outputNames, abort.signal);
+        },
+        (result, _start, end) => [{ name: 'session.run', start: end - result.runMs, end, attributes: { 'bgcut.model': model.name, 'bgcut.provider': provider } }],
+      );
       metrics.queueDepth.set({ model: model.name }, model.pool.queued);
       // Calls inside session.run: the gauge was declared but never set.
       metrics.running.set({ model: model.name }, model.pool.running);

@@ -20,6 +20,8 @@ export const INFERENCE_SERVICE_NAME = 'inference.GRPCInferenceService';
  * not messages) can weigh the server by it.
  */
 export const RUN_TIME_TRAILER = 'bgcut-session-run-us';
+/** Name of the client's and the server's span of a ModelInfer call (OpenTelemetry's `{service}/{method}`). */
+export const MODEL_INFER_SPAN = 'inference.GRPCInferenceService/ModelInfer';
 
 /**
  * The .proto file ships with the package (`proto/`); it is loaded at run time, as grpc-node's own

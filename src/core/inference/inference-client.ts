@@ -1,6 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import {
   DATATYPE_BYTES,
+  INFERENCE_SERVICE_NAME,
+  MODEL_INFER_SPAN,
   elementCount,
   isDatatype,
   loadInferenceProto,
@@ -15,6 +17,7 @@ import { ApiError } from '../errors.js';
 import type { MaskModel } from '../image/pipeline.js';
 import { inputShape, maskShape, type PreprocessingProfile } from '../image/profile.js';
 import type { InputTensor, MaskTensor } from '../image/tensor.js';
+import { traceContextHeaders, traceStep } from '../../tracing/otel.js';
 import { LEAST_REQUEST_POLICY, MODEL_METADATA_KEY, registerLeastRequestPolicy } from './least-request-balancer.js';
 
 export interface InferenceTls {
@@ -150,6 +153,19 @@ export class InferenceClient {
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
+    // A client span when the app traces (src/tracing/otel.ts); its context goes in the metadata.
+    return traceStep(MODEL_INFER_SPAN, () => this.inferCall(model, input, output, signal), {
+      kind: 'client',
+      attributes: { 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model },
+    });
+  }
+
+  private inferCall(
+    model: string,
+    input: { name: string; datatype: Datatype; shape: number[]; data: InputTensor },
+    output: { name: string; datatype: Datatype },
+    signal: AbortSignal,
+  ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
     return new Promise((resolve, reject) => {
       // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
       const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
@@ -241,6 +257,7 @@ export class InferenceClient {
 function modelMetadata(model: string): grpc.Metadata {
   const metadata = new grpc.Metadata();
   metadata.set(MODEL_METADATA_KEY, model);
+  for (const [name, value] of Object.entries(traceContextHeaders())) metadata.set(name, value);
   return metadata;
 }
 
