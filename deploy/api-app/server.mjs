@@ -7,9 +7,11 @@
  * Environment: PORT (3000), BGCUT_INFERENCE_ADDRESS (`host:port`, `dns:///name:port`, or
  * comma-separated `ip:port`s), REDIS_URL (shared keys and limits; else BGCUT_KEYS_FILE),
  * BGCUT_DASHBOARD_SECRET (32+ bytes, the same on every instance: mounts /dashboard),
- * BGCUT_TRUST_PROXY (Express `trust proxy`, e.g. `1` behind one load balancer).
+ * BGCUT_TRUST_PROXY (Express `trust proxy`, e.g. `1` behind one load balancer),
+ * BGCUT_INFERENCE_TLS_CA / _CERT / _KEY (PEM files: TLS, or mutual TLS with a certificate, to the inference tier).
  * SIGTERM: new requests get 503 + Retry-After, requests in progress finish, then the process exits 0.
  */
+import { readFileSync } from 'node:fs';
 import express from 'express';
 import { createRemoveBgRouter } from 'bgcut/express';
 import { createDashboardRouter } from 'bgcut/express-dashboard';
@@ -18,6 +20,10 @@ import { createDashboard, FileDashboardStore, RedisDashboardStore } from 'bgcut/
 
 const port = Number(process.env.PORT ?? 3000);
 const address = (process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051').split(',').map((a) => a.trim());
+const tlsFile = (name) => (process.env[name] ? readFileSync(process.env[name]) : undefined);
+const tls = process.env.BGCUT_INFERENCE_TLS_CA
+  ? { ca: tlsFile('BGCUT_INFERENCE_TLS_CA'), cert: tlsFile('BGCUT_INFERENCE_TLS_CERT'), key: tlsFile('BGCUT_INFERENCE_TLS_KEY') }
+  : undefined;
 const redis = process.env.REDIS_URL ? connectRedis(process.env.REDIS_URL) : undefined;
 const keyStore = redis ? new RedisKeyStore({ redis }) : new FileKeyStore({ file: process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' });
 const dashboardStore = redis ? new RedisDashboardStore({ redis }) : new FileDashboardStore(keyStore);
@@ -26,7 +32,7 @@ const activity = process.env.BGCUT_DASHBOARD_SECRET ? new ActivityRecorder({ sto
 const handler = createRemoveBgHandler({
   keyStore,
   redis,
-  inference: { address: address.length === 1 ? address[0] : address },
+  inference: { address: address.length === 1 ? address[0] : address, ...(tls ? { tls } : {}) },
   ...(activity ? { activity } : {}),
   exposeMetrics: true,
   onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),

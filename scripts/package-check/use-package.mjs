@@ -107,7 +107,7 @@ step(`bgcut-inference-server on ${address}: grpc.health.v1 SERVING`);
 const keysFile = path.resolve('keys.json');
 const created = await run(bin('bgcut-keys'), ['keys', 'create', '--file', keysFile, '--account', 'acme', '--plan', 'pro']);
 const key = created.stdout.trim().split(/\s+/)[0]; // the key comes first; its id follows on the next line
-check(/^bgk_[A-Za-z0-9_-]{20,}$/.test(key ?? ""), `bgcut-keys printed no key: ${created.stdout}`);
+check(/^bgk_[A-Za-z0-9_-]{20,}$/.test(key ?? ''), `bgcut-keys printed no key: ${created.stdout}`);
 step('bgcut-keys keys create: a key');
 
 // 7. The container's API app (bgcut/express) and a Fastify app (bgcut/fastify).

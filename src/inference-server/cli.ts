@@ -5,6 +5,7 @@
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
  *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
  * or the path of an .onnx file. Each flag can also come from the environment
@@ -110,7 +111,7 @@ if (process.argv[2] === 'health') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'test-run-delay-ms'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function envName(flag: Flag): string {
@@ -184,6 +185,7 @@ try {
     maxQueue: integer('queue'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
+    healthPort: integer('health-port'),
   });
   let stopping = false;
   const stop = (signal: string) => {

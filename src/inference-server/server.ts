@@ -62,6 +62,12 @@ export interface InferenceServerOptions {
   tls?: ServerTls;
   /** Port of the Prometheus /metrics HTTP endpoint; absent for none. */
   metricsPort?: number;
+  /**
+   * Port of a second, plaintext gRPC listener that serves grpc.health.v1 alone, for probes that
+   * cannot speak (m)TLS, such as Kubernetes' gRPC probe; absent for none. It reports what the
+   * main port's health service reports.
+   */
+  healthPort?: number;
   /** Log lines go here. Default console.log. */
   log?: (line: string) => void;
 }
@@ -69,6 +75,7 @@ export interface InferenceServerOptions {
 export interface RunningInferenceServer {
   port: number;
   metricsPort: number | undefined;
+  healthPort: number | undefined;
   models: Record<string, ModelSignature & { version: string; sha256: string }>;
   /** Stops serving: NOT_SERVING, refuse new calls, finish in-flight ones, then close. */
   shutdown(): Promise<void>;
@@ -98,6 +105,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
     tls: options.tls,
     metricsPort: options.metricsPort,
+    healthPort: options.healthPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
   const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
@@ -329,7 +337,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   log(`inference server listening on ${config.host}:${port} (${security}; health NOT_SERVING while the models load)`);
 
   let metricsServer: http.Server | undefined;
+  let healthServer: grpc.Server | undefined;
+  let healthPort: number | undefined;
   try {
+    if (config.healthPort !== undefined) {
+      healthServer = new grpc.Server();
+      health.addToServer(healthServer);
+      healthPort = await new Promise<number>((resolve, reject) => {
+        healthServer!.bindAsync(`${config.host}:${config.healthPort}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+      });
+      log(`health (grpc.health.v1 only, plaintext) on ${config.host}:${healthPort}`);
+    }
     if (config.metricsPort !== undefined) {
       metricsServer = await metrics.listen(config.metricsPort, config.host);
       const address = metricsServer.address() as { port: number };
@@ -360,6 +378,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     setHealth('SERVING');
   } catch (error) {
     server.forceShutdown();
+    healthServer?.forceShutdown();
     metricsServer?.close();
     await Promise.all([...models.values()].map((m) => m.pool.close()));
     throw error;
@@ -368,6 +387,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   return {
     port,
     metricsPort: metricsServer ? (metricsServer.address() as { port: number }).port : undefined,
+    healthPort,
     models: Object.fromEntries([...models.values()].map((m) => [m.name, { ...m.signature, version: MODEL_VERSION, sha256: m.sha256 }])),
     async shutdown() {
       if (shuttingDown) return;
@@ -384,6 +404,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           resolve();
         });
       });
+      // NOT_SERVING stayed visible on the health port while calls drained.
+      healthServer?.forceShutdown();
       metricsServer?.close();
       await Promise.all([...models.values()].map((m) => m.pool.close()));
     },
