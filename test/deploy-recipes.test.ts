@@ -40,10 +40,11 @@ async function validatorFor(apiVersion: string, kind: string): Promise<(doc: Doc
   return (doc) => new Model(doc).validate();
 }
 
-/** Flags the inference server's CLI accepts, from its own --help. */
+let flags: Set<string> | undefined;
+/** Flags the inference server's CLI accepts, from its own --help (built by `npm test`'s pretest). */
 function cliFlags(): Set<string> {
-  const help = execFileSync(process.execPath, [path.join(root, 'dist/src/inference-server/cli.js'), '--help'], { encoding: 'utf8' });
-  return new Set([...help.matchAll(/--([a-z-]+)/g)].map((m) => m[1]!));
+  const help = () => execFileSync(process.execPath, [path.join(root, 'dist/src/inference-server/cli.js'), '--help'], { encoding: 'utf8' });
+  return (flags ??= new Set([...help().matchAll(/--([a-z-]+)/g)].map((m) => m[1]!)));
 }
 
 /** `--name=value` arguments as a map. */
@@ -131,5 +132,114 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     for (const ref of refs) expect(secretKeys(ref.name), `${ref.name}/${ref.key}`).toContain(ref.key);
     const volumes = manifests.flatMap(({ doc }) => doc.spec?.template?.spec?.volumes ?? []).filter((v: Doc) => v.secret);
     for (const volume of volumes) expect(secretKeys(volume.secret.secretName)).toEqual(expect.arrayContaining(['tls.crt', 'tls.key', 'ca.crt']));
+  });
+});
+
+/** The Dockerfile's stages: name, base, and instructions (continuation lines joined). */
+function dockerStages(): { name: string; from: string; lines: string[] }[] {
+  const text = readFileSync(path.join(root, 'Dockerfile'), 'utf8').replace(/\\\n\s*/g, ' ');
+  const stages: { name: string; from: string; lines: string[] }[] = [];
+  for (const line of text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))) {
+    const from = /^FROM\s+(\S+)(?:\s+AS\s+(\S+))?$/i.exec(line);
+    if (from) stages.push({ name: from[2] ?? '', from: from[1]!, lines: [] });
+    else stages.at(-1)?.lines.push(line);
+  }
+  return stages;
+}
+const exec = (line: string) => JSON.parse(line.replace(/^\S+\s+/, '')) as string[];
+
+describe('Dockerfile (not built here: no container runtime; checked as text against the repo and the code)', () => {
+  const stages = dockerStages();
+  const stage = (name: string) => stages.find((s) => s.name === name)!;
+
+  it('final images run as the unprivileged node user, with a HEALTHCHECK and SIGTERM, from production installs of the packed tarball', () => {
+    for (const name of ['inference', 'api']) {
+      const { lines } = stage(name);
+      const users = lines.filter((l) => l.startsWith('USER '));
+      expect(users.at(-1), name).toBe('USER node');
+      expect(lines.findIndex((l) => l.startsWith('USER '))).toBeLessThan(lines.findIndex((l) => l.startsWith('CMD')));
+      expect(lines.some((l) => l.startsWith('HEALTHCHECK'))).toBe(true);
+      expect(lines).toContain('STOPSIGNAL SIGTERM');
+    }
+    for (const name of ['inference-install', 'api-install']) {
+      const installs = stage(name).lines.filter((l) => /npm (install|ci)/.test(l));
+      expect(installs.length).toBeGreaterThan(0);
+      for (const line of installs) expect(line, name).toMatch(/npm install --omit=dev .*\/tmp\/bgcut\.tgz/);
+      expect(stage(name).lines.join('\n')).toMatch(/ONNXRUNTIME_NODE_INSTALL=skip/);
+    }
+    // Only the build stage installs dev dependencies, and it packs what the others install.
+    expect(stage('build').lines.join('\n')).toMatch(/npm ci[\s\S]*npm run build && .*npm pack/);
+  });
+
+  it('every file it copies from the build context exists', () => {
+    for (const { lines } of stages) {
+      for (const line of lines.filter((l) => l.startsWith('COPY ') && !l.includes('--from='))) {
+        const sources = line.split(/\s+/).slice(1).filter((a) => !a.startsWith('--')).slice(0, -1);
+        for (const source of sources) expect(readdirSync(path.join(root, path.dirname(source))), line).toContain(path.basename(source));
+      }
+    }
+  });
+
+  it('the inference image: the model prepared at build time by its runtime user, flags the CLI knows, health on the port it opens', () => {
+    const install = stage('inference-install').lines;
+    expect(install.findIndex((l) => l === 'USER node')).toBeLessThan(install.findIndex((l) => l.includes('bgcut-inference-server prepare')));
+    const { lines } = stage('inference');
+    const cmd = argMap(exec(lines.find((l) => l.startsWith('CMD'))!));
+    for (const flag of cmd.keys()) expect(cliFlags(), flag).toContain(flag);
+    const health = exec(lines.find((l) => l.startsWith('HEALTHCHECK'))!.replace(/^HEALTHCHECK.*?CMD\s+/, 'CMD '));
+    expect(health.slice(0, 3)).toEqual(['bgcut-inference-server', 'health', '--address']);
+    expect(health[3]).toBe(`127.0.0.1:${cmd.get('health-port')}`);
+    const exposed = lines.find((l) => l.startsWith('EXPOSE'))!.split(/\s+/).slice(1).map(Number);
+    expect(exposed.sort()).toEqual([cmd.get('port'), cmd.get('health-port'), cmd.get('metrics-port')].map(Number).sort());
+  });
+
+  it('the API image: the app the packaging check runs, its port, its readiness route', () => {
+    const { lines } = stage('api');
+    expect(exec(lines.find((l) => l.startsWith('CMD'))!)).toEqual(['node', 'server.mjs']);
+    expect(lines.join('\n')).toMatch(/PORT=3000/);
+    expect(lines).toContain('EXPOSE 3000');
+    expect(lines.find((l) => l.startsWith('HEALTHCHECK'))).toContain('http://127.0.0.1:3000/readyz');
+    expect(apiAppSource).toContain("app.get('/readyz'");
+    // express from the API app satisfies the package's peer range.
+    const apiApp = JSON.parse(readFileSync(path.join(root, 'deploy/api-app/package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
+    expect(manifest.peerDependencies.express).toContain(apiApp.dependencies.express!.replace(/^\^(\d+)\..*/, '^$1'));
+  });
+});
+
+describe('compose.yaml (not run here; checked against the Dockerfile, the code and nginx.conf)', () => {
+  const compose = parseAllDocuments(readFileSync(path.join(root, 'compose.yaml'), 'utf8'))[0]!.toJS({ maxAliasCount: 100 }) as Doc;
+  const services = compose.services as Record<string, Doc>;
+
+  it('has Redis, two inference servers, two API instances and one proxy port in front of them', () => {
+    expect(Object.keys(services).sort()).toEqual(['api', 'inference', 'proxy', 'redis']);
+    expect(services.inference!.deploy.replicas).toBe(2);
+    expect(services.api!.deploy.replicas).toBe(2);
+    const published = Object.values(services).flatMap((s) => s.ports ?? []);
+    expect(published).toEqual(['8080:8080']);
+    const stageNames = dockerStages().map((s) => s.name);
+    expect(stageNames).toContain(services.inference!.build.target);
+    expect(stageNames).toContain(services.api!.build.target);
+  });
+
+  it('the inference service: flags the CLI knows, a health check on its health port, a grace longer than its drain', () => {
+    const args = argMap(services.inference!.command);
+    for (const flag of args.keys()) expect(cliFlags(), flag).toContain(flag);
+    expect(services.inference!.healthcheck.test).toEqual(['CMD', 'bgcut-inference-server', 'health', '--address', `127.0.0.1:${args.get('health-port')}`]);
+    for (const name of ['inference', 'api']) expect(Number.parseInt(services[name]!.stop_grace_period, 10) * 1000).toBeGreaterThan(resolveServerOptions({}).shutdownGraceMs);
+  });
+
+  it('the API service: env the app reads, the inference and Redis services by name, the port nginx proxies to', () => {
+    const env = services.api!.environment as Record<string, string>;
+    const read = new Set([...apiAppSource.matchAll(/process\.env\.([A-Z_]+)/g)].map((m) => m[1]));
+    for (const name of Object.keys(env)) expect(read, name).toContain(name);
+    const inferencePort = argMap(services.inference!.command).get('port');
+    expect(env.BGCUT_INFERENCE_ADDRESS).toBe(`dns:///inference:${inferencePort}`);
+    expect(new URL(env.REDIS_URL!).hostname).toBe('redis');
+    const nginx = readFileSync(path.join(root, 'deploy/compose/nginx.conf'), 'utf8');
+    expect(nginx).toContain(`server api:${env.PORT};`);
+    expect(nginx).toMatch(new RegExp(`listen ${services.proxy!.ports[0].split(':')[1]};`));
+    expect(services.proxy!.volumes[0]).toMatch(/^\.\/deploy\/compose\/nginx\.conf:/);
+    expect(services.api!.healthcheck.test.join(' ')).toContain(`http://127.0.0.1:${env.PORT}/readyz`);
   });
 });
