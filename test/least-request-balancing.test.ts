@@ -4,12 +4,22 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceClient, type Balancing } from '../src/core/inference/inference-client.js';
 import { CallStats, pickTwoChoices } from '../src/core/inference/least-request-balancer.js';
+import { resolveOptions, type KeyStore } from '../src/core/index.js';
 import { writeIdentityModel } from './helpers/identity-model.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
 import { metricValue } from './helpers/fuzz.js';
 
 /** Random draws in order, for a known pair of candidates: a = floor(x0 * n), then b from the rest. */
 const draws = (...xs: number[]) => () => xs.shift()!;
+
+describe('inference.balancing', () => {
+  const keyStore: KeyStore = { findByHash: async () => undefined };
+  it('defaults to least-request, takes round-robin, refuses anything else by name', () => {
+    expect(resolveOptions({ keyStore }).inference.balancing).toBe('least-request');
+    expect(resolveOptions({ keyStore, inference: { balancing: 'round-robin' } }).inference.balancing).toBe('round-robin');
+    expect(() => resolveOptions({ keyStore, inference: { balancing: 'random' as never } })).toThrow(/inference.balancing/);
+  });
+});
 
 describe('power of two choices', () => {
   it('takes the one of the two drawn with fewer calls open for that model, whatever the other models', () => {
