@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceClient, type Balancing } from '../src/core/inference/inference-client.js';
-import { CallStats, pickTwoChoices } from '../src/core/inference/least-request-balancer.js';
+import { CallStats, CHOICES, pickLeastLoaded } from '../src/core/inference/least-request-balancer.js';
 import { resolveOptions, type KeyStore } from '../src/core/index.js';
 import { writeIdentityModel } from './helpers/identity-model.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
@@ -21,26 +21,40 @@ describe('inference.balancing', () => {
   });
 });
 
-describe('power of two choices', () => {
-  it('takes the one of the two drawn with fewer calls open for that model, whatever the other models', () => {
+describe('power of d choices', () => {
+  it('takes the drawn server with fewer calls open for that model, whatever the other models; then fewer in all', () => {
     const stats = new CallStats();
     stats.started('a', 'isnet');
     stats.started('a', 'isnet');
     for (let i = 0; i < 5; i++) stats.started('b', 'other');
     stats.started('b', 'isnet');
-    // Drawn a (2 open for isnet), then b (1 open for isnet, 6 in all): b.
-    expect(pickTwoChoices(['a', 'b', 'c'], 'isnet', stats, true, draws(0, 0))).toBe(1);
+    // a (2 open for isnet) and b (1 open for isnet, 6 in all): b.
+    expect(pickLeastLoaded(['a', 'b'], 'isnet', stats, true, draws(0, 0))).toBe(1);
     // For 'other', b has 5 open and a none: a.
-    expect(pickTwoChoices(['a', 'b', 'c'], 'other', stats, true, draws(0, 0))).toBe(0);
-    // Drawn c, then a, both with 2 open for isnet: the one with fewer in all (a), not the first drawn.
+    expect(pickLeastLoaded(['a', 'b'], 'other', stats, true, draws(0, 0))).toBe(0);
+    // Drawn c first, then a, both with 2 open for isnet: the one with fewer in all (a), not the first drawn.
     stats.started('c', 'isnet');
     stats.started('c', 'isnet');
     stats.started('c', 'other');
-    expect(pickTwoChoices(['a', 'b', 'c'], 'isnet', stats, true, draws(0.99, 0))).toBe(0);
+    expect(pickLeastLoaded(['a', 'c'], 'isnet', stats, true, draws(0.99, 0))).toBe(0);
     stats.ended('c', 'isnet', undefined);
     stats.ended('c', 'isnet', undefined);
     expect(stats.inFlight('c', 'isnet')).toBe(0);
     expect(stats.totalInFlight('c')).toBe(1);
+  });
+
+  it(`compares ${CHOICES} servers drawn at random, not all of them`, () => {
+    const stats = new CallStats();
+    for (const server of ['a', 'b', 'c']) stats.started(server, 'm');
+    // d is idle but not drawn (draws 0, 0, 0 take a, b, c in order): the first of three equals.
+    expect(pickLeastLoaded(['a', 'b', 'c', 'd'], 'm', stats, true, draws(0, 0, 0))).toBe(0);
+    // Drawn (0.99 takes d first): d.
+    expect(pickLeastLoaded(['a', 'b', 'c', 'd'], 'm', stats, true, draws(0.99, 0, 0))).toBe(3);
+    // With three servers every pick is exact: a burst spreads 2 / 2 / 2, as round-robin does.
+    const burst = new CallStats();
+    const servers = ['a', 'b', 'c'];
+    for (let i = 0; i < 6; i++) burst.started(servers[pickLeastLoaded(servers, 'm', burst)]!, 'm');
+    expect(servers.map((s) => burst.inFlight(s, 'm'))).toEqual([2, 2, 2]);
   });
 
   it('weighs calls open by service time: an idle slow server loses to a fast one with a few calls open, not with many', () => {
@@ -54,11 +68,11 @@ describe('power of two choices', () => {
       for (let i = 0; i < n; i++) stats.started('fast', 'm');
     };
     open(3); // fast: (3 + 1) x 25 = 100 < slow: (0 + 1) x 125
-    expect(pickTwoChoices(['slow', 'fast'], 'm', stats, true, draws(0, 0))).toBe(1);
+    expect(pickLeastLoaded(['slow', 'fast'], 'm', stats, true, draws(0, 0))).toBe(1);
     // Counting calls alone, the idle slow server would win.
-    expect(pickTwoChoices(['slow', 'fast'], 'm', stats, false, draws(0, 0))).toBe(0);
+    expect(pickLeastLoaded(['slow', 'fast'], 'm', stats, false, draws(0, 0))).toBe(0);
     open(2); // fast: 6 x 25 = 150 > 125
-    expect(pickTwoChoices(['slow', 'fast'], 'm', stats, true, draws(0, 0))).toBe(0);
+    expect(pickLeastLoaded(['slow', 'fast'], 'm', stats, true, draws(0, 0))).toBe(0);
   });
 
   it('fades a server\'s time while it gets no answers, so a server that was slow is tried again', () => {

@@ -2,9 +2,9 @@ import * as grpc from '@grpc/grpc-js';
 import { RUN_TIME_TRAILER } from '../../protocol/index.js';
 
 /**
- * A gRPC load-balancing policy for the inference tier: least outstanding requests by power of two
- * choices, per model, weighted by how long each server has been taking. Each ModelInfer call
- * draws two ready servers at random and goes to the cheaper: cost = (this client's calls open on
+ * A gRPC load-balancing policy for the inference tier: least outstanding requests by power of d
+ * choices (CHOICES), per model, weighted by how long each server has been taking. Each ModelInfer
+ * call draws up to three ready servers at random and goes to the cheapest: cost = (this client's calls open on
  * it for the model + 1) x its recent service time for the model (an exponentially weighted mean
  * of RUN_TIME_TRAILER, or of whole call times where a server sends none): the time a new call
  * can expect to wait there.
@@ -14,9 +14,7 @@ import { RUN_TIME_TRAILER } from '../../protocol/index.js';
  * slowed down (a noisy neighbour, a throttled CPU) builds a queue that every N-th request waits in,
  * and p99 follows the slowest server. Why weight by time: counts alone tie at 0 whenever servers
  * are idle, so a slow server still gets a third of a light load; the weight makes it win only once
- * the fast ones are busy enough to be slower still (bench/balancing.ts measures both). Two random
- * choices, not the global minimum, keep many API instances from rushing the one server that
- * looked idle a moment ago. A server's time fades towards zero while it gets no calls
+ * the fast ones are busy enough to be slower still (bench/balancing.ts measures both). A server's time fades towards zero while it gets no calls
  * (IDLE_DECAY_MS), so one that was slow is tried again later instead of shunned for good.
  *
  * grpc-js has no least_request policy (other gRPC languages do); this is the same shape as its
@@ -95,24 +93,53 @@ export class CallStats {
 }
 
 /**
- * Power of two choices over `candidates` (at least one): the index of the cheaper of two drawn
- * at random, as described above; `weighted: false` compares calls open alone. On a tie, the
- * first drawn. `random` returns 0 <= x < 1.
+ * How many servers each pick compares. Two random choices already avoid most of round-robin's
+ * queueing; three make a pick among three servers exact: with two, a burst of 6 calls to 3 equal
+ * idle servers puts 3 on one of them 36% of the time (the draw left out the idle one), which
+ * round-robin never does. Drawing a few at random rather than taking the least of all keeps many
+ * API instances from all sending to the one server that looks cheapest.
  */
-export function pickTwoChoices(candidates: string[], model: string, stats: CallStats, weighted = true, random: () => number = Math.random): number {
-  if (candidates.length === 1) return 0;
-  const a = Math.floor(random() * candidates.length);
-  let b = Math.floor(random() * (candidates.length - 1));
-  if (b >= a) b++;
-  const [sa, sb] = [candidates[a]!, candidates[b]!];
-  const [openA, openB] = [stats.inFlight(sa, model), stats.inFlight(sb, model)];
-  const [meanA, meanB] = [stats.meanMs(sa, model), stats.meanMs(sb, model)];
-  if (weighted && meanA !== undefined && meanB !== undefined) {
-    const [costA, costB] = [(openA + 1) * meanA, (openB + 1) * meanB];
-    if (costA !== costB) return costB < costA ? b : a;
+export const CHOICES = 3;
+
+/**
+ * The power of CHOICES choices over `candidates` (at least one): the index of the cheapest of up
+ * to CHOICES drawn at random, as described above; `weighted: false` compares calls open alone.
+ * On a tie, the first drawn. `random` returns 0 <= x < 1.
+ */
+export function pickLeastLoaded(candidates: string[], model: string, stats: CallStats, weighted = true, random: () => number = Math.random): number {
+  const n = candidates.length;
+  if (n === 1) return 0;
+  // The first `d` of a partial Fisher-Yates shuffle: `d` distinct indices, uniformly.
+  const d = Math.min(CHOICES, n);
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = 0; i < d; i++) {
+    const j = i + Math.floor(random() * (n - i));
+    [order[i], order[j]] = [order[j]!, order[i]!];
   }
-  if (openA !== openB) return openB < openA ? b : a;
-  return stats.totalInFlight(sb) < stats.totalInFlight(sa) ? b : a;
+  const load = (i: number) => {
+    const server = candidates[i]!;
+    const open = stats.inFlight(server, model);
+    const mean = stats.meanMs(server, model);
+    return { open, mean, total: stats.totalInFlight(server), cost: mean === undefined ? undefined : (open + 1) * mean };
+  };
+  let best = order[0]!;
+  let bestLoad = load(best);
+  for (const i of order.slice(1, d)) {
+    const candidate = load(i);
+    if (cheaper(candidate, bestLoad, weighted)) {
+      best = i;
+      bestLoad = candidate;
+    }
+  }
+  return best;
+}
+
+type Load = { open: number; mean: number | undefined; total: number; cost: number | undefined };
+/** Lower cost when both have a time (and `weighted`), else fewer calls open for the model, else fewer in all. */
+function cheaper(a: Load, b: Load, weighted: boolean): boolean {
+  if (weighted && a.cost !== undefined && b.cost !== undefined && a.cost !== b.cost) return a.cost < b.cost;
+  if (a.open !== b.open) return a.open < b.open;
+  return a.total < b.total;
 }
 
 class LeastRequestConfig implements grpc.experimental.TypedLoadBalancingConfig {
@@ -142,7 +169,7 @@ class LeastRequestPicker implements Picker {
 
   pick(args: PickArgs): PickResult {
     const model = String(args.metadata.get(MODEL_METADATA_KEY)[0] ?? '');
-    const chosen = this.children[pickTwoChoices(this.addresses, model, this.stats, this.weighted)]!;
+    const chosen = this.children[pickLeastLoaded(this.addresses, model, this.stats, this.weighted)]!;
     const result = chosen.picker.pick(args);
     if (result.pickResultType !== PickResultType.COMPLETE) return result;
     // grpc-js calls onCallStarted when the call goes out on the chosen connection and onCallEnded
