@@ -74,6 +74,7 @@ describe('OpenTelemetry: one trace across the API and the inference server', () 
     // The inference server, another process, continued the same trace from the gRPC metadata.
     const served = byName(MODEL_INFER_SPAN, inference.child.pid!)!;
     expect(served).toBeDefined();
+    console.log(`the inference server's span, as its exporter wrote it: ${JSON.stringify(served)}`);
     expect(served.kind).toBe(1); // SERVER
     expect(served.parentSpanId).toBe(call.spanId);
     expect(served.attributes['bgcut.model']).toBe('isnet');
