@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
+ * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak,balancing]
  *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
@@ -10,7 +10,9 @@
  * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
  *   the single-stream rate of raw session.run;
  * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads;
- * - soak: RSS of the inference server after request 50 and after request N (default 500).
+ * - soak: RSS of the inference server after request 50 and after request N (default 500);
+ * - balancing: p50/p99 over three inference servers, one slowed, for each balancing policy
+ *   (bench/balancing.ts: a tiny model and a delay flag, so the servers do not fight for CPU).
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
@@ -36,6 +38,7 @@ import { imageToTensor } from '../src/core/image/tensor.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
+import { balancingBench, printBalancingTable } from './balancing.js';
 
 const { values } = parseArgs({
   options: {
@@ -44,7 +47,7 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '5' },
     soak: { type: 'string', default: '500' },
     json: { type: 'string' },
-    only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
+    only: { type: 'string', default: 'latency,large,concurrency,memory,soak,balancing' },
     model: { type: 'string', default: 'isnet' },
     warmup: { type: 'string', default: '10' },
   },
@@ -322,6 +325,12 @@ try {
     client.close();
     report.soak = { requests: total, rssAt50Mb: round(at50), rssAtEndMb: round(end), growthPercent: round(((end - at50) / at50) * 100) };
     console.log(`\nsoak: inference server RSS ${at50.toFixed(0)} MB at request ${Math.min(50, total)}, ${end.toFixed(0)} MB at request ${total} (${(((end - at50) / at50) * 100).toFixed(1)} %)`);
+  }
+
+  if (sections.has('balancing')) {
+    const balancing = await balancingBench();
+    report.balancing = balancing;
+    printBalancingTable(balancing);
   }
 } finally {
   api.stop();

@@ -1,5 +1,6 @@
 import type { CoreRequest, CoreResponse, Route } from './http-types.js';
 import { InferenceClient } from './inference/inference-client.js';
+import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
@@ -83,6 +84,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const config = resolveOptions(options);
   const client = new InferenceClient({
     address: config.inference.address,
+    balancing: config.inference.balancing,
     timeoutMs: config.inference.timeoutMs,
     maxMessageBytes: config.inference.maxMessageBytes,
     retryAfterSeconds: config.inference.retryAfterSeconds,
@@ -130,17 +132,17 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
 
   function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
-    return respond('/v1/remove-bg', request, respondDeps, async (scope) => {
-      const admitted = await admit(scope, {
+    const handled = () => respond('/v1/remove-bg', request, respondDeps, async (scope) => {
+      const admitted = await traceStep('bgcut.admission', () => admit(scope, {
         keyStore: config.keyStore,
         enforcer,
         inFlight,
         inferenceSaturated: () => client.saturated(),
         retryAfterSeconds: config.inference.retryAfterSeconds,
         onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
-      }, known);
+      }, known));
       const idempotent = idempotentRequest(scope, admitted, idempotency);
-      const order = await takeOrder(scope, admitted.plan, {
+      const order = await traceStep('bgcut.upload', () => takeOrder(scope, admitted.plan, {
         verifier,
         models: config.inference.models,
         defaultModel: config.inference.modelName,
@@ -148,7 +150,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
         imageUrl,
-      });
+      }));
+      setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
       const replayed = await idempotent?.claim(order);
       if (replayed) return replayed;
       const cutout = await makeCutout(scope, admitted, order, {
@@ -166,6 +169,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       await idempotent?.complete(response);
       return response;
     });
+    // Spans only when the app has @opentelemetry/api and a recording SDK (src/tracing/otel.ts).
+    return traceRequest('bgcut remove-bg', handled, (response, set) => set({ 'http.response.status_code': response.status }));
   }
 
   function account(request: CoreRequest): Promise<CoreResponse> {

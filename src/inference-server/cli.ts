@@ -5,6 +5,8 @@
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
+ *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
  * or the path of an .onnx file. --max-batch: most images one session.run stacks from queued calls
  * (every run padded to it; default 1, off: see batching.ts). Each flag can also come from the environment
@@ -15,10 +17,18 @@
  *                                 [--instance-kind KIND_CPU|KIND_GPU] [--instances 1] [--max-batch 0]
  * writes the model as a Triton model repository (<dir>/<name>/1/model.onnx and config.pbtxt),
  * which Triton or KServe serve in place of this server.
+ *
+ *   bgcut-inference-server prepare [--model isnet ...]
+ * assembles and prepares the built-in models into the cache ($BGCUT_CACHE_DIR) and exits: an
+ * image build runs it so that a container starts without preparing anything.
+ *
+ *   bgcut-inference-server health [--address 127.0.0.1:50051] [--service NAME] [--timeout-ms 3000] [--tls-ca F]
+ * asks grpc.health.v1 once; exit 0 when SERVING, 1 otherwise (a container HEALTHCHECK).
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { resolveModelFile } from './model-source.js';
+import { probeHealth } from './health-probe.js';
+import { isBuiltinModel, resolveModelFile } from './model-source.js';
 import { startInferenceServer, type ModelSource } from './server.js';
 import { exportTritonRepository } from './triton-export.js';
 
@@ -60,7 +70,49 @@ if (process.argv[2] === 'export') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+if (process.argv[2] === 'prepare') {
+  const { values: options } = parseArgs({ args: process.argv.slice(3), options: { model: { type: 'string', multiple: true } }, strict: true });
+  const specs = (options.model ?? [process.env.BGCUT_INFERENCE_MODEL ?? 'isnet']).flatMap((m) => m.split(',')).filter(Boolean);
+  try {
+    for (const spec of specs) {
+      const source = spec.includes('=') ? spec.slice(spec.indexOf('=') + 1) : spec;
+      if (!isBuiltinModel(source)) continue; // a file path needs no preparation
+      console.log(`${source}: ${await resolveModelFile(source)}`);
+    }
+    process.exit(0);
+  } catch (error) {
+    console.error(`prepare failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+if (process.argv[2] === 'health') {
+  const { values: options } = parseArgs({
+    args: process.argv.slice(3),
+    options: {
+      address: { type: 'string', default: `127.0.0.1:${process.env.BGCUT_INFERENCE_PORT ?? '50051'}` },
+      service: { type: 'string', default: '' },
+      'timeout-ms': { type: 'string', default: '3000' },
+      'tls-ca': { type: 'string' },
+    },
+    strict: true,
+  });
+  try {
+    const status = await probeHealth({
+      address: options.address!,
+      service: options.service,
+      timeoutMs: Number(options['timeout-ms']),
+      ...(options['tls-ca'] ? { ca: readFileSync(options['tls-ca']) } : {}),
+    });
+    console.log(status);
+    process.exit(status === 'SERVING' ? 0 : 1);
+  } catch (error) {
+    console.error(`health check failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function envName(flag: Flag): string {
@@ -119,6 +171,10 @@ function tls() {
   return { cert: readFileSync(cert), key: readFileSync(key), ...(clientCa ? { clientCa: readFileSync(clientCa) } : {}) };
 }
 
+// Tests and benchmarks only (session-worker.ts): the workers read it from the environment.
+const testRunDelayMs = integer('test-run-delay-ms');
+if (testRunDelayMs !== undefined) process.env.BGCUT_INFERENCE_TEST_RUN_DELAY_MS = String(testRunDelayMs);
+
 try {
   const server = await startInferenceServer({
     host: setting('host'),
@@ -131,6 +187,7 @@ try {
     maxBatch: integer('max-batch'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
+    healthPort: integer('health-port'),
   });
   let stopping = false;
   const stop = (signal: string) => {

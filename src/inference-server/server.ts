@@ -5,6 +5,8 @@ import os from 'node:os';
 import {
   DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
+  MODEL_INFER_SPAN,
+  RUN_TIME_TRAILER,
   elementCount,
   isDatatype,
   typedContentsToBytes,
@@ -14,6 +16,7 @@ import {
   type ModelInferRequest__Output,
   type ModelInferResponse,
 } from '../protocol/index.js';
+import { traceIncoming } from '../tracing/otel.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
 import { batchSizes } from './batching.js';
@@ -67,6 +70,12 @@ export interface InferenceServerOptions {
   tls?: ServerTls;
   /** Port of the Prometheus /metrics HTTP endpoint; absent for none. */
   metricsPort?: number;
+  /**
+   * Port of a second, plaintext gRPC listener that serves grpc.health.v1 alone, for probes that
+   * cannot speak (m)TLS, such as Kubernetes' gRPC probe; absent for none. It reports what the
+   * main port's health service reports.
+   */
+  healthPort?: number;
   /** Log lines go here. Default console.log. */
   log?: (line: string) => void;
 }
@@ -74,6 +83,7 @@ export interface InferenceServerOptions {
 export interface RunningInferenceServer {
   port: number;
   metricsPort: number | undefined;
+  healthPort: number | undefined;
   models: Record<string, ModelSignature & { version: string; sha256: string }>;
   /** Stops serving: NOT_SERVING, refuse new calls, finish in-flight ones, then close. */
   shutdown(): Promise<void>;
@@ -108,6 +118,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
     tls: options.tls,
     metricsPort: options.metricsPort,
+    healthPort: options.healthPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
   const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
@@ -128,6 +139,11 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     throw new RangeError('providers must be a list of execution provider names, e.g. cuda,cpu');
   }
   return resolved;
+}
+
+function metadataText(metadata: grpc.Metadata, key: string): string | undefined {
+  const value = metadata.get(key)[0];
+  return typeof value === 'string' ? value : undefined;
 }
 
 function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceError> {
@@ -227,9 +243,12 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const request = call.request;
       const model = models.get(request.modelName);
       const provider = model?.signature.provider ?? 'none';
-      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse) => {
+      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse, runMs?: number) => {
         metrics.calls.inc({ model: modelLabel(request.modelName), provider, status: error ? grpc.status[error.code!] : 'OK' });
-        callback(error, response);
+        // The run time again as a trailer, for the client's load balancer (least-request-balancer.ts).
+        const trailer = new grpc.Metadata();
+        if (runMs !== undefined) trailer.set(RUN_TIME_TRAILER, String(Math.round(runMs * 1000)));
+        callback(error, response, trailer);
       };
       const notFound = missing(request.modelName, request.modelVersion);
       if (notFound) {
@@ -281,7 +300,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         return;
       }
 
-      const run = model.pool.run(inputs, outputNames, abort.signal);
+      // Continues the caller's trace, when it sent W3C trace context and this process traces.
+      const traceHeaders = { traceparent: metadataText(call.metadata, 'traceparent'), tracestate: metadataText(call.metadata, 'tracestate') };
+      const run = traceIncoming(
+        MODEL_INFER_SPAN,
+        traceHeaders,
+        async (span) => {
+          span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model.name, 'bgcut.provider': provider });
+          return model.pool.run(inputs, outputNames, abort.signal);
+        },
+        (result, _start, end) => [{ name: 'session.run', start: end - result.runMs, end, attributes: { 'bgcut.model': model.name, 'bgcut.provider': provider } }],
+      );
       metrics.queueDepth.set({ model: model.name }, model.pool.queued);
       // Calls inside session.run: the gauge was declared but never set.
       metrics.running.set({ model: model.name }, model.pool.running);
@@ -300,7 +329,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
-          });
+          }, result.runMs);
         },
         (error: Error) => {
           clearTimeout(deadlineTimer);
@@ -331,7 +360,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   log(`inference server listening on ${config.host}:${port} (${security}; health NOT_SERVING while the models load)`);
 
   let metricsServer: http.Server | undefined;
+  let healthServer: grpc.Server | undefined;
+  let healthPort: number | undefined;
   try {
+    if (config.healthPort !== undefined) {
+      healthServer = new grpc.Server();
+      health.addToServer(healthServer);
+      healthPort = await new Promise<number>((resolve, reject) => {
+        healthServer!.bindAsync(`${config.host}:${config.healthPort}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+      });
+      log(`health (grpc.health.v1 only, plaintext) on ${config.host}:${healthPort}`);
+    }
     if (config.metricsPort !== undefined) {
       metricsServer = await metrics.listen(config.metricsPort, config.host);
       const address = metricsServer.address() as { port: number };
@@ -374,6 +413,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     updateHealth();
   } catch (error) {
     server.forceShutdown();
+    healthServer?.forceShutdown();
     metricsServer?.close();
     await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     throw error;
@@ -382,6 +422,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   return {
     port,
     metricsPort: metricsServer ? (metricsServer.address() as { port: number }).port : undefined,
+    healthPort,
     models: Object.fromEntries([...models.values()].map((m) => [m.name, { ...m.signature, version: MODEL_VERSION, sha256: m.sha256 }])),
     async shutdown() {
       if (shuttingDown) return;
@@ -398,6 +439,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           resolve();
         });
       });
+      // NOT_SERVING stayed visible on the health port while calls drained.
+      healthServer?.forceShutdown();
       metricsServer?.close();
       // Calls were cut off above; what a worker still runs gets a short grace, then the thread ends.
       await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));

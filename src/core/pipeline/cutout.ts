@@ -8,6 +8,7 @@ import type { Admitted } from './admission.js';
 import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
+import { traceStep } from '../../tracing/otel.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -47,16 +48,21 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   try {
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
-    segmentation = await segmentAtQuality(
-      order.output.quality,
-      order.upload.file,
-      order.probe,
-      deps.profiles[order.modelName]!,
-      deps.model(order.modelName),
-      deps.imageLimits,
-      signal,
-      Boolean(pixels),
-    );
+    const segment = () =>
+      segmentAtQuality(
+        order.output.quality,
+        order.upload.file,
+        order.probe,
+        deps.profiles[order.modelName]!,
+        deps.model(order.modelName),
+        deps.imageLimits,
+        signal,
+        Boolean(pixels),
+      );
+    // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
+    segmentation = await traceStep('bgcut.segment', segment, {
+      past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0), attributes: stageAttributes(seg.timings) }],
+    });
   } finally {
     await slot.release();
   }
@@ -67,7 +73,11 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
   await decodeFullSize(segmentation, deps.imageLimits);
-  const rendered = await renderOutput(segmentation, order.output, render);
+  // Encoding is the last step of renderOutput.
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
+    attributes: { 'bgcut.output.format': order.output.format },
+    past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
+  });
   await pixels.release();
 
   // Charged for good only if the client is still there to get the cutout.
@@ -75,6 +85,11 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   quota.keep();
   await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
   return { rendered, timings: stageTimings(segmentation, rendered) };
+}
+
+/** Milliseconds per stage, as span attributes. */
+function stageAttributes(timings: Segmentation['timings']): Record<string, number> {
+  return Object.fromEntries(Object.entries(timings).map(([stage, ms]) => [`bgcut.stage.${stage}_ms`, Math.round((ms ?? 0) * 10) / 10]));
 }
 
 function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {
