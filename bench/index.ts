@@ -20,9 +20,8 @@
  * a serving API has answered many, and its JIT-compiled pixel loops are what it runs (the first
  * few requests of a fresh process run them interpreted, 2-3x slower).
  */
-import ort from 'onnxruntime-node';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -32,8 +31,11 @@ import sharp from 'sharp';
 import { FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { inputShape } from '../src/core/image/profile.js';
-import { imageToTensor } from '../src/core/image/tensor.js';
+import { imageToTensor, maskToGrey } from '../src/core/image/tensor.js';
+import { FLOOR_VARIANTS, measureFloor } from './floor.js';
+import { printSummary, summarize } from './cpu-profile-summary.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
+import { SessionPool } from '../src/inference-server/session-pool.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 
@@ -47,6 +49,8 @@ const { values } = parseArgs({
     only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
     model: { type: 'string', default: 'isnet' },
     warmup: { type: 'string', default: '10' },
+    'cpu-prof': { type: 'string' },
+    compare: { type: 'string' },
   },
 });
 const warmup = Number(values.warmup);
@@ -54,6 +58,8 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak'];
+for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
 if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
 const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
@@ -88,10 +94,16 @@ const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
 await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
 
 /** The Express example as its own process, on a free port. */
-async function startApi(inferenceAddress: string, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => void }> {
-  const script = fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
+async function startApi(
+  inferenceAddress: string,
+  extraEnv: Record<string, string> = {},
+  nodeArgs: string[] = [],
+  /** Another build's dist/ folder (--compare), else this one. */
+  build?: string,
+): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+  const script = build ? path.resolve(build, 'examples/express-app.js') : fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     env: {
       ...process.env,
       PORT: String(port),
@@ -112,10 +124,19 @@ async function startApi(inferenceAddress: string, extraEnv: Record<string, strin
     child.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
   });
   child.stdout!.resume();
-  return { child, url: `http://127.0.0.1:${port}/v1/remove-bg`, stop: () => child.kill('SIGTERM') };
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    child,
+    url: `http://127.0.0.1:${port}/v1/remove-bg`,
+    stop: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
 }
 
-async function post(url: string, image: Buffer): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+async function post(url: string, image: Buffer, query = ''): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+  if (query) url = `${url}?${query}`;
   const form = new FormData();
   form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
   const started = performance.now();
@@ -145,23 +166,23 @@ async function post(url: string, image: Buffer): Promise<{ ms: number; status: n
 }
 
 const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', '--model', values.model!]);
-const api = await startApi(inference.address);
-const session = await ort.InferenceSession.create(await resolveModelFile(values.model!), {
-  intraOpNumThreads: threads,
-  interOpNumThreads: 1,
-  executionMode: 'sequential',
-  graphOptimizationLevel: 'all',
-});
+// --cpu-prof DIR: the API runs under V8's sampling profiler (slower: for where the time goes,
+// not for the figures); its profile is summarised at the end and written to DIR.
+const api = await startApi(inference.address, {}, values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : []);
+// The raw baseline runs the model as the inference server does: in a worker thread of its own,
+// through the same SessionPool, with the same session options and threads; `raw` is the time of
+// session.run alone, measured in the worker, as the server's `inference` stage is.
+const rawPool = new SessionPool({ modelFile: await resolveModelFile(values.model!), providers: ['cpu'], workers: 1, intraOpThreads: threads, maxQueue: 1 });
+await rawPool.start();
 async function rawRun(image: Buffer): Promise<() => Promise<number>> {
-  const rgb = await sharp(image).autoOrient().removeAlpha().resize(1024, 1024, { fit: 'fill' }).raw().toBuffer();
+  const rgb = await sharp(image).autoOrient().removeAlpha().resize(profile.width, profile.height, { fit: 'fill' }).raw().toBuffer();
   const tensor = imageToTensor(rgb, profile);
-  const feeds = {
-    [profile.inputName]: tensor instanceof Float32Array ? new ort.Tensor('float32', tensor, inputShape(profile)) : new ort.Tensor('uint8', tensor, inputShape(profile)),
-  };
+  const datatype = tensor instanceof Float32Array ? 'FP32' : 'UINT8';
   return async () => {
-    const started = performance.now();
-    await session.run(feeds, [profile.outputName]);
-    return performance.now() - started;
+    // The buffer is transferred to the worker: a fresh copy each run (not timed).
+    const data = tensor.buffer.slice(tensor.byteOffset, tensor.byteOffset + tensor.byteLength) as ArrayBuffer;
+    const { runMs } = await rawPool.run([{ name: profile.inputName, datatype, shape: inputShape(profile), data }], [profile.outputName]);
+    return runMs;
   };
 }
 
@@ -220,13 +241,74 @@ async function latency(label: string, image: Buffer) {
 
 try {
   const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
+  const largeImage = async () =>
+    values.large
+      ? await readFile(values.large)
+      : await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
+          .resize(6000, 4000)
+          .jpeg({ quality: 85 })
+          .toBuffer();
   if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
   if (sections.has('large')) {
-    const large = values.large ? await readFile(values.large) : await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
-      .resize(6000, 4000)
-      .jpeg({ quality: 85 })
-      .toBuffer();
-    await latency('latency_24mp', large);
+    await latency('latency_24mp', await largeImage());
+  }
+
+  if (sections.has('floor')) {
+    const images: [string, Buffer][] = [
+      ['photo', photo],
+      ['large', await largeImage()],
+    ];
+    const client = new InferenceClient({ address: inference.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    const rows: Record<string, unknown>[] = [];
+    // --compare DIR: the same requests, alternating, to an API started from another build
+    // (e.g. main's dist/ kept in a temporary folder): before and after side by side in one run.
+    const compared = values.compare ? await startApi(inference.address, {}, [], values.compare) : undefined;
+    /** Mean CPU ms per request of an API process over `runs` requests, after 2 unmeasured. */
+    const apiCpuPerImage = async (target: { url: string; child: ChildProcess }, image: Buffer, query: string) => {
+      for (let i = 0; i < 2; i++) await post(target.url, image, query);
+      const before = cpuMs(target.child.pid!);
+      for (let i = 0; i < runs; i++) {
+        const r = await post(target.url, image, query);
+        if (r.status !== 200) throw new Error(`HTTP ${r.status}`);
+      }
+      return (cpuMs(target.child.pid!) - before) / runs;
+    };
+    console.log(`\nfloor: API process CPU per image against the least work of its libraries (floor: medians of ${runs}, in this process; API: mean of ${runs} requests from /proc, after unmeasured ones)`);
+    const compareHead = compared ? ` | ${values.compare} API CPU ms | its API / floor` : '';
+    console.log(`| image | output | API CPU ms | per MP | floor ms | API / floor${compareHead} | floor parts (ms) |\n|---|---|---|---|---|---|---|${compared ? '---|---|' : ''}`);
+    for (const [label, image] of images) {
+      const meta = await sharp(image).metadata();
+      const mp = ((meta.width ?? 0) * (meta.height ?? 0)) / 1e6;
+      // The model's real answer for this photo, at the model's size.
+      const rgb = await sharp(image).removeAlpha().resize(profile.width, profile.height, { fit: 'fill' }).raw().toBuffer();
+      const { mask } = await client.maskModel('isnet', profile)(imageToTensor(rgb, profile), new AbortController().signal);
+      const modelMask = maskToGrey(mask, profile.minMaxNormalize);
+      for (let i = 0; i < warmup; i++) await post(api.url, image);
+      if (compared) for (let i = 0; i < warmup; i++) await post(compared.url, image);
+      for (const variant of FLOOR_VARIANTS) {
+        const apiCpu = await apiCpuPerImage(api, image, variant.query);
+        const compareCpu = compared ? await apiCpuPerImage(compared, image, variant.query) : undefined;
+        const floor = await measureFloor(image, modelMask, profile, variant, runs);
+        const row = {
+          image: `${label} ${meta.width}x${meta.height} (${mp.toFixed(1)} MP)`,
+          output: variant.name,
+          apiCpuMs: round(apiCpu),
+          apiCpuMsPerMp: round(apiCpu / mp),
+          floorMs: round(floor.ms),
+          ratio: Math.round((apiCpu / floor.ms) * 100) / 100,
+          floorParts: Object.fromEntries(Object.entries(floor.parts).map(([k, v]) => [k, round(v)])),
+          floorInput: floor.inputWay,
+          ...(compareCpu === undefined ? {} : { comparedApiCpuMs: round(compareCpu), comparedRatio: Math.round((compareCpu / floor.ms) * 100) / 100 }),
+        };
+        rows.push(row);
+        const parts = Object.entries(row.floorParts).map(([k, v]) => `${k} ${v}`).join(', ');
+        const before = compareCpu === undefined ? '' : ` | ${row.comparedApiCpuMs} | ${row.comparedRatio}`;
+        console.log(`| ${row.image} | ${row.output} | ${row.apiCpuMs} | ${row.apiCpuMsPerMp} | ${row.floorMs} | **${row.ratio}**${before} | ${parts} (${row.floorInput}) |`);
+      }
+    }
+    client.close();
+    await compared?.stop();
+    report.floor = rows;
   }
 
   if (sections.has('concurrency')) {
@@ -324,9 +406,16 @@ try {
     console.log(`\nsoak: inference server RSS ${at50.toFixed(0)} MB at request ${Math.min(50, total)}, ${end.toFixed(0)} MB at request ${total} (${(((end - at50) / at50) * 100).toFixed(1)} %)`);
   }
 } finally {
-  api.stop();
-  await session.release();
+  await api.stop();
+  await rawPool.close();
   await inference.stop();
+}
+if (values['cpu-prof']) {
+  for (const file of (await readdir(values['cpu-prof'])).filter((f) => f.endsWith('.cpuprofile'))) {
+    const summary = summarize(JSON.parse(await readFile(path.join(values['cpu-prof'], file), 'utf8')), 25);
+    printSummary(summary, `API CPU profile ${file}`);
+    await writeFile(path.join(values['cpu-prof'], file.replace(/\.cpuprofile$/, '.folded')), summary.folded);
+  }
 }
 if (values.json) await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`);
 process.exit(0);
