@@ -12,6 +12,7 @@ if (process.platform === 'linux' && !PATHS.some((p) => existsSync(p))) {
     console.log('libjemalloc2 not found: installing it with apt-get (optional: npm start preloads it for the API)');
     try {
       const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+      execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
       execFileSync('apt-get', ['install', '-y', '-qq', 'libjemalloc2'], { stdio: 'inherit', env });
     } catch {
       console.log('libjemalloc2 could not be installed: the jemalloc tests are skipped');
