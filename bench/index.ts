@@ -53,6 +53,7 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '10' },
     'cpu-prof': { type: 'string' },
     compare: { type: 'string' },
+    'memory-passes': { type: 'string', default: '2' },
   },
 });
 const warmup = Number(values.warmup);
@@ -204,6 +205,8 @@ const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cp
   console.log(`ModelInfer tensor bytes per call (${values.model}): sent ${bytesOf(input)}, received ${bytesOf(output)}`);
 }
 let rawMedian = NaN;
+/** Processes a section started, stopped at the end even when the section failed. */
+const alsoStop: (() => Promise<void>)[] = [];
 
 /** End-to-end against raw, alternating, with per-stage medians. */
 async function latency(label: string, image: Buffer) {
@@ -267,9 +270,10 @@ try {
     // --compare DIR: the same requests, alternating, to an API started from another build
     // (e.g. main's dist/ kept in a temporary folder): before and after side by side in one run.
     const compared = values.compare ? await startApi(inference.address, {}, [], values.compare) : undefined;
-    /** Mean CPU ms per request of an API process over `runs` requests, after 2 unmeasured. */
+    if (compared) alsoStop.push(compared.stop);
+    /** Mean CPU ms per request of an API process over `runs` requests, after one unmeasured. */
     const apiCpuPerImage = async (target: { url: string; child: ChildProcess }, image: Buffer, query: string) => {
-      for (let i = 0; i < 2; i++) await post(target.url, image, query);
+      await post(target.url, image, query);
       // Requests run one at a time, so the CPU between a request's start and end is its own;
       // one that failed (a 504 when a loaded machine slows the model past the deadline) is
       // left out and sent again.
@@ -383,7 +387,7 @@ try {
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};
     const statuses = new Set<number>();
-    for (let pass = 0; pass < 2; pass++) {
+    for (let pass = 0; pass < Number(values['memory-passes']); pass++) {
       for (const [name, env] of Object.entries(variants)) {
         const fresh = await startApi(inference.address, env);
         try {
@@ -404,7 +408,7 @@ try {
       glibcTuning: GLIBC_MALLOC_TUNING,
       ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round), apiCpuMsPerImage: round(median(cpus[name]!)) }])),
     };
-    console.log(`\nmemory: API process peak RSS under 16 concurrent 12 MP uploads (statuses ${[...statuses].join(',')}), medians of 2 fresh processes each`);
+    console.log(`\nmemory: API process peak RSS under 16 concurrent 12 MP uploads (statuses ${[...statuses].join(',')}), medians of ${values['memory-passes']} fresh processes each`);
     console.log('| malloc | idle MB | peak MB | API CPU ms per 12 MP image |\n|---|---|---|---|');
     for (const name of Object.keys(variants)) {
       console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) | ${median(cpus[name]!).toFixed(0)} |`);
@@ -495,6 +499,7 @@ try {
   }
 } finally {
   await api.stop();
+  for (const stop of alsoStop) await stop();
   await rawPool.close();
   await inference.stop();
 }
