@@ -1,15 +1,22 @@
 /**
- * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
- *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
+ * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak] [--model isnet | isnet-fp16]
+ *                 [--compare other-build/dist] [--cpu-prof dir] [--memory-passes 2]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
- * same machine load:
- * - latency: a ~1 MP photo, time per stage, end-to-end over HTTP and raw in-process
- *   session.run of the same model on the same threads (runs alternate); ratio end-to-end / raw;
+ * same machine load (docs/benchmarks.md describes every section and its figures):
+ * - latency: a ~1 MP photo, time per stage, end-to-end over HTTP and raw session.run of the same
+ *   model as the server runs it (a worker thread of the server's SessionPool, same options and
+ *   threads; runs alternate); ratio end-to-end / raw;
  * - large: the same for a 24 MP photo;
+ * - floor: the API process's CPU per image against the least work of its libraries for the same
+ *   photo and output, in this process (bench/floor.ts); `--compare` adds another build's API;
  * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
  *   the single-stream rate of raw session.run;
- * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads;
+ * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads, with glibc's
+ *   default malloc, glibc tuned and jemalloc;
+ * - scale: 1 and 2 API processes (examples/cluster, shared Redis limits) against one inference
+ *   server, 8 clients;
  * - soak: RSS of the inference server after request 50 and after request N (default 500).
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
@@ -18,7 +25,8 @@
  * runs, since /proc counts in 10 ms ticks) and the tensor bytes each ModelInfer call sends and
  * receives. Latency sections first send `--warmup` requests (default 10) that are not measured:
  * a serving API has answered many, and its JIT-compiled pixel loops are what it runs (the first
- * few requests of a fresh process run them interpreted, 2-3x slower).
+ * few requests of a fresh process run them interpreted, 2-3x slower). `--cpu-prof DIR` profiles
+ * the API and prints a text flame graph (bench/cpu-profile-summary.ts) at the end.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
