@@ -46,7 +46,7 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
 /**
  * The handler as configured by the environment: REDIS_URL (shared keys and limits for many
  * instances; else a key file and in-memory limits), BGCUT_KEYS_FILE, BGCUT_PLANS_FILE,
- * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
+ * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_INFERENCE_TIMEOUT_MS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
  * default; `isnet-fp32` for ISNet as shipped). Access log lines go to stdout, with key ids only.
  */
 export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
@@ -56,7 +56,11 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     redis,
     redisFailureMode: process.env.BGCUT_REDIS_FAILURE_MODE === 'insurance' ? 'insurance' : 'fail-closed',
     ...(process.env.BGCUT_PLANS_FILE ? { plans: loadPlansFile(process.env.BGCUT_PLANS_FILE) } : {}),
-    inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051', profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet },
+    inference: {
+      address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051',
+      profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet,
+      ...(process.env.BGCUT_INFERENCE_TIMEOUT_MS ? { timeoutMs: Number(process.env.BGCUT_INFERENCE_TIMEOUT_MS) } : {}),
+    },
     onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
     exposeMetrics: true,
     ...overrides,

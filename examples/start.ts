@@ -19,8 +19,12 @@ const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
 const keysFile = process.env.BGCUT_KEYS_FILE ?? '.data/keys.json';
 const demoEmail = 'demo@example.com';
 
+// The launcher's jemalloc preload (npm start) is for the API: the inference server keeps the
+// system malloc it was measured with.
+const { LD_PRELOAD, BGCUT_PRELOADED, ...inheritedEnv } = process.env;
+const inferenceEnv = LD_PRELOAD && LD_PRELOAD !== BGCUT_PRELOADED ? { ...inheritedEnv, LD_PRELOAD } : inheritedEnv;
 const inference = spawn(process.execPath, [fileURLToPath(new URL('../src/inference-server/cli.js', import.meta.url))], {
-  env: { ...process.env, BGCUT_INFERENCE_PORT: String(inferencePort) },
+  env: { ...inferenceEnv, BGCUT_INFERENCE_PORT: String(inferencePort) },
   stdio: ['ignore', 'inherit', 'inherit'],
 });
 inference.on('exit', (code, signal) => {

@@ -1,6 +1,6 @@
 import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
 import { QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
-import { decodeFullSize, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
@@ -41,6 +41,9 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   const quota = scope.hold(refund);
 
   const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
+  // The mask alone of an opaque image needs no full-size decode at all: only the model's input
+  // is decoded (an image with alpha is decoded for its own alpha, folded into the mask).
+  const needsFullDecode = order.output.channels !== 'alpha' || order.probe.hasAlpha;
   // Decode the full size while the model runs when there is memory for it now; else later.
   const early = deps.pixelBudget.tryTake(order.pixels);
   let pixels = early ? scope.hold(early) : undefined;
@@ -57,7 +60,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
         deps.model(order.modelName),
         deps.imageLimits,
         signal,
-        Boolean(pixels),
+        Boolean(pixels) && needsFullDecode,
       );
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {
@@ -72,7 +75,8 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
-  await decodeFullSize(segmentation, deps.imageLimits);
+  if (needsFullDecode) await decodeFullSize(segmentation, deps.imageLimits);
+  else fullSizeAlpha(segmentation);
   // Encoding is the last step of renderOutput.
   const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
     attributes: { 'bgcut.output.format': order.output.format },
