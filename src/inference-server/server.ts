@@ -15,15 +15,22 @@ import {
   type ModelInferResponse,
 } from '../protocol/index.js';
 import { InferenceMetrics } from './metrics.js';
-import { fileDigest, resolveModelFile } from './model-source.js';
+import { resolveServedModel } from './families/served-model.js';
+import { fileDigest } from './model-source.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
 export interface ModelSource {
   /** The name clients ask for. */
   name: string;
-  /** A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
+  /**
+   * A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`), a model rembg
+   * users have, by rembg's name (`birefnet-general`, `u2net`, ...: found in `$U2NET_HOME` or
+   * `~/.u2net`, checked and prepared), or the path of an ONNX file.
+   */
   source: string;
+  /** With a file's path: its family (`birefnet`) or a known model's name, so it is checked and prepared as one. */
+  family?: string;
 }
 
 export interface ServerTls {
@@ -124,6 +131,8 @@ interface LoadedModel {
   sha256: string;
   pool: SessionPool;
   signature: ModelSignature;
+  /** Family, licence and preparation of a family model, reported in the metadata. */
+  properties: Record<string, string>;
 }
 
 /**
@@ -199,7 +208,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         platform: 'onnxruntime_onnx',
         inputs: model.signature.inputs,
         outputs: model.signature.outputs,
-        properties: { execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
+        properties: { ...model.properties, execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
       });
     },
     ModelInfer(call, callback) {
@@ -316,7 +325,11 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     }
     for (const source of config.models) {
       const started = Date.now();
-      const modelFile = await resolveModelFile(source.source);
+      const served = await resolveServedModel(source).catch((error: Error) => {
+        throw new Error(`model ${source.name}: ${error.message}`);
+      });
+      for (const note of served.notes) log(`model ${source.name}: ${note}`);
+      const modelFile = served.file;
       const sha256 = await fileDigest(modelFile);
       const pool = new SessionPool({
         modelFile,
@@ -328,7 +341,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
       await warmUp(pool, signature, config.workers);
-      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
+      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature, properties: served.properties });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +

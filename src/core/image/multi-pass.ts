@@ -116,7 +116,7 @@ export async function segmentAtQuality(
     modelMs += elapsed;
     inferenceMs += serverRunMs ?? elapsed;
     if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
-    return maskToGrey(mask, profile.minMaxNormalize);
+    return maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
   };
   const { width: mw, height: mh } = profile;
   /** A pass on `rgb` (at the model's size), and on its mirror when asked; their merged mask. */
