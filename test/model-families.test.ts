@@ -15,6 +15,7 @@ import { baseUrlOf } from './conformance/suite.js';
 import { expectedAlpha, familyGraph, testCard } from './helpers/family-graphs.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
+import { OpenApiResponseChecker } from './helpers/openapi-check.js';
 import { decodeAlpha } from './helpers/synthetic-image.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/inference-server/cli.js', import.meta.url));
@@ -119,6 +120,9 @@ describe('model families through HTTP (synthetic graphs with each family\'s sign
   it('GET /v1/models lists every model with its family, input size, licence and modes; bria-rmbg says it is non-commercial', async () => {
     const response = await fetch(`${base}/v1/models`);
     expect(response.status).toBe(200);
+    const checker = new OpenApiResponseChecker(await (await fetch(`${base}/v1/openapi.json`)).json());
+    const body = Buffer.from(await response.clone().arrayBuffer());
+    expect(checker.check('GET', `${base}/v1/models`, response.status, response.headers, body), 'conforms to /v1/openapi.json').toEqual([]);
     const { models } = (await response.json()) as { models: { name: string; default: boolean; family: string; input: { width: number }; licence: string; commercialUse: boolean | null; notice?: string; modes: Record<string, { size: number; passes: number }> }[] };
     expect(models.map((m) => m.name)).toEqual(['birefnet-general', ...[...NAMES.filter((n) => n !== 'birefnet-general'), 'legacy'].sort()]);
     const byName = Object.fromEntries(models.map((m) => [m.name, m]));
