@@ -4,14 +4,15 @@
  *   bgcut-inference-server [--host 0.0.0.0] [--port 50051]
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
  *                          [--model-file [NAME=]PATH --family FAMILY ...]
- *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
+ *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 8]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8),
  * a model rembg users have, by rembg's name (u2net, birefnet-general, bria-rmbg, ben2, ...: its
  * file is looked for in $U2NET_HOME, then ~/.u2net, never downloaded; several may be listed
  * without names), or the path of an .onnx file. --model-file serves a file of a known family from
  * anywhere (--family birefnet, or a known model's name); one --family applies to every file,
- * or give one per --model-file. Each flag can also come from the environment
+ * or give one per --model-file. --max-batch: most images one session.run stacks from queued calls
+ * (default 8 on an accelerator provider, 1 on cpu). Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
  * a flag wins over the environment.
  *
@@ -68,7 +69,7 @@ if (process.argv[2] === 'export') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
 type Flag = (typeof FLAGS)[number];
 
 const MULTIPLE = new Set<Flag>(['model', 'model-file', 'family']);
@@ -159,6 +160,7 @@ try {
     workers: integer('workers'),
     intraOpThreads: integer('threads'),
     maxQueue: integer('queue'),
+    maxBatch: integer('max-batch'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
   });
