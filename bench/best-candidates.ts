@@ -87,11 +87,11 @@ async function main() {
       const probe = await probeImage(bytes, { maxInputPixels: 100_000_000 });
       for (const candidate of ['balanced', ...chosen.filter((c) => c !== 'balanced')]) {
         let passes = 0;
-        const counting: MaskModel = (input, signal) => {
+        const counting: MaskModel = (input, signal, size) => {
           passes++;
-          return runner.model(input, signal);
+          return runner.model(input, signal, size);
         };
-        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, CANDIDATES[candidate]!);
+        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, { size: ISNET_PROFILE.width, passes: CANDIDATES[candidate]! });
         (results[candidate] ??= []).push({ name, passes, ...score(fullSizeAlpha(seg), truth.data, seg.width, seg.height) });
       }
       process.stderr.write('.');

@@ -5,6 +5,7 @@
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
  * or the path of an .onnx file. Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
@@ -59,7 +60,7 @@ if (process.argv[2] === 'export') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'max-free-dim'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function envName(flag: Flag): string {
@@ -129,6 +130,7 @@ try {
     maxQueue: integer('queue'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
+    maxFreeDim: integer('max-free-dim'),
   });
   let stopping = false;
   const stop = (signal: string) => {
