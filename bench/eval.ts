@@ -26,7 +26,7 @@ import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
 import { planFor, QUALITIES, renderSettingsFor, segmentAtQuality, type Quality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
 import { modelRunner } from './model-runner.js';
-import { score, type Scores } from './quality-metrics.js';
+import { score, spearman, type Scores } from './quality-metrics.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -198,37 +198,6 @@ function median(xs: number[]): number {
   const sorted = [...xs].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-/** Ranks, ties sharing their mean rank. */
-function ranks(xs: number[]): number[] {
-  const order = xs.map((x, i) => [x, i] as const).sort((a, b) => a[0] - b[0]);
-  const out = new Array<number>(xs.length);
-  for (let i = 0; i < order.length; ) {
-    let j = i;
-    while (j + 1 < order.length && order[j + 1]![0] === order[i]![0]) j++;
-    for (let k = i; k <= j; k++) out[order[k]![1]] = (i + j) / 2;
-    i = j + 1;
-  }
-  return out;
-}
-
-/** Spearman's rank correlation: Pearson's on the ranks (ties get their mean rank). */
-function spearman(a: number[], b: number[]): number {
-  if (a.length < 3) return NaN;
-  const ra = ranks(a);
-  const rb = ranks(b);
-  const ma = mean(ra);
-  const mb = mean(rb);
-  let num = 0;
-  let da = 0;
-  let db = 0;
-  for (let i = 0; i < ra.length; i++) {
-    num += (ra[i]! - ma) * (rb[i]! - mb);
-    da += (ra[i]! - ma) ** 2;
-    db += (rb[i]! - mb) ** 2;
-  }
-  return da === 0 || db === 0 ? NaN : num / Math.sqrt(da * db);
 }
 
 function round(x: number): number {

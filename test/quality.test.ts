@@ -149,6 +149,25 @@ describe('quality modes with the real model', () => {
     expect(iou(fast.alpha, image.truth)).toBeGreaterThan(0.9);
     expect(fast.confidence).toBeGreaterThan(0.5);
   }, 120_000);
+
+  it('best with scales: each pass at its own size (the whole image at two, the crop and its mirror at a third), merged at the image size', async () => {
+    const passes = { ...BEST_PASSES, scales: [320], cropSize: 384 };
+    const plan = { size: 512, passes };
+    const image = await objectOnTexture(640, 480);
+    const probe = await probeImage(image.bytes, limits);
+    const sent: number[] = [];
+    const sized: MaskModel = async (input, signal, size) => {
+      expect(input.length).toBe(size!.width * size!.height * 3);
+      sent.push(size!.width);
+      return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
+    };
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    expect(sent.length).toBe(maxPasses(passes));
+    expect(sent.sort((a, b) => a - b)).toEqual([320, 384, 384, 512]);
+    expect(best.alpha.length).toBe(640 * 480);
+    expect(iou(best.alpha, image.truth)).toBeGreaterThan(0.9);
+    expect(best.confidence).toBeGreaterThan(0.5);
+  }, 120_000);
 });
 
 describe('quality through the endpoint', () => {

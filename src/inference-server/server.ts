@@ -16,6 +16,7 @@ import {
 } from '../protocol/index.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
+import { batchesByDefault } from './batching.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
@@ -47,8 +48,14 @@ export interface InferenceServerOptions {
   workers?: number;
   /** Intra-op threads per session. Default: the machine's cores divided by `workers`. */
   intraOpThreads?: number;
-  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker. */
+  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker (at least 2 x maxBatch when batching). */
   maxQueue?: number;
+  /**
+   * Most images one session.run stacks from queued calls (dynamic batching; the model's batch
+   * axis must be free). Default 8 on an accelerator (any provider but `cpu`), 1 on the CPU,
+   * where batching gains nothing.
+   */
+  maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
   /**
@@ -96,6 +103,8 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     workers,
     intraOpThreads: options.intraOpThreads ?? Math.max(1, Math.floor(cores / workers)),
     maxQueue: options.maxQueue ?? 4 * workers,
+    maxQueueSet: options.maxQueue !== undefined,
+    maxBatch: options.maxBatch,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
     maxFreeDim: options.maxFreeDim ?? 2048,
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
@@ -109,6 +118,9 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
   if (!Number.isInteger(resolved.maxQueue) || resolved.maxQueue < 0) throw new RangeError('maxQueue must be an integer >= 0');
+  if (resolved.maxBatch !== undefined && (!Number.isInteger(resolved.maxBatch) || resolved.maxBatch < 1 || resolved.maxBatch > 64)) {
+    throw new RangeError('maxBatch must be an integer 1..64');
+  }
   if (!Number.isInteger(resolved.port) || resolved.port < 0 || resolved.port > 65535) throw new RangeError('port must be 0..65535');
   if (resolved.models.length === 0) throw new RangeError('models must name at least one model');
   for (const model of resolved.models) {
@@ -282,7 +294,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             modelVersion: MODEL_VERSION,
             id: request.id,
             // Time inside session.run alone, so callers can tell transfer and queueing from compute.
-            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
+            // batch_size: images in that session.run (calls queued together share one on accelerators).
+            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
           });
@@ -334,12 +347,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       });
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
+      const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
+      const maxBatch = batchAxisFree ? (config.maxBatch ?? (batchesByDefault(signature.provider) ? 8 : 1)) : 1;
+      const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
+      if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
       await warmUp(pool, signature, config.workers);
       models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
-          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${config.maxQueue}`,
+          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${maxBatch > 1 ? maxQueue : config.maxQueue}` +
+          `${maxBatch > 1 ? `, batches of up to ${maxBatch}` : ''}`,
       );
     }
     loaded = true;
