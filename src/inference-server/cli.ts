@@ -6,6 +6,7 @@
  *                          [--model-file [NAME=]PATH --family FAMILY ...]
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 8]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8),
  * a model rembg users have, by rembg's name (u2net, birefnet-general, bria-rmbg, ben2, ...: its
  * file is looked for in $U2NET_HOME, then ~/.u2net, never downloaded; several may be listed
@@ -69,7 +70,7 @@ if (process.argv[2] === 'export') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'max-free-dim'] as const;
 type Flag = (typeof FLAGS)[number];
 
 const MULTIPLE = new Set<Flag>(['model', 'model-file', 'family']);
@@ -163,6 +164,7 @@ try {
     maxBatch: integer('max-batch'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
+    maxFreeDim: integer('max-free-dim'),
   });
   let stopping = false;
   const stop = (signal: string) => {

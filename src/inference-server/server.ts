@@ -65,6 +65,12 @@ export interface InferenceServerOptions {
   maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
+  /**
+   * Largest value a free dimension (other than the batch) of an input may take, e.g. the height
+   * and width of a model that takes any size. Bounds the model's working memory, which grows
+   * with the image's area far faster than the message does. Default 2048.
+   */
+  maxFreeDim?: number;
   /** Connections are closed (gracefully) after this long, so clients rebalance onto new servers. Default 5 minutes. */
   maxConnectionAgeMs?: number;
   /** How long shutdown waits for calls in flight before it cuts them off. Default 30 s. */
@@ -107,13 +113,14 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     maxQueueSet: options.maxQueue !== undefined,
     maxBatch: options.maxBatch,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
+    maxFreeDim: options.maxFreeDim ?? 2048,
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
     tls: options.tls,
     metricsPort: options.metricsPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
-  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
+  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxFreeDim', 'maxConnectionAgeMs'] as const;
   for (const key of positiveInts) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
@@ -243,7 +250,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       let inputs: TensorData[];
       let outputNames: string[];
       try {
-        inputs = decodeInputs(request, model.signature.inputs);
+        inputs = decodeInputs(request, model.signature.inputs, config.maxFreeDim);
         // No outputs named: every output of the model, as the protocol says.
         outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
         if (new Set(outputNames).size !== outputNames.length) throw new Error('an output is named twice');
@@ -251,7 +258,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         for (const name of outputNames) {
           const spec = model.signature.outputs.find((o) => o.name === name);
           if (!spec) throw new Error(`unknown output ${name} (outputs: ${model.signature.outputs.map((o) => o.name).join(', ')})`);
-          responseBytes += spec.shape.reduce((a, d) => a * (d > 0 ? d : (inputs[0]?.shape[0] ?? 1)), 1) * DATATYPE_BYTES[spec.datatype];
+          responseBytes += elementCount(outputShapeEstimate(spec.shape, model.signature.inputs[0]?.shape ?? [], inputs[0]?.shape ?? [])) * DATATYPE_BYTES[spec.datatype];
         }
         // Refused before the inference runs, not after: the answer could never be sent.
         if (responseBytes > config.maxMessageBytes) {
@@ -400,11 +407,28 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   };
 }
 
+/**
+ * An output's shape for the call about to run: a free batch (first dimension) is the input's
+ * batch, and the other free dimensions take, in order, the values of the input's free
+ * dimensions (a segmentation model's mask has its image's height and width). An estimate, for
+ * refusing answers that could never be sent before running the model.
+ */
+export function outputShapeEstimate(output: number[], inputSpec: number[], input: number[]): number[] {
+  const freeInput = inputSpec.map((d, i) => (i > 0 && d < 0 ? input[i] ?? 1 : undefined)).filter((d): d is number => d !== undefined);
+  return output.map((d, i) => (d > 0 ? d : i === 0 ? (input[0] ?? 1) : (freeInput.shift() ?? 1)));
+}
+
+/**
+ * Free sizes warm up at this value: large enough that ONNX Runtime sets up what a real image
+ * needs, small enough to keep start-up quick.
+ */
+const WARM_UP_FREE_DIM = 256;
+
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
 async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number): Promise<void> {
   const inputs = () =>
     signature.inputs.map((spec) => {
-      const shape = spec.shape.map((d) => (d > 0 ? d : 1));
+      const shape = spec.shape.map((d, i) => (d > 0 ? d : i === 0 ? 1 : WARM_UP_FREE_DIM));
       const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
       return { name: spec.name, datatype: spec.datatype, shape, data: new ArrayBuffer(bytes) };
     });
@@ -416,7 +440,7 @@ async function warmUp(pool: SessionPool, signature: ModelSignature, workers: num
  * Checks each input against the model's signature and copies its bytes into a transferable
  * buffer. Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
  */
-function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): TensorData[] {
+function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], maxFreeDim: number): TensorData[] {
   if (request.inputs.length !== specs.length) {
     throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
@@ -436,6 +460,9 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): 
     const shape = input.shape.map(Number);
     if (shape.length !== spec.shape.length || shape.some((d, i) => d < 1 || (spec.shape[i]! > 0 && d !== spec.shape[i]))) {
       throw new Error(`input ${input.name} must have shape [${spec.shape}], got [${shape}]`);
+    }
+    if (shape.some((d, i) => i > 0 && spec.shape[i]! < 0 && d > maxFreeDim)) {
+      throw new Error(`input ${input.name} has shape [${shape}]: its free dimensions may be at most ${maxFreeDim} (the server's maxFreeDim)`);
     }
     const elements = elementCount(shape);
     const typed = typedValueCount(input.contents);

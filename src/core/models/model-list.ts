@@ -1,3 +1,4 @@
+import { BEST_PASSES, maxPasses, type Quality } from '../image/multi-pass.js';
 import type { ModeCost, PreprocessingProfile } from '../image/profile.js';
 import { aboutProfile } from './model-profile.js';
 
@@ -34,8 +35,21 @@ export function listModels(models: Record<string, PreprocessingProfile>, default
         licence: about.licence,
         commercialUse: about.commercialUse,
         ...(about.commercialUse === false ? { notice: `Non-commercial use only (${about.licence}).` } : {}),
-        modes: about.modes,
+        modes: modeCosts(profile),
       };
     }),
+  };
+}
+
+/**
+ * Each mode's whole-image size and most passes on a model: its own mode table (ISNet's, for a
+ * served model that takes any size), else its fixed size, one pass, and BEST_PASSES for `best`.
+ */
+export function modeCosts(profile: PreprocessingProfile): Record<Quality, ModeCost> {
+  const size = (quality: Quality) => profile.modes?.[quality]?.size ?? Math.max(profile.width, profile.height);
+  return {
+    fast: { size: size('fast'), passes: 1 },
+    balanced: { size: size('balanced'), passes: 1 },
+    best: { size: size('best'), passes: maxPasses(profile.modes?.best?.passes ?? BEST_PASSES) },
   };
 }

@@ -1,20 +1,10 @@
-import { maxPasses } from '../image/multi-pass.js';
-import { ISNET_FP32_PROFILE, ISNET_PROFILE, type ModelAbout, type ModeCost, type PreprocessingProfile } from '../image/profile.js';
+import { ISNET_FP32_PROFILE, ISNET_PROFILE, type ModelAbout, type PreprocessingProfile } from '../image/profile.js';
 import { FAMILIES, isFamilyName, type FamilyName } from './families.js';
 import { KNOWN_MODELS, LICENCES, normalisationOf, type KnownModel } from './known-models.js';
 
 /** Names of the prepared model's tensors: what the inference server's preparation writes. */
 export const PREPARED_INPUT = 'image';
 export const PREPARED_OUTPUT = 'mask';
-
-/**
- * The quality modes on a model whose graph is fixed to one size: `fast` and `balanced` one pass
- * at that size, `best` the passes of BEST_PASSES. A model that runs at free sizes may give
- * `fast` a smaller size and `best` more scales (the ISNet work on free sizes fills this in).
- */
-export function fixedSizeModes(size: number): Record<'fast' | 'balanced' | 'best', ModeCost> {
-  return { fast: { size, passes: 1 }, balanced: { size, passes: 1 }, best: { size, passes: maxPasses() } };
-}
 
 export interface ModelProfileOptions {
   /**
@@ -45,7 +35,6 @@ export function modelProfile(nameOrFamily: string, options: ModelProfileOptions 
     family: family.family,
     licence: known ? known.licence.spdx : 'unknown (a file of this family: see where it came from)',
     commercialUse: known ? known.licence.commercialUse : null,
-    modes: fixedSizeModes(family.size),
   };
   const size = { width: family.size, height: family.size };
   if (options.prepared ?? true) {
@@ -82,7 +71,7 @@ export function aboutProfile(profile: PreprocessingProfile): ModelAbout {
   if (profile.about) return profile.about;
   if (profile === ISNET_PROFILE || profile === ISNET_FP32_PROFILE) {
     // The weights are credited upstream as Apache-2.0; the npm package bgcut assembles them from is AGPL-labelled.
-    return { family: 'isnet', licence: `${LICENCES.isnet.spdx} (weights; from @imgly/background-removal-data, AGPL-3.0-labelled)`, commercialUse: true, modes: fixedSizeModes(profile.width) };
+    return { family: 'isnet', licence: `${LICENCES.isnet.spdx} (weights; from @imgly/background-removal-data, AGPL-3.0-labelled)`, commercialUse: true };
   }
-  return { family: 'custom', licence: 'unknown', commercialUse: null, modes: fixedSizeModes(Math.max(profile.width, profile.height)) };
+  return { family: 'custom', licence: 'unknown', commercialUse: null };
 }
