@@ -10,6 +10,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFetchHandler } from '../src/adapters/fetch.js';
 import { createRemoveBgHandler, FileKeyStore, modelProfile, type PreprocessingProfile, type RemoveBgHandler } from '../src/core/index.js';
+import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { KNOWN_MODELS, normalisationOf } from '../src/core/models/known-models.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { expectedAlpha, familyGraph, testCard } from './helpers/family-graphs.js';
@@ -162,6 +163,23 @@ describe('model families through HTTP (synthetic graphs with each family\'s sign
     // The synthetic files are not rembg's downloads, and the server says so.
     expect(log).toMatch(/model u2net: the file differs from rembg's download \(MD5\)/);
     expect(log.match(/NON-COMMERCIAL/g)).toHaveLength(1);
+  });
+
+  it('the model metadata reports family, licence and preparation: the prepared signature, or the file\'s own when served as published', async () => {
+    const client = new InferenceClient({ address: server.address, timeoutMs: 10_000, maxMessageBytes: 64 * 1024 * 1024, retryAfterSeconds: 1 });
+    try {
+      const bria = await client.metadata('bria-rmbg', 10_000);
+      expect(bria.properties).toMatchObject({ family: 'bria-rmbg', known_model: 'bria-rmbg', licence: 'CC-BY-NC-4.0', commercial_use: 'false', prepared: 'true' });
+      expect(bria.inputs.map((t) => [t.name, t.datatype, t.shape.map(Number)])).toEqual([['image', 'UINT8', [1, 1024, 1024, 3]]]);
+      expect(bria.outputs.map((t) => [t.name, t.datatype, t.shape.map(Number)])).toEqual([['mask', 'UINT8', [1, 1, 1024, 1024]]]);
+      // U²-Net's six side outputs are pruned: the mask alone comes back.
+      expect((await client.metadata('u2net', 10_000)).outputs.map((t) => t.name)).toEqual(['mask']);
+      const legacy = await client.metadata('legacy', 10_000);
+      expect(legacy.properties).toMatchObject({ family: 'birefnet', licence: 'MIT', prepared: 'false' });
+      expect(legacy.inputs.map((t) => [t.name, t.datatype, t.shape.map(Number)])).toEqual([['input_image', 'FP32', [1, 3, 1024, 1024]]]);
+    } finally {
+      client.close();
+    }
   });
 
   it('plans gate family models like any other: a plan with only u2net may not use birefnet-general', async () => {
