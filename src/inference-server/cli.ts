@@ -28,6 +28,7 @@ import path from 'node:path';
 import { FAMILIES } from '../core/models/families.js';
 import { isKnownModel } from '../core/models/known-models.js';
 import { resolveServedModel } from './families/served-model.js';
+import { isBuiltinModel } from './model-source.js';
 import { startInferenceServer, type ModelSource } from './server.js';
 import { exportTritonRepository } from './triton-export.js';
 
@@ -123,8 +124,9 @@ function models(): ModelSource[] | undefined {
     const eq = spec.indexOf('=');
     if (eq > 0) return { name: spec.slice(0, eq), source: spec.slice(eq + 1) };
     if (single) return { name: setting('model-name') ?? (isKnownModel(spec) ? spec : 'isnet'), source: spec };
-    if (isKnownModel(spec)) return { name: spec, source: spec };
-    return fail('with several models, name each one that is not a known model: --model name=source');
+    // Among several, a built-in or known model is served under its own name.
+    if (isKnownModel(spec) || isBuiltinModel(spec)) return { name: spec, source: spec };
+    return fail('with several models, name each file: --model name=path');
   });
   const families = setting('family')?.split(',').filter(Boolean) ?? [];
   if (files.length > 0 && families.length !== 1 && families.length !== files.length) {
