@@ -97,7 +97,9 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
     ...IMAGENET,
     channelOrder: 'RGB',
     output: 'logits',
-    outputs: { min: 1, max: 1 },
+    // The export has one output; rembg reads output 0 whatever follows, so a re-export that
+    // keeps side predictions after the mask is accepted too.
+    outputs: { min: 1, max: 8 },
     export: {
       input: 'input_image',
       outputs: ['output_image'],
@@ -115,7 +117,7 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
     ...IMAGENET,
     channelOrder: 'RGB',
     output: 'probability',
-    outputs: { min: 1, max: 1 },
+    outputs: { min: 1, max: 8 },
     export: { input: 'pixel_values', outputs: ['alphas'], opset: 17, source: 'names of the Hugging Face export (briaai/RMBG-2.0 onnx/); opset assumed' },
     source: [`${REMBG}bria_rmbg.py (1024x1024, ImageNet mean/std, output 0, min-max stretch, no sigmoid)`, 'https://huggingface.co/briaai/RMBG-2.0'],
   },
@@ -125,7 +127,7 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
     ...HALF,
     channelOrder: 'RGB',
     output: 'probability',
-    outputs: { min: 1, max: 1 },
+    outputs: { min: 1, max: 8 },
     export: { input: 'input', outputs: ['output'], opset: 17, source: 'assumed: the names of BEN2_Base.onnx are not published' },
     source: [`${REMBG}ben_custom.py (1024x1024, mean 0.5, std 1, output 0, min-max stretch, no sigmoid)`, 'https://huggingface.co/PramaLLC/BEN2'],
   },
