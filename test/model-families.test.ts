@@ -172,6 +172,11 @@ describe('model families through HTTP (synthetic graphs with each family\'s sign
       expect(bria.properties).toMatchObject({ family: 'bria-rmbg', known_model: 'bria-rmbg', licence: 'CC-BY-NC-4.0', commercial_use: 'false', prepared: 'true' });
       expect(bria.inputs.map((t) => [t.name, t.datatype, t.shape.map(Number)])).toEqual([['image', 'UINT8', [1, 1024, 1024, 3]]]);
       expect(bria.outputs.map((t) => [t.name, t.datatype, t.shape.map(Number)])).toEqual([['mask', 'UINT8', [1, 1, 1024, 1024]]]);
+      expect(bria.properties.free_size).toBe('false');
+      // ISNet's graphs go through the free-size pass: any input height and width.
+      const isnet = await client.metadata('isnet-general-use', 10_000);
+      expect(isnet.properties).toMatchObject({ family: 'isnet', prepared: 'true', free_size: 'true' });
+      expect(isnet.inputs.map((t) => t.shape.map(Number))).toEqual([[1, -1, -1, 3]]);
       // U²-Net's six side outputs are pruned: the mask alone comes back.
       expect((await client.metadata('u2net', 10_000)).outputs.map((t) => t.name)).toEqual(['mask']);
       const legacy = await client.metadata('legacy', 10_000);

@@ -41,6 +41,12 @@ export interface FamilyFacts extends Normalisation {
    * use these.
    */
   export: { input: string; outputs: string[]; opset: number; source: string };
+  /**
+   * The graph's upsampling follows U²-Net's `_upsample_like`, which the free-size pass rewrites
+   * (src/inference-server/free-input-size.ts, built on ISNet): preparation tries it, and keeps the
+   * published size when the pass refuses the graph.
+   */
+  freeSize: boolean;
   /** Where each fact above comes from. */
   source: string[];
 }
@@ -54,6 +60,8 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
   u2net: {
     family: 'u2net',
     size: 320,
+    // rembg's U²-Net exports are older than ISNet's (their upsampling is not known to match the pass).
+    freeSize: false,
     ...IMAGENET,
     channelOrder: 'RGB',
     output: 'probability',
@@ -73,6 +81,7 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
   isnet: {
     family: 'isnet',
     size: 1024,
+    freeSize: true,
     ...HALF,
     channelOrder: 'RGB',
     output: 'probability',
@@ -94,6 +103,8 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
   birefnet: {
     family: 'birefnet',
     size: 1024,
+    // Swin windows are reshaped with constant shapes: the export is fixed to 1024.
+    freeSize: false,
     ...IMAGENET,
     channelOrder: 'RGB',
     output: 'logits',
@@ -114,6 +125,7 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
   'bria-rmbg': {
     family: 'bria-rmbg',
     size: 1024,
+    freeSize: false,
     ...IMAGENET,
     channelOrder: 'RGB',
     output: 'probability',
@@ -124,6 +136,7 @@ export const FAMILIES: Record<FamilyName, FamilyFacts> = {
   ben2: {
     family: 'ben2',
     size: 1024,
+    freeSize: false,
     ...HALF,
     channelOrder: 'RGB',
     output: 'probability',

@@ -31,6 +31,8 @@ export interface FamilyModel {
   known: KnownModel | undefined;
   /** True: 8-bit NHWC pixels in, the stretched 8-bit mask out. False: the file as published (FP32). */
   prepared: boolean;
+  /** The prepared graph takes any input height and width (the free-size pass took it). */
+  freeSize: boolean;
   /** Why the graph could not be prepared. */
   notPrepared?: string;
   /** For a known model rembg checks by MD5: whether the file is rembg's download. */
@@ -102,10 +104,21 @@ export async function resolveFamilyModel(spec: FamilyModelSpec, options: { cache
     freeBatch: false,
   };
   let prepared: Uint8Array;
+  let freeSize = false;
   try {
-    prepared = prepareModel(model, prepare).bytes;
+    if (facts.freeSize) {
+      try {
+        prepared = prepareModel(model, { ...prepare, freeSize: true }).bytes;
+        freeSize = true;
+      } catch {
+        // The pass refused this graph (it may have rewritten part of it): prepare a fresh copy at the published size.
+        prepared = prepareModel(bytes, prepare).bytes;
+      }
+    } else {
+      prepared = prepareModel(model, prepare).bytes;
+    }
   } catch (error) {
-    return { file: sourceFile, sourceFile, facts, known, prepared: false, notPrepared: (error as Error).message, ...(rembgRelease === undefined ? {} : { rembgRelease }) };
+    return { file: sourceFile, sourceFile, facts, known, prepared: false, freeSize: false, notPrepared: (error as Error).message, ...(rembgRelease === undefined ? {} : { rembgRelease }) };
   }
   const cacheDir = options.cacheDir ?? defaultCacheDir();
   await ensurePrivateDir(cacheDir);
@@ -113,5 +126,5 @@ export async function resolveFamilyModel(spec: FamilyModelSpec, options: { cache
   const target = path.join(cacheDir, `${known?.name ?? facts.family}-r${FAMILY_PREPARE_REVISION}-${digest.slice(0, 16)}.onnx`);
   const cached = await readFile(target).catch(() => undefined);
   if (!cached || hash('sha256', cached) !== digest) await writeAtomically(target, prepared);
-  return { file: target, sourceFile, facts, known, prepared: true, ...(rembgRelease === undefined ? {} : { rembgRelease }) };
+  return { file: target, sourceFile, facts, known, prepared: true, freeSize, ...(rembgRelease === undefined ? {} : { rembgRelease }) };
 }

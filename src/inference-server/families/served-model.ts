@@ -35,7 +35,10 @@ export async function resolveServedModel(spec: ServedModelSpec, options: { cache
     `family ${facts.family}${known ? ` (${known.name})` : ''} from ${resolved.sourceFile}, licence ${licence ? licence.spdx : 'unknown (a file of this family: check where it came from)'}`,
   ];
   if (resolved.prepared) {
-    notes.push(`prepared: 8-bit pixels in, the stretched 8-bit mask out${facts.output === 'logits' ? ' (sigmoid in the graph)' : ''}; API profile: modelProfile('${profileName}')`);
+    notes.push(
+      `prepared: 8-bit pixels in, the stretched 8-bit mask out${facts.output === 'logits' ? ' (sigmoid in the graph)' : ''}, ` +
+        `${resolved.freeSize ? 'any input size' : `${facts.size}x${facts.size} only`}; API profile: modelProfile('${profileName}')`,
+    );
   } else {
     notes.push(
       `served as published (FP32 in and out) because the graph could not be prepared: ${resolved.notPrepared}; ` +
@@ -52,6 +55,7 @@ export async function resolveServedModel(spec: ServedModelSpec, options: { cache
       licence: licence?.spdx ?? 'unknown',
       commercial_use: licence ? String(licence.commercialUse) : 'unknown',
       prepared: String(resolved.prepared),
+      free_size: String(resolved.freeSize),
     },
     notes,
   };
