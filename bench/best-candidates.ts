@@ -71,6 +71,8 @@ export const CANDIDATES: Record<string, BestPasses> = {
   shipped: BEST_PASSES,
   // With a model that takes any size: other scales of the whole image, the crop at more pixels.
   'shipped+whole768': { ...BEST_PASSES, scales: [768] },
+  'shipped+whole512': { ...BEST_PASSES, scales: [512] },
+  'shipped+whole512-conf': { ...BEST_PASSES, scales: [512], scaleMerge: 'confidence' },
   'crop1280+cropmirror(max)-replace': { ...BEST_PASSES, cropSize: 1280 },
   'crop1280+cropmirror(max)-replace+whole768': { ...BEST_PASSES, cropSize: 1280, scales: [768] },
 };

@@ -10,7 +10,7 @@
  * `balanced` too, to compare image by image. `--check` (a file, for one mode, or a folder
  * holding `<model>.json` for balanced and `<model>.<mode>.json` for the others) fails (exit 1)
  * when a mode's whole-object IoU drops by more than 0.01 or MAE rises by more than 0.005 against
- * the committed figures, or (modes run beside balanced) one image loses more than 0.05 IoU to balanced; `--write` writes them. `--mask-cache` keeps the model's answers on disk
+ * the committed figures, or (`best`, run beside balanced) one image loses more than 0.05 IoU to balanced; `--write` writes them. `--mask-cache` keeps the model's answers on disk
  * (outside the project) so a rerun costs no inference (its times then mean nothing).
  * Each cutout's confidence figure (src/core/image/confidence.ts) is reported beside its scores,
  * with its Spearman rank correlation with 1 - IoU per mode (whole-object pairs).
@@ -183,8 +183,9 @@ async function main(): Promise<number> {
       const now = report.modes[q]!.wholeObject as unknown as Scores;
       const iouDrop = committed.wholeObject.iou - now.iou;
       const maeRise = now.mae - committed.wholeObject.mae;
-      // A mode judged against balanced also fails when one image loses more than 0.05 IoU.
-      const worst = (report.modes[q]!.wholeObject.worstIouDrop as number | undefined) ?? 0;
+      // `best` also fails when one image loses more than 0.05 IoU to balanced (it must never be
+      // the worse choice); `fast` runs at a smaller size and trades detail for time by design.
+      const worst = q === 'best' ? ((report.modes[q]!.wholeObject.worstIouDrop as number | undefined) ?? 0) : 0;
       const ok = iouDrop <= 0.01 && maeRise <= 0.005 && worst <= 0.05;
       console.log(`quality check (${q}) against ${file}: IoU ${now.iou} (committed ${committed.wholeObject.iou}), MAE ${now.mae} (committed ${committed.wholeObject.mae}), worst single-image IoU drop vs balanced ${worst}: ${ok ? 'ok' : 'REGRESSION'}`);
       if (!ok) failed = true;

@@ -14,7 +14,8 @@
  * - modes (asked by name only): end to end over HTTP for each `quality` (or those of
  *   `--qualities fast,balanced`) on the ~1 MP photo, the modes alternating request by request,
  *   medians, and each mode's ratio to `balanced`;
- * - sizes (asked by name only): raw session.run at input sizes 320..1536 (a model that takes any size).
+ * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
+ *   model that takes any size), with each one's ratio to 1024.
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
@@ -53,6 +54,7 @@ const { values } = parseArgs({
     model: { type: 'string', default: 'isnet' },
     warmup: { type: 'string', default: '10' },
     qualities: { type: 'string' },
+    sizes: { type: 'string' },
   },
 });
 const warmup = Number(values.warmup);
@@ -234,7 +236,8 @@ try {
   if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
   if (sections.has('sizes')) {
     // Raw session.run at each input size (a model that takes any size), sizes alternating.
-    const sizes = [320, 512, 640, 768, 1024, 1280, 1536];
+    const sizes = (values.sizes ?? '320,512,640,768,1024,1280,1536').split(',').map(Number);
+    if (!sizes.includes(1024)) sizes.push(1024);
     const runners = await Promise.all(sizes.map((n) => rawRun(photo, { width: n, height: n })));
     for (const run of runners) await run();
     const times = sizes.map(() => [] as number[]);
