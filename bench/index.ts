@@ -1,7 +1,7 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing] [--model isnet | isnet-fp16]
- *                 [--compare other-build/dist] [--cpu-prof dir] [--memory-passes 2]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-fp16]
+ *                 [--compare other-build/dist] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
  * same machine load (docs/benchmarks.md describes every section and its figures):
@@ -20,6 +20,11 @@
  * - soak: RSS of the inference server after request 50 and after request N (default 500);
  * - balancing: p50/p99 over three inference servers, one slowed, for each balancing policy
  *   (bench/balancing.ts: a tiny model and a delay flag, so the servers do not fight for CPU).
+ * - modes (asked by name only): end to end over HTTP for each `quality` (or those of
+ *   `--qualities fast,balanced`) on the ~1 MP photo, the modes alternating request by request,
+ *   medians, and each mode's ratio to `balanced`;
+ * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
+ *   model that takes any size), with each one's ratio to 1024.
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
@@ -40,7 +45,8 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { connectRedis, FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE, RedisKeyStore } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
-import { inputShape } from '../src/core/image/profile.js';
+import { inputShape, maskShape } from '../src/core/image/profile.js';
+import { QUALITIES } from '../src/core/image/multi-pass.js';
 import { imageToTensor, maskToGrey } from '../src/core/image/tensor.js';
 import { FLOOR_VARIANTS, measureFloor } from './floor.js';
 import { printSummary, summarize } from './cpu-profile-summary.js';
@@ -65,6 +71,8 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
     compare: { type: 'string' },
     'memory-passes': { type: 'string', default: '2' },
+    qualities: { type: 'string' },
+    sizes: { type: 'string' },
   },
 });
 const warmup = Number(values.warmup);
@@ -72,7 +80,7 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
-const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing'];
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes'];
 for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
 if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
@@ -190,14 +198,15 @@ const api = await startApi(inference.address, {}, values['cpu-prof'] ? ['--cpu-p
 // session.run alone, measured in the worker, as the server's `inference` stage is.
 const rawPool = new SessionPool({ modelFile: await resolveModelFile(values.model!), providers: ['cpu'], workers: 1, intraOpThreads: threads, maxQueue: 1 });
 await rawPool.start();
-async function rawRun(image: Buffer): Promise<() => Promise<number>> {
-  const rgb = await sharp(image).autoOrient().removeAlpha().resize(profile.width, profile.height, { fit: 'fill' }).raw().toBuffer();
-  const tensor = imageToTensor(rgb, profile);
+async function rawRun(image: Buffer, size = { width: profile.width, height: profile.height }): Promise<() => Promise<number>> {
+  const sized = { ...profile, ...size };
+  const rgb = await sharp(image).autoOrient().removeAlpha().resize(sized.width, sized.height, { fit: 'fill' }).raw().toBuffer();
+  const tensor = imageToTensor(rgb, sized);
   const datatype = tensor instanceof Float32Array ? 'FP32' : 'UINT8';
   return async () => {
     // The buffer is transferred to the worker: a fresh copy each run (not timed).
     const data = tensor.buffer.slice(tensor.byteOffset, tensor.byteOffset + tensor.byteLength) as ArrayBuffer;
-    const { runMs } = await rawPool.run([{ name: profile.inputName, datatype, shape: inputShape(profile), data }], [profile.outputName]);
+    const { runMs } = await rawPool.run([{ name: profile.inputName, datatype, shape: inputShape(sized), data }], [profile.outputName]);
     return runMs;
   };
 }
@@ -208,12 +217,15 @@ const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cp
   const client = new InferenceClient({ address: inference.address, timeoutMs: 10_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   const meta = await client.metadata('isnet', 10_000);
   client.close();
-  // A free (-1) batch dimension counts as one image.
-  const bytesOf = (t: { datatype: string; shape: number[] }) => t.shape.reduce((a, d) => a * Math.max(1, Number(d)), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
+  // A free (-1) dimension takes the profile's (one image, at balanced's size).
+  const bytesOf = (t: { datatype: string; shape: number[] }, asSent: number[]) =>
+    t.shape.reduce((a, d, i) => a * (Number(d) > 0 ? Number(d) : asSent[i]!), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
   const input = meta.inputs.find((t) => t.name === profile.inputName)!;
   const output = meta.outputs.find((t) => t.name === profile.outputName)!;
-  report.bytesPerCall = { sent: bytesOf(input), received: bytesOf(output) };
-  console.log(`ModelInfer tensor bytes per call (${values.model}): sent ${bytesOf(input)}, received ${bytesOf(output)}`);
+  const sent = bytesOf(input, inputShape(profile));
+  const received = bytesOf(output, maskShape(profile));
+  report.bytesPerCall = { sent, received };
+  console.log(`ModelInfer tensor bytes per call (${values.model}, balanced): sent ${sent}, received ${received}`);
 }
 let rawMedian = NaN;
 /** Processes a section started, stopped at the end even when the section failed. */
@@ -267,6 +279,37 @@ try {
           .jpeg({ quality: 85 })
           .toBuffer();
   if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
+  if (sections.has('sizes')) {
+    // Raw session.run at each input size (a model that takes any size), sizes alternating.
+    const sizes = (values.sizes ?? '320,512,640,768,1024,1280,1536').split(',').map(Number);
+    if (!sizes.includes(1024)) sizes.push(1024);
+    const runners = await Promise.all(sizes.map((n) => rawRun(photo, { width: n, height: n })));
+    for (const run of runners) await run();
+    const times = sizes.map(() => [] as number[]);
+    for (let i = 0; i < runs; i++) for (const [k, run] of runners.entries()) times[k]!.push(await run());
+    const base = median(times[sizes.indexOf(1024)]!);
+    report.sizes = Object.fromEntries(sizes.map((n, k) => [n, { sessionRunMs: round(median(times[k]!)), ratioTo1024: Math.round((median(times[k]!) / base) * 1000) / 1000 }]));
+    console.log(`\nsizes: raw session.run per input size (${values.model}), medians of ${runs} runs, sizes alternating`);
+    console.log('| size | ms | / 1024 |\n|---|---|---|');
+    for (const [n, r] of Object.entries(report.sizes as Record<string, { sessionRunMs: number; ratioTo1024: number }>)) console.log(`| ${n} | ${r.sessionRunMs} | ${r.ratioTo1024} |`);
+  }
+  if (sections.has('modes')) {
+    const qualities = QUALITIES.filter((q) => (values.qualities ? values.qualities.split(',').includes(q) : true));
+    for (let i = 0; i < warmup; i++) for (const q of qualities) await post(api.url, photo, `quality=${q}`);
+    const times: Record<string, number[]> = {};
+    for (let i = 0; i < runs; i++) {
+      for (const q of qualities) {
+        const result = await post(api.url, photo, `quality=${q}`);
+        if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
+        (times[q] ??= []).push(result.ms);
+      }
+    }
+    const section = Object.fromEntries(qualities.map((q) => [q, { endToEndMs: round(median(times[q]!)), ratioToBalanced: Math.round((median(times[q]!) / median(times.balanced!)) * 1000) / 1000 }]));
+    report.modes_1mp = section;
+    console.log(`\nmodes_1mp: end to end per quality, medians of ${runs} runs after ${warmup} unmeasured each, alternating`);
+    console.log('| quality | ms | / balanced |\n|---|---|---|');
+    for (const q of qualities) console.log(`| ${q} | ${section[q]!.endToEndMs} | ${section[q]!.ratioToBalanced} |`);
+  }
   if (sections.has('large')) {
     await latency('latency_24mp', await largeImage());
   }

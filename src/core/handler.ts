@@ -22,6 +22,7 @@ import { RedisIdempotencyStore } from './idempotency/redis-store.js';
 import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
+import { listModels } from './models/model-list.js';
 
 export type { Route } from './http-types.js';
 
@@ -40,6 +41,8 @@ export interface RemoveBgHandler {
   handle(request: CoreRequest): Promise<CoreResponse>;
   /** `GET /v1/account`: the caller's plan, limits, usage and what remains. */
   account(request: CoreRequest): Promise<CoreResponse>;
+  /** `GET /v1/models`: the models this API serves (public, like the OpenAPI document). */
+  models(request: CoreRequest): Promise<CoreResponse>;
   /** Prometheus text of this instance's metrics. */
   metrics(request: CoreRequest): Promise<CoreResponse>;
   /** The API's routes, for adapters to mount (`/metrics` only with `exposeMetrics`). */
@@ -160,6 +163,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         pixelBudget,
         profiles: config.inference.models,
         model,
+        freeSize: (name) => client.freeSize(name),
         imageLimits: { maxInputPixels: config.limits.maxInputPixels },
         render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
         onInternalError: config.onInternalError,
@@ -185,6 +189,15 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
 
   const summaryOf = (identity: Identity) =>
     accountSummary(identity, { enforcer, maxUploadBytes: config.limits.maxUploadBytes, maxInputPixels: config.limits.maxInputPixels, models: Object.keys(config.inference.models) });
+
+  // The same for every caller: which of them a plan allows is in /v1/account.
+  const modelList = listModels(config.inference.models, config.inference.modelName);
+  function modelsRoute(request: CoreRequest): Promise<CoreResponse> {
+    return respond('/v1/models', request, respondDeps, async () => {
+      if (request.method !== 'GET') throw new ApiError('method_not_allowed', { headers: { allow: 'GET' }, detail: 'Use GET.' });
+      return jsonResponse(200, { 'cache-control': 'no-cache' }, modelList);
+    });
+  }
 
   async function metricsRoute(request: CoreRequest): Promise<CoreResponse> {
     return respond('/metrics', request, respondDeps, async () => {
@@ -216,10 +229,12 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     handleForAccount: (request, account) => handle(request, { account, keyId: DASHBOARD_KEY_ID }),
     accountSummary: (account) => summaryOf({ account, keyId: DASHBOARD_KEY_ID }),
     account,
+    models: modelsRoute,
     metrics: metricsRoute,
     routes: [
       { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
+      { path: '/v1/models', handle: modelsRoute },
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
     ],
     apiDocs: config.apiDocs ? docsContext(config) : undefined,

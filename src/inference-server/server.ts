@@ -18,7 +18,8 @@ import {
 } from '../protocol/index.js';
 import { traceIncoming } from '../tracing/otel.js';
 import { InferenceMetrics } from './metrics.js';
-import { fileDigest, resolveModelFile } from './model-source.js';
+import { resolveServedModel } from './families/served-model.js';
+import { fileDigest } from './model-source.js';
 import { batchSizes } from './batching.js';
 import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
@@ -26,8 +27,14 @@ import type { TensorData, TensorSpec } from './worker-protocol.js';
 export interface ModelSource {
   /** The name clients ask for. */
   name: string;
-  /** A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
+  /**
+   * A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`), a model rembg
+   * users have, by rembg's name (`birefnet-general`, `u2net`, ...: found in `$U2NET_HOME` or
+   * `~/.u2net`, checked and prepared), or the path of an ONNX file.
+   */
   source: string;
+  /** With a file's path: its family (`birefnet`) or a known model's name, so it is checked and prepared as one. */
+  family?: string;
 }
 
 export interface ServerTls {
@@ -62,6 +69,12 @@ export interface InferenceServerOptions {
   maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
+  /**
+   * Largest value a free dimension (other than the batch) of an input may take, e.g. the height
+   * and width of a model that takes any size. Bounds the model's working memory, which grows
+   * with the image's area far faster than the message does. Default 2048.
+   */
+  maxFreeDim?: number;
   /** Connections are closed (gracefully) after this long, so clients rebalance onto new servers. Default 5 minutes. */
   maxConnectionAgeMs?: number;
   /** How long shutdown waits for calls in flight before it cuts them off. Default 30 s. */
@@ -114,6 +127,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     maxQueueSet: options.maxQueue !== undefined,
     maxBatch: options.maxBatch,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
+    maxFreeDim: options.maxFreeDim ?? 2048,
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
     tls: options.tls,
@@ -121,7 +135,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     healthPort: options.healthPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
-  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
+  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxFreeDim', 'maxConnectionAgeMs'] as const;
   for (const key of positiveInts) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
@@ -156,6 +170,8 @@ interface LoadedModel {
   sha256: string;
   pool: SessionPool;
   signature: ModelSignature;
+  /** Family, licence and preparation of a family model, reported in the metadata. */
+  properties: Record<string, string>;
 }
 
 /**
@@ -236,7 +252,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         platform: 'onnxruntime_onnx',
         inputs: model.signature.inputs,
         outputs: model.signature.outputs,
-        properties: { execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
+        properties: { ...model.properties, execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
       });
     },
     ModelInfer(call, callback) {
@@ -262,7 +278,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       let inputs: TensorData[];
       let outputNames: string[];
       try {
-        inputs = decodeInputs(request, model.signature.inputs);
+        inputs = decodeInputs(request, model.signature.inputs, config.maxFreeDim);
         // No outputs named: every output of the model, as the protocol says.
         outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
         if (new Set(outputNames).size !== outputNames.length) throw new Error('an output is named twice');
@@ -270,7 +286,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         for (const name of outputNames) {
           const spec = model.signature.outputs.find((o) => o.name === name);
           if (!spec) throw new Error(`unknown output ${name} (outputs: ${model.signature.outputs.map((o) => o.name).join(', ')})`);
-          responseBytes += spec.shape.reduce((a, d) => a * (d > 0 ? d : (inputs[0]?.shape[0] ?? 1)), 1) * DATATYPE_BYTES[spec.datatype];
+          responseBytes += elementCount(outputShapeEstimate(spec.shape, model.signature.inputs[0]?.shape ?? [], inputs[0]?.shape ?? [])) * DATATYPE_BYTES[spec.datatype];
         }
         // Refused before the inference runs, not after: the answer could never be sent.
         if (responseBytes > config.maxMessageBytes) {
@@ -378,7 +394,11 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     }
     for (const source of config.models) {
       const started = Date.now();
-      const modelFile = await resolveModelFile(source.source);
+      const served = await resolveServedModel(source).catch((error: Error) => {
+        throw new Error(`model ${source.name}: ${error.message}`);
+      });
+      for (const note of served.notes) log(`model ${source.name}: ${note}`);
+      const modelFile = served.file;
       const sha256 = await fileDigest(modelFile);
       const pool = new SessionPool({
         modelFile,
@@ -401,7 +421,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
       if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
       await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
-      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
+      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature, properties: served.properties });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
@@ -448,6 +468,23 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   };
 }
 
+/**
+ * An output's shape for the call about to run: a free batch (first dimension) is the input's
+ * batch, and the other free dimensions take, in order, the values of the input's free
+ * dimensions (a segmentation model's mask has its image's height and width). An estimate, for
+ * refusing answers that could never be sent before running the model.
+ */
+export function outputShapeEstimate(output: number[], inputSpec: number[], input: number[]): number[] {
+  const freeInput = inputSpec.map((d, i) => (i > 0 && d < 0 ? input[i] ?? 1 : undefined)).filter((d): d is number => d !== undefined);
+  return output.map((d, i) => (d > 0 ? d : i === 0 ? (input[0] ?? 1) : (freeInput.shift() ?? 1)));
+}
+
+/**
+ * Free sizes warm up at this value: large enough that ONNX Runtime sets up what a real image
+ * needs, small enough to keep start-up quick.
+ */
+const WARM_UP_FREE_DIM = 256;
+
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
 /**
  * Runs every session once at each batch size it may be given (on accelerators the first run of a
@@ -460,7 +497,7 @@ async function warmUp(pool: SessionPool, signature: ModelSignature, workers: num
 async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: number, batch: number): Promise<void> {
   const inputs = () =>
     signature.inputs.map((spec) => {
-      const shape = spec.shape.map((d, axis) => (d > 0 ? d : axis === 0 ? batch : 1));
+      const shape = spec.shape.map((d, axis) => (d > 0 ? d : axis === 0 ? batch : WARM_UP_FREE_DIM));
       const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
       return { name: spec.name, datatype: spec.datatype, shape, data: new ArrayBuffer(bytes) };
     });
@@ -472,7 +509,7 @@ async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: n
  * Checks each input against the model's signature and copies its bytes into a transferable
  * buffer. Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
  */
-function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): TensorData[] {
+function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], maxFreeDim: number): TensorData[] {
   if (request.inputs.length !== specs.length) {
     throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
@@ -492,6 +529,9 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): 
     const shape = input.shape.map(Number);
     if (shape.length !== spec.shape.length || shape.some((d, i) => d < 1 || (spec.shape[i]! > 0 && d !== spec.shape[i]))) {
       throw new Error(`input ${input.name} must have shape [${spec.shape}], got [${shape}]`);
+    }
+    if (shape.some((d, i) => i > 0 && spec.shape[i]! < 0 && d > maxFreeDim)) {
+      throw new Error(`input ${input.name} has shape [${shape}]: its free dimensions may be at most ${maxFreeDim} (the server's maxFreeDim)`);
     }
     const elements = elementCount(shape);
     const typed = typedValueCount(input.contents);
