@@ -26,10 +26,16 @@ export interface AccessLogEntry {
 export interface InferenceOptions {
   /**
    * The inference server(s), ours or any Open Inference Protocol server: `host:port`, a
-   * `dns:///name:port` resolving to several, or a list of `ip:port`. Calls are balanced
-   * round-robin and UNAVAILABLE is retried on another server. Default `127.0.0.1:50051`.
+   * `dns:///name:port` resolving to several, or a list of `ip:port`. Calls are balanced by
+   * `balancing` and UNAVAILABLE is retried on another server. Default `127.0.0.1:50051`.
    */
   address?: string | string[];
+  /**
+   * How calls are spread over several servers: `least-request` (the default; of two servers
+   * drawn at random, the one with fewer of this instance's calls open for the model) or
+   * `round-robin` (each in turn, however busy).
+   */
+  balancing?: 'least-request' | 'round-robin';
   /** TLS to the inference servers: the CA's PEM, plus this client's certificate and key for mTLS. */
   tls?: InferenceTls;
   /** The model used when a request names none. Default `isnet`. */
@@ -196,6 +202,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
+      balancing: inference.balancing ?? 'least-request',
       tls: inference.tls,
       modelName: inference.modelName ?? 'isnet',
       profile: inference.profile ?? ISNET_PROFILE,
@@ -232,6 +239,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   const target = grpcTarget(resolved.inference.address);
   if (!/^(dns:|unix:|ipv4:|ipv6:)/.test(target) && !/^[^\s/]+:\d+$/.test(target)) {
     throw new RangeError(`inference.address must be host:port, dns:///name:port or a list of ip:port, got "${target}"`);
+  }
+  if (!['least-request', 'round-robin'].includes(resolved.inference.balancing)) {
+    throw new RangeError(`inference.balancing must be least-request or round-robin, got "${String(resolved.inference.balancing)}"`);
   }
   for (const profile of Object.values(resolved.inference.models)) validateProfile(profile);
   if (!Object.hasOwn(resolved.inference.models, resolved.inference.modelName)) {

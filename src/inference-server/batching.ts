@@ -1,10 +1,14 @@
 import type { TensorData } from './worker-protocol.js';
 
 /**
- * Dynamic batching for accelerators: calls that wait in a model's queue while its worker is busy
- * are run together, as one `session.run` over their images stacked on the batch axis. A GPU runs
- * a batch of 8 in little more time than one image, so under load this multiplies throughput; on
- * a CPU the work grows with the batch and nothing is gained, so the pool batches only when told.
+ * Dynamic batching (opt-in, `--max-batch N`): calls that wait in a model's queue while its worker
+ * is busy are run together, as one `session.run` over their images stacked on the batch axis.
+ * A GPU runs a batch in less time per image (H100, ISNet at 1024x1024: 8.4 ms for one image,
+ * 19.3 ms for 4, 33.9 ms for 8), but measured through this server the gain did not arrive: its
+ * main thread spends ~16 ms per 3 MiB call on gRPC and copies, which caps one server near 60
+ * images/s with or without batching (53.8 images/s batched by 4 vs 62.9 unbatched, 8 callers;
+ * npm run bench:gpu). So it is off by default everywhere; it pays where calls are cheaper than
+ * the model (smaller inputs, a bigger model) — measure with bench:gpu before turning it on.
  *
  * No timer: a batch is whatever queued while the previous one ran, so a lone call never waits
  * for company, and under load batches fill by themselves.
@@ -92,9 +96,3 @@ export function padInputs(inputs: readonly TensorData[], rows: number): TensorDa
   });
 }
 
-/** Providers on which batching pays: accelerators. CPU execution gains nothing from it. */
-export const DEFAULT_ACCELERATOR_BATCH = 4;
-
-export function batchesByDefault(provider: string): boolean {
-  return provider !== 'cpu';
-}

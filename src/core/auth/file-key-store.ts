@@ -33,7 +33,8 @@ const LOCK_WAIT_MS = 30_000;
  * half-written file and no two writers read-modify-write at once.
  */
 export class FileKeyStore implements KeyAdmin {
-  private readonly file: string;
+  /** The key file's absolute path (the dashboard's file store keeps its own file beside it). */
+  readonly file: string;
   private readonly reloadIntervalMs: number;
   private readonly lockStaleMs: number;
   private snapshot: { mtimeMs: number; size: number; byId: Map<string, KeyRecord[]>; accounts: Map<string, Account> } | undefined;

@@ -7,7 +7,7 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 import { ApiError } from '../errors.js';
-import { untilAborted } from '../pipeline/abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import { unavailable, type Insurance } from './insurance.js';
 import type { Plans } from './plans.js';
 

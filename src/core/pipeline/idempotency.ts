@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js';
 import type { CoreResponse } from '../http-types.js';
 import type { IdempotencyStore, IdempotencyTimes, StoredResponse } from '../idempotency/store.js';
 import type { Admitted } from './admission.js';
-import { untilAborted } from './abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
 
