@@ -25,6 +25,23 @@ export const ERROR_CATALOG = {
   rate_limited: { status: 429, title: 'Rate limit exceeded', detail: "The account's per-minute request limit is used up." },
   quota_exceeded: { status: 429, title: 'Monthly quota exceeded', detail: "The account's monthly quota is used up." },
   concurrency_limited: { status: 429, title: 'Too many requests in progress', detail: 'The account has as many requests in progress as its plan allows.' },
+  // Idempotency-Key (see docs/limits.md).
+  invalid_idempotency_key: { status: 400, title: 'Invalid Idempotency-Key', detail: 'The Idempotency-Key header must be 1 to 255 visible ASCII characters.' },
+  idempotency_key_in_use: {
+    status: 409,
+    title: 'Request with this Idempotency-Key in progress',
+    detail: 'A request with this Idempotency-Key is still in progress. Retry after the time in Retry-After to get its answer.',
+  },
+  idempotency_result_gone: {
+    status: 409,
+    title: 'Result no longer kept',
+    detail: 'The request with this Idempotency-Key was completed and charged, but its result is no longer kept. Use a new key for a new request.',
+  },
+  idempotency_key_reused: {
+    status: 422,
+    title: 'Idempotency-Key reused',
+    detail: 'This Idempotency-Key was used for a different request. Use a new key for a new request.',
+  },
   // The request itself.
   not_found: { status: 404, title: 'Not found', detail: 'No such endpoint.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', detail: 'Use POST.' },

@@ -1,6 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import {
   DATATYPE_BYTES,
+  INFERENCE_SERVICE_NAME,
+  MODEL_INFER_SPAN,
   elementCount,
   isDatatype,
   loadInferenceProto,
@@ -15,6 +17,8 @@ import { ApiError } from '../errors.js';
 import type { MaskModel } from '../image/pipeline.js';
 import { inputShape, maskShape, type PreprocessingProfile } from '../image/profile.js';
 import type { InputTensor, MaskTensor } from '../image/tensor.js';
+import { traceContextHeaders, traceStep } from '../../tracing/otel.js';
+import { LEAST_REQUEST_POLICY, MODEL_METADATA_KEY, registerLeastRequestPolicy } from './least-request-balancer.js';
 
 export interface InferenceTls {
   /** PEM of the CA that signed the servers' certificates. */
@@ -27,9 +31,14 @@ export interface InferenceTls {
 export interface InferenceClientOptions {
   /**
    * Where the Open Inference Protocol (KServe v2) servers are: `host:port`, a `dns:///name:port`
-   * that resolves to several, or a list of `ip:port` addresses. Calls are balanced round-robin.
+   * that resolves to several, or a list of `ip:port` addresses.
    */
   address: string | string[];
+  /**
+   * How calls are spread over several servers (least-request-balancer.ts). Default
+   * `least-request`; `least-outstanding` counts calls open alone, without their times (for comparison).
+   */
+  balancing?: Balancing;
   /** Deadline of each ModelInfer call, in ms. */
   timeoutMs: number;
   /** Largest message sent or received, in bytes. */
@@ -65,12 +74,13 @@ export function grpcTarget(address: string | string[]): string {
 }
 
 /**
- * Round-robin over every resolved server, and transparent retries of UNAVAILABLE (a server that
- * went away or is draining) on another one: inference is idempotent, and the retries stay
- * within the call's deadline.
+ * Least outstanding requests (or round-robin) over every resolved server, and transparent
+ * retries of UNAVAILABLE (a server that went away or is draining) on another one: inference is
+ * idempotent, and the retries stay within the call's deadline.
  */
-const SERVICE_CONFIG = {
-  loadBalancingConfig: [{ round_robin: {} }],
+export type Balancing = 'least-request' | 'least-outstanding' | 'round-robin';
+const serviceConfig = (balancing: Balancing) => ({
+  loadBalancingConfig: [balancing === 'round-robin' ? { round_robin: {} } : { [LEAST_REQUEST_POLICY]: { weighted: balancing === 'least-request' } }],
   methodConfig: [
     {
       name: [{ service: 'inference.GRPCInferenceService' }],
@@ -85,7 +95,7 @@ const SERVICE_CONFIG = {
       },
     },
   ],
-};
+});
 
 /**
  * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
@@ -97,16 +107,19 @@ export class InferenceClient {
   private saturatedUntil = 0;
   /** The execution provider each checked model runs on, as the server reports it (bgcut servers do). */
   readonly providers = new Map<string, string>();
+  /** Models whose input height and width are free (see freeSize()). */
+  private readonly freeSizes = new Set<string>();
 
   constructor(private readonly options: InferenceClientOptions) {
     const Service = loadInferenceProto().inference.GRPCInferenceService;
+    registerLeastRequestPolicy();
     const credentials = options.tls
       ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
       : grpc.credentials.createInsecure();
     this.client = new Service(grpcTarget(options.address), credentials, {
       'grpc.max_receive_message_length': options.maxMessageBytes,
       'grpc.max_send_message_length': options.maxMessageBytes,
-      'grpc.service_config': JSON.stringify(SERVICE_CONFIG),
+      'grpc.service_config': JSON.stringify(serviceConfig(options.balancing ?? 'least-request')),
       'grpc.per_rpc_retry_buffer_size': RETRY_BUFFER_BYTES,
       'grpc.retry_buffer_size': 4 * RETRY_BUFFER_BYTES,
       // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
@@ -129,14 +142,27 @@ export class InferenceClient {
     });
   }
 
-  /** The profile's model as the image pipeline calls it: its input tensor in, its mask out. */
+  /**
+   * The profile's model as the image pipeline calls it: its input tensor in (at the size the
+   * call names, else the profile's), its mask out.
+   */
   maskModel(model: string, profile: PreprocessingProfile): MaskModel {
-    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32', shape: inputShape(profile) };
+    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32' };
     const output = { name: profile.outputName, datatype: profile.outputDatatype ?? 'FP32' };
-    return async (data, signal) => {
-      const result = await this.infer(model, { ...input, data }, output, signal);
+    return async (data, signal, size) => {
+      const shape = inputShape(size ? { ...profile, ...size } : profile);
+      const result = await this.infer(model, { ...input, shape, data }, output, signal);
       return { mask: result.data, serverRunMs: result.serverRunMs };
     };
+  }
+
+  /**
+   * True when the model's metadata (read by verifyModel) says its input's height and width are
+   * free (-1): it runs at whatever size a quality mode asks for. False for fixed-size models and
+   * models not verified yet.
+   */
+  freeSize(model: string): boolean {
+    return this.freeSizes.has(model);
   }
 
   /**
@@ -151,6 +177,19 @@ export class InferenceClient {
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
     // The request already ended (a `best` pass after its client left): nothing is sent.
     if (signal.aborted) return Promise.reject(abortReason(signal));
+    // A client span when the app traces (src/tracing/otel.ts); its context goes in the metadata.
+    return traceStep(MODEL_INFER_SPAN, () => this.inferCall(model, input, output, signal), {
+      kind: 'client',
+      attributes: { 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model },
+    });
+  }
+
+  private inferCall(
+    model: string,
+    input: { name: string; datatype: Datatype; shape: number[]; data: InputTensor },
+    output: { name: string; datatype: Datatype },
+    signal: AbortSignal,
+  ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
     // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
     const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
     const request = {
@@ -163,7 +202,8 @@ export class InferenceClient {
     type Result = Awaited<ReturnType<InferenceClient['infer']>>;
     const attempt = (left: number): Promise<Result> =>
       new Promise<Result>((resolve, reject) => {
-        const call = this.client.ModelInfer(request, { deadline }, (error, response) => {
+        // The balancer counts calls in flight per model (least-request-balancer.ts).
+        const call = this.client.ModelInfer(request, modelMetadata(model), { deadline }, (error, response) => {
           signal.removeEventListener('abort', cancel);
           if (error) {
             // That server's queue is full: round-robin puts the next try on another server.
@@ -206,6 +246,11 @@ export class InferenceClient {
     }
     // Only bgcut's server reports its execution provider; Triton and KServe need not.
     this.providers.set(model, meta.properties?.execution_provider ?? 'unknown');
+    // Height and width: where the profile's layout puts them in the input's shape.
+    const hw = (profile.inputLayout ?? 'NCHW') === 'NHWC' ? [1, 2] : [2, 3];
+    const inShape = input?.shape.map(Number) ?? [];
+    if (hw.every((i) => inShape[i] === -1)) this.freeSizes.add(model);
+    else this.freeSizes.delete(model);
     if (problems.length > 0) {
       throw new ModelMismatchError(`model "${model}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
     }
@@ -252,6 +297,13 @@ const isQueueFull = (error: grpc.ServiceError) => error.code === grpc.status.RES
 /** Why the request ended, as the pipeline put it (client_closed, upload_timeout, service_unavailable). */
 function abortReason(signal: AbortSignal): ApiError {
   return signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed', { cause: signal.reason });
+}
+
+function modelMetadata(model: string): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  metadata.set(MODEL_METADATA_KEY, model);
+  for (const [name, value] of Object.entries(traceContextHeaders())) metadata.set(name, value);
+  return metadata;
 }
 
 export class ModelMismatchError extends Error {
