@@ -1,10 +1,10 @@
 import { lastDays } from '../core/activity/recorder.js';
 import type { Account } from '../core/auth/key-store.js';
-import { NotFoundError } from '../core/auth/key-records.js';
+import { NotFoundError, TooManyKeysError } from '../core/auth/key-records.js';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { loadAssets } from './assets.js';
 import { checkOrigin, ownOrigin, tokensEqual } from './csrf.js';
-import { discardBody, FormTooLargeError, htmlResponse, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
+import { BodyAlreadyReadError, discardBody, FormTooLargeError, htmlResponse, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
 import { html } from './html.js';
 import { parseKeyForm } from './key-form.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
@@ -67,6 +67,10 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     } catch (error) {
       discardBody(request.body);
       if (error instanceof FormTooLargeError) return withSecurityHeaders(simplePage(413, 'Too large', 'That form was larger than the dashboard accepts.'), https);
+      if (error instanceof BodyAlreadyReadError) {
+        config.onInternalError(error);
+        return withSecurityHeaders(simplePage(500, 'Body already read', 'A body parser ahead of the dashboard read this form first (body_already_read): its operator must mount the dashboard before it.'), https);
+      }
       config.onInternalError(error);
       return withSecurityHeaders(simplePage(503, 'Something went wrong', 'The dashboard could not complete that. Try again in a moment.'), https);
     }
@@ -162,10 +166,13 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     if (path === '/keys') {
       const parsed = parseKeyForm(form);
       const rows = await keyRows(account.id);
-      const active = rows.filter((r) => keyStatus(r.record) === 'active').length;
-      const error = 'error' in parsed ? parsed.error : active >= MAX_ACTIVE_KEYS ? `An account may have at most ${MAX_ACTIVE_KEYS} active keys: revoke one first.` : undefined;
-      if (error) return htmlResponse(400, keysPage(ctx, { keys: rows, error, form }));
-      const created = await keyStore.createKey({ accountId: account.id, plan: account.plan, ...(parsed as Exclude<typeof parsed, { error: string }>) });
+      if ('error' in parsed) return htmlResponse(400, keysPage(ctx, { keys: rows, error: parsed.error, form }));
+      // The ceiling is checked by the store in the same step as the write: parallel posts cannot pass it.
+      const created = await keyStore.createKey({ accountId: account.id, plan: account.plan, ...parsed, maxActiveKeys: MAX_ACTIVE_KEYS }).catch((error: unknown) => {
+        if (error instanceof TooManyKeysError) return error;
+        throw error;
+      });
+      if (created instanceof TooManyKeysError) return htmlResponse(400, keysPage(ctx, { keys: rows, error: created.message, form }));
       return htmlResponse(201, newKeyPage(ctx, { ...created, endpointUrl: endpointUrl(request) }));
     }
     const action = /^\/keys\/([A-Za-z0-9_]{1,64})\/(rotate|revoke)$/.exec(path);

@@ -3,12 +3,13 @@
  * Standalone inference server:
  *   bgcut-inference-server [--host 0.0.0.0] [--port 50051]
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
- *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
+ *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
  *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
  *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
- * or the path of an .onnx file. Each flag can also come from the environment
+ * or the path of an .onnx file. --max-batch: most images one session.run stacks from queued calls
+ * (every run padded to it; default 1, off: see batching.ts). Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
  * a flag wins over the environment.
  *
@@ -111,7 +112,7 @@ if (process.argv[2] === 'health') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function envName(flag: Flag): string {
@@ -183,6 +184,7 @@ try {
     workers: integer('workers'),
     intraOpThreads: integer('threads'),
     maxQueue: integer('queue'),
+    maxBatch: integer('max-batch'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
     healthPort: integer('health-port'),

@@ -19,7 +19,8 @@ import {
 import { traceIncoming } from '../tracing/otel.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
-import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
+import { batchSizes } from './batching.js';
+import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
 export interface ModelSource {
@@ -50,8 +51,15 @@ export interface InferenceServerOptions {
   workers?: number;
   /** Intra-op threads per session. Default: the machine's cores divided by `workers`. */
   intraOpThreads?: number;
-  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker. */
+  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker (at least 2 x maxBatch when batching). */
   maxQueue?: number;
+  /**
+   * Most images one session.run stacks from queued calls (dynamic batching; the model's batch
+   * axis must be free). Every run is padded to this size, so an accelerator's session sees one
+   * shape (see batching.ts). Default 1: off (measured on an H100, the server's per-call work, not
+   * the GPU, was the limit; see batching.ts).
+   */
+  maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
   /** Connections are closed (gracefully) after this long, so clients rebalance onto new servers. Default 5 minutes. */
@@ -89,6 +97,9 @@ const SERVER_VERSION = '0.1.0';
  */
 const MODEL_VERSION = '1';
 
+/** How long, at shutdown, a worker may go on with a job after the calls were cut off. */
+const POOL_CLOSE_GRACE_MS = 5_000;
+
 export function resolveServerOptions(options: InferenceServerOptions) {
   const workers = options.workers ?? 1;
   const cores = os.availableParallelism();
@@ -100,6 +111,8 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     workers,
     intraOpThreads: options.intraOpThreads ?? Math.max(1, Math.floor(cores / workers)),
     maxQueue: options.maxQueue ?? 4 * workers,
+    maxQueueSet: options.maxQueue !== undefined,
+    maxBatch: options.maxBatch,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
@@ -113,6 +126,9 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
   if (!Number.isInteger(resolved.maxQueue) || resolved.maxQueue < 0) throw new RangeError('maxQueue must be an integer >= 0');
+  if (resolved.maxBatch !== undefined && (!Number.isInteger(resolved.maxBatch) || resolved.maxBatch < 1 || resolved.maxBatch > 64)) {
+    throw new RangeError('maxBatch must be an integer 1..64');
+  }
   if (!Number.isInteger(resolved.port) || resolved.port < 0 || resolved.port > 65535) throw new RangeError('port must be 0..65535');
   if (resolved.models.length === 0) throw new RangeError('models must name at least one model');
   for (const model of resolved.models) {
@@ -168,7 +184,12 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   const models = new Map<string, LoadedModel>();
   let shuttingDown = false;
   let loaded = false;
-  const ready = () => loaded && !shuttingDown;
+  /** Models whose pool has no live worker (all crashed, restarts pending). */
+  const down = new Set<string>();
+  const ready = () => loaded && !shuttingDown && down.size === 0;
+  // SERVING only while every model has a live worker: a load balancer then sends no calls to a
+  // server that would refuse them all.
+  const updateHealth = () => setHealth(ready() ? 'SERVING' : 'NOT_SERVING');
 
   const known = (name: string) => config.models.some((m) => m.name === name);
   /**
@@ -304,7 +325,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             modelVersion: MODEL_VERSION,
             id: request.id,
             // Time inside session.run alone, so callers can tell transfer and queueing from compute.
-            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
+            // batch_size: images in that session.run (calls queued together share one on accelerators).
+            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
           }, result.runMs);
@@ -314,6 +336,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           metrics.queueDepth.set({ model: model.name }, model.pool.queued);
           metrics.running.set({ model: model.name }, model.pool.running);
           if (error instanceof QueueFullError) answer(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
+          else if (error instanceof WorkersDownError) answer(grpcError(grpc.status.UNAVAILABLE, error.message));
           else if (error instanceof JobAbortedError) {
             const expired = Number.isFinite(deadlineMs) && Date.now() >= deadlineMs;
             answer(grpcError(expired ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED, error.message));
@@ -363,24 +386,36 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         workers: config.workers,
         intraOpThreads: config.intraOpThreads,
         maxQueue: config.maxQueue,
+        log: (line) => log(`model ${source.name}: ${line}`),
+        onStart: () => metrics.started.inc({ model: source.name }),
+        onServingChange: (serving) => {
+          if (serving) down.delete(source.name);
+          else down.add(source.name);
+          updateHealth();
+        },
       });
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
-      await warmUp(pool, signature, config.workers);
+      const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
+      const maxBatch = batchAxisFree ? (config.maxBatch ?? 1) : 1;
+      const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
+      if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
+      await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
       models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
-          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${config.maxQueue}`,
+          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${maxBatch > 1 ? maxQueue : config.maxQueue}` +
+          `${maxBatch > 1 ? `, batches of up to ${maxBatch}` : ''}`,
       );
     }
     loaded = true;
-    setHealth('SERVING');
+    updateHealth();
   } catch (error) {
     server.forceShutdown();
     healthServer?.forceShutdown();
     metricsServer?.close();
-    await Promise.all([...models.values()].map((m) => m.pool.close()));
+    await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     throw error;
   }
 
@@ -407,16 +442,25 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       // NOT_SERVING stayed visible on the health port while calls drained.
       healthServer?.forceShutdown();
       metricsServer?.close();
-      await Promise.all([...models.values()].map((m) => m.pool.close()));
+      // Calls were cut off above; what a worker still runs gets a short grace, then the thread ends.
+      await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     },
   };
 }
 
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
-async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number): Promise<void> {
+/**
+ * Runs every session once at each batch size it may be given (on accelerators the first run of a
+ * shape is the slow one), so the first callers never pay for it.
+ */
+async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number, batches: number[] = [1]): Promise<void> {
+  for (const batch of batches) await warmUpAt(pool, signature, workers, batch);
+}
+
+async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: number, batch: number): Promise<void> {
   const inputs = () =>
     signature.inputs.map((spec) => {
-      const shape = spec.shape.map((d) => (d > 0 ? d : 1));
+      const shape = spec.shape.map((d, axis) => (d > 0 ? d : axis === 0 ? batch : 1));
       const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
       return { name: spec.name, datatype: spec.datatype, shape, data: new ArrayBuffer(bytes) };
     });

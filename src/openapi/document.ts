@@ -79,6 +79,17 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           parameters: [
             ...OUTPUT_OPTION_NAMES.map((name) => ({ name, in: 'query', required: false, schema: optionProperties[name] })),
             { name: 'Accept', in: 'header', required: false, description: '`application/json` for the JSON answer.', schema: { type: 'string' } },
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              required: false,
+              description:
+                'Makes retries safe: the first request with a key is run and charged; a retry with the same key within 24 hours is not charged again and ' +
+                'gets the first answer (with `Idempotent-Replayed: true`) while it is kept (10 minutes by default), `409 idempotency_key_in_use` while the first is still running, ' +
+                'and `422 idempotency_key_reused` if the request differs (another image, options or path). Keys are per account; a request that fails is not charged and frees its key. ' +
+                'Use a new random UUID per request and keep it across that request\'s retries.',
+              schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
+            },
           ],
           requestBody: {
             required: true,
@@ -113,6 +124,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
                 ...Object.fromEntries(Object.keys(IMAGE_HEADERS).map((name) => [name, headerRef(name)])),
                 ...rateLimitHeaderRefs(true),
                 'Content-Disposition': { description: 'inline, with a file name derived from the upload\'s.', schema: { type: 'string' } },
+                'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key (not charged again).', schema: { type: 'string', enum: ['true'] } },
               },
               content: {
                 ...Object.fromEntries(Object.values(FORMATS).map((format) => [format.contentType, { schema: { type: 'string', contentMediaType: format.contentType } }])),

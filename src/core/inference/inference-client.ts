@@ -51,6 +51,12 @@ export interface InferenceClientOptions {
 /** How long "all servers full" is assumed to last before requests are let through to try again. */
 const SATURATION_WINDOW_MS = 1000;
 
+/** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
+const QUEUE_FULL_ATTEMPTS = 4;
+
+/** grpc-js's RESOURCE_EXHAUSTED for a message over `max_{send,receive}_message_length`, on either side. */
+const OVERSIZED_MESSAGE = /message larger than max/i;
+
 /** Largest ModelInfer request kept for a retry (the FP32 input of a 1024x1024 model is 12 MiB). */
 const RETRY_BUFFER_BYTES = 64 * 1024 * 1024;
 
@@ -83,8 +89,9 @@ const serviceConfig = (balancing: Balancing) => ({
         initialBackoff: '0.05s',
         maxBackoff: '0.5s',
         backoffMultiplier: 2,
-        // RESOURCE_EXHAUSTED: that server's queue is full, another may have room.
-        retryableStatusCodes: ['UNAVAILABLE', 'RESOURCE_EXHAUSTED'],
+        // Not RESOURCE_EXHAUSTED: grpc-js also answers it for a message over the size limit,
+        // which no retry fixes; a full queue is retried by infer() itself (QUEUE_FULL_ATTEMPTS).
+        retryableStatusCodes: ['UNAVAILABLE'],
       },
     },
   ],
@@ -166,35 +173,42 @@ export class InferenceClient {
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
-    return new Promise((resolve, reject) => {
-      // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
-      const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
-      const call = this.client.ModelInfer(
-        {
-          modelName: model,
-          inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
-          outputs: [{ name: output.name }],
-          rawInputContents: [raw],
-        },
-        // The balancer counts calls in flight per model (least-request-balancer.ts).
-        modelMetadata(model),
-        { deadline: Date.now() + this.options.timeoutMs },
-        (error, response) => {
+    // The request already ended (a `best` pass after its client left): nothing is sent.
+    if (signal.aborted) return Promise.reject(abortReason(signal));
+    // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
+    const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
+    const request = {
+      modelName: model,
+      inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
+      outputs: [{ name: output.name }],
+      rawInputContents: [raw],
+    };
+    const deadline = Date.now() + this.options.timeoutMs;
+    type Result = Awaited<ReturnType<InferenceClient['infer']>>;
+    // The model for the balancer and the trace context, taken here, inside the call's span.
+    const metadata = modelMetadata(model);
+    const attempt = (left: number): Promise<Result> =>
+      new Promise<Result>((resolve, reject) => {
+        const call = this.client.ModelInfer(request, metadata.clone(), { deadline }, (error, response) => {
           signal.removeEventListener('abort', cancel);
-          if (error) reject(this.toApiError(error));
-          else {
-            try {
-              resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent: raw.length });
-            } catch (failure) {
-              reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
-            }
+          if (error) {
+            // That server's queue is full: the balancer puts the next try on another server
+            // (one that just refused loses to any other for a second: least-request-balancer.ts).
+            if (isQueueFull(error) && left > 1 && !signal.aborted && Date.now() < deadline) resolve(attempt(left - 1));
+            else reject(this.toApiError(error, signal));
+            return;
           }
-        },
-      );
-      // The HTTP client went away: cancel, so a queued inference is dropped on the server.
-      const cancel = () => call.cancel();
-      signal.addEventListener('abort', cancel, { once: true });
-    });
+          try {
+            resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent: raw.length });
+          } catch (failure) {
+            reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
+          }
+        });
+        // The HTTP client went away: cancel, so a queued inference is dropped on the server.
+        const cancel = () => call.cancel();
+        signal.addEventListener('abort', cancel, { once: true });
+      });
+    return attempt(QUEUE_FULL_ATTEMPTS);
   }
 
   /** Checks that the served model takes and returns what the profile expects (datatype, layout, size). */
@@ -236,10 +250,13 @@ export class InferenceClient {
     this.client.close();
   }
 
-  private toApiError(error: grpc.ServiceError): ApiError {
+  private toApiError(error: grpc.ServiceError, signal: AbortSignal): ApiError {
     const retryAfter = { 'retry-after': String(this.options.retryAfterSeconds) };
     switch (error.code) {
       case grpc.status.RESOURCE_EXHAUSTED:
+        if (OVERSIZED_MESSAGE.test(error.details ?? '')) {
+          return new ApiError('internal_error', { detail: 'The inference message is larger than the gRPC message limit of the API or of the inference server.', cause: error });
+        }
         this.saturatedUntil = Date.now() + SATURATION_WINDOW_MS;
         return new ApiError('inference_unavailable', { headers: retryAfter, cause: error, detail: 'Every inference server is busy. Retry after the time in Retry-After.' });
       case grpc.status.UNAVAILABLE:
@@ -247,7 +264,10 @@ export class InferenceClient {
       case grpc.status.DEADLINE_EXCEEDED:
         return new ApiError('inference_timeout', { headers: retryAfter, cause: error });
       case grpc.status.CANCELLED:
-        return new ApiError('upload_timeout', { detail: 'The request was cancelled.', cause: error });
+        // Our own cancel (the request ended) carries the request's reason; a server that
+        // cancelled the call (it is shutting down) is unavailable, and another may answer.
+        if (signal.aborted) return abortReason(signal);
+        return new ApiError('inference_unavailable', { headers: retryAfter, cause: error, detail: 'The inference server cancelled the call. Retry after the time in Retry-After.' });
       default:
         return new ApiError('internal_error', { detail: 'Inference failed.', cause: error });
     }
@@ -259,6 +279,13 @@ function modelMetadata(model: string): grpc.Metadata {
   metadata.set(MODEL_METADATA_KEY, model);
   for (const [name, value] of Object.entries(traceContextHeaders())) metadata.set(name, value);
   return metadata;
+}
+
+const isQueueFull = (error: grpc.ServiceError) => error.code === grpc.status.RESOURCE_EXHAUSTED && !OVERSIZED_MESSAGE.test(error.details ?? '');
+
+/** Why the request ended, as the pipeline put it (client_closed, upload_timeout, service_unavailable). */
+function abortReason(signal: AbortSignal): ApiError {
+  return signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed', { cause: signal.reason });
 }
 
 export class ModelMismatchError extends Error {
