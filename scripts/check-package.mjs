@@ -56,5 +56,5 @@ try {
   console.error(`package check failed${values.keep ? ` (kept ${work})` : ''}: ${error.message}`);
   process.exitCode = 1;
 } finally {
-  if (!values.keep && process.exitCode !== 1) rmSync(work, { recursive: true, force: true });
+  if (!values.keep) rmSync(work, { recursive: true, force: true });
 }

@@ -75,6 +75,18 @@ describe('power of d choices', () => {
     expect(pickLeastLoaded(['slow', 'fast'], 'm', stats, true, draws(0, 0))).toBe(0);
   });
 
+  it('puts a server that just answered "queue full" behind every other for a second', () => {
+    let now = 0;
+    const stats = new CallStats(() => now);
+    stats.started('b', 'm');
+    stats.started('b', 'm');
+    stats.refused('a', 'm');
+    // a has no calls open, b two, but a just refused.
+    expect(pickLeastLoaded(['a', 'b'], 'm', stats, true, draws(0, 0))).toBe(1);
+    now = 1001;
+    expect(pickLeastLoaded(['a', 'b'], 'm', stats, true, draws(0, 0))).toBe(0);
+  });
+
   it('fades a server\'s time while it gets no answers, so a server that was slow is tried again', () => {
     let now = 0;
     const stats = new CallStats(() => now);

@@ -175,8 +175,6 @@ export class InferenceClient {
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
-    // The request already ended (a `best` pass after its client left): nothing is sent.
-    if (signal.aborted) return Promise.reject(abortReason(signal));
     // A client span when the app traces (src/tracing/otel.ts); its context goes in the metadata.
     return traceStep(MODEL_INFER_SPAN, () => this.inferCall(model, input, output, signal), {
       kind: 'client',
@@ -190,6 +188,8 @@ export class InferenceClient {
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
+    // The request already ended (a `best` pass after its client left): nothing is sent.
+    if (signal.aborted) return Promise.reject(abortReason(signal));
     // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
     const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
     const request = {
@@ -200,13 +200,15 @@ export class InferenceClient {
     };
     const deadline = Date.now() + this.options.timeoutMs;
     type Result = Awaited<ReturnType<InferenceClient['infer']>>;
+    // The model for the balancer and the trace context, taken here, inside the call's span.
+    const metadata = modelMetadata(model);
     const attempt = (left: number): Promise<Result> =>
       new Promise<Result>((resolve, reject) => {
-        // The balancer counts calls in flight per model (least-request-balancer.ts).
-        const call = this.client.ModelInfer(request, modelMetadata(model), { deadline }, (error, response) => {
+        const call = this.client.ModelInfer(request, metadata.clone(), { deadline }, (error, response) => {
           signal.removeEventListener('abort', cancel);
           if (error) {
-            // That server's queue is full: round-robin puts the next try on another server.
+            // That server's queue is full: the balancer puts the next try on another server
+            // (one that just refused loses to any other for a second: least-request-balancer.ts).
             if (isQueueFull(error) && left > 1 && !signal.aborted && Date.now() < deadline) resolve(attempt(left - 1));
             else reject(this.toApiError(error, signal));
             return;
@@ -292,18 +294,18 @@ export class InferenceClient {
   }
 }
 
-const isQueueFull = (error: grpc.ServiceError) => error.code === grpc.status.RESOURCE_EXHAUSTED && !OVERSIZED_MESSAGE.test(error.details ?? '');
-
-/** Why the request ended, as the pipeline put it (client_closed, upload_timeout, service_unavailable). */
-function abortReason(signal: AbortSignal): ApiError {
-  return signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed', { cause: signal.reason });
-}
-
 function modelMetadata(model: string): grpc.Metadata {
   const metadata = new grpc.Metadata();
   metadata.set(MODEL_METADATA_KEY, model);
   for (const [name, value] of Object.entries(traceContextHeaders())) metadata.set(name, value);
   return metadata;
+}
+
+const isQueueFull = (error: grpc.ServiceError) => error.code === grpc.status.RESOURCE_EXHAUSTED && !OVERSIZED_MESSAGE.test(error.details ?? '');
+
+/** Why the request ended, as the pipeline put it (client_closed, upload_timeout, service_unavailable). */
+function abortReason(signal: AbortSignal): ApiError {
+  return signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed', { cause: signal.reason });
 }
 
 export class ModelMismatchError extends Error {

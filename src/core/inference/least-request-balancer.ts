@@ -44,7 +44,12 @@ interface ModelLoad {
   meanMs: number | undefined;
   /** When meanMs was last updated (ms, performance.now()). */
   updatedAt: number;
+  /** Until when this server counts as full for the model: it answered RESOURCE_EXHAUSTED (ms, performance.now()). */
+  fullUntil: number;
 }
+
+/** How long a server that answered "queue full" loses to every server that did not. */
+const FULL_PENALTY_MS = 1000;
 
 /** This client's calls by server address and model: open now, and how long they took. Shared by every picker of one channel. */
 export class CallStats {
@@ -56,7 +61,7 @@ export class CallStats {
     let models = this.byServer.get(server);
     if (!models) this.byServer.set(server, (models = new Map()));
     let load = models.get(model);
-    if (!load) models.set(model, (load = { inFlight: 0, meanMs: undefined, updatedAt: 0 }));
+    if (!load) models.set(model, (load = { inFlight: 0, meanMs: undefined, updatedAt: 0, fullUntil: 0 }));
     return load;
   }
 
@@ -75,6 +80,16 @@ export class CallStats {
     const load = this.byServer.get(server)?.get(model);
     if (load?.meanMs === undefined) return undefined;
     return load.meanMs * Math.exp(-(this.now() - load.updatedAt) / IDLE_DECAY_MS);
+  }
+
+  /** True for a moment after the server answered that its queue for the model is full. */
+  full(server: string, model: string): boolean {
+    return (this.byServer.get(server)?.get(model)?.fullUntil ?? 0) > this.now();
+  }
+
+  /** The server answered RESOURCE_EXHAUSTED: a retry should go elsewhere. */
+  refused(server: string, model: string): void {
+    this.entry(server, model).fullUntil = this.now() + FULL_PENALTY_MS;
   }
 
   started(server: string, model: string): void {
@@ -120,7 +135,7 @@ export function pickLeastLoaded(candidates: string[], model: string, stats: Call
     const server = candidates[i]!;
     const open = stats.inFlight(server, model);
     const mean = stats.meanMs(server, model);
-    return { open, mean, total: stats.totalInFlight(server), cost: mean === undefined ? undefined : (open + 1) * mean };
+    return { open, mean, total: stats.totalInFlight(server), cost: mean === undefined ? undefined : (open + 1) * mean, full: stats.full(server, model) };
   };
   let best = order[0]!;
   let bestLoad = load(best);
@@ -134,9 +149,13 @@ export function pickLeastLoaded(candidates: string[], model: string, stats: Call
   return best;
 }
 
-type Load = { open: number; mean: number | undefined; total: number; cost: number | undefined };
-/** Lower cost when both have a time (and `weighted`), else fewer calls open for the model, else fewer in all. */
+type Load = { open: number; mean: number | undefined; total: number; cost: number | undefined; full: boolean };
+/**
+ * Not just refused as full; then lower cost when both have a time (and `weighted`), else fewer
+ * calls open for the model, else fewer in all.
+ */
 function cheaper(a: Load, b: Load, weighted: boolean): boolean {
+  if (a.full !== b.full) return b.full;
   if (weighted && a.cost !== undefined && b.cost !== undefined && a.cost !== b.cost) return a.cost < b.cost;
   if (a.open !== b.open) return a.open < b.open;
   return a.total < b.total;
@@ -188,6 +207,7 @@ class LeastRequestPicker implements Picker {
         const runUs = Number(metadata.get(RUN_TIME_TRAILER)[0]);
         const ms = Number.isFinite(runUs) && runUs > 0 ? runUs / 1000 : performance.now() - startedAt;
         this.stats.ended(chosen.address, model, code === grpc.status.OK ? ms : undefined);
+        if (code === grpc.status.RESOURCE_EXHAUSTED) this.stats.refused(chosen.address, model);
         result.onCallEnded?.(code, details, metadata);
       },
     };
