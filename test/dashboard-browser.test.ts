@@ -60,8 +60,18 @@ describe('dashboard in chromium', () => {
   it('signs in, creates a key shown once that works on the API, rotates it, revokes it (then 401)', async () => {
     const context = await newContext();
     const page = await context.newPage();
+    // Everything the sign-in page asks for exists (its stylesheet, script, icon).
+    const failed: string[] = [];
+    page.on('response', (response) => {
+      if (response.status() >= 400) failed.push(`${response.status()} ${response.url()}`);
+    });
+    page.on('requestfailed', (request) => failed.push(`failed ${request.url()}`));
     await page.goto(`${app.url}/dashboard/keys`);
     expect(new URL(page.url()).pathname).toBe('/dashboard/sign-in');
+    await page.waitForLoadState('networkidle');
+    expect(failed).toEqual([]);
+    // Also what the browser asks for on its own and does not report to scripts (the icon).
+    expect(app.served.filter((line) => !/^[23]\d\d /.test(line))).toEqual([]);
     await shot(page, 'sign-in');
     await signIn(page, HOLDER, page.url());
     await page.waitForURL(`${app.url}/dashboard/keys`);
@@ -73,9 +83,12 @@ describe('dashboard in chromium', () => {
     recordIssuedKeys([key]);
     expect(key).toMatch(/^bgk_[0-9A-Za-z]{28}$/);
     expect(await page.locator('#curl-line').inputValue()).toContain(`-H "X-API-KEY: ${key}"`);
+    // The clipboard starts empty; after Copy it holds exactly the key.
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe('');
     await page.getByRole('button', { name: 'Copy' }).first().click();
-    await expect.poll(() => page.locator('.copy-status').textContent()).toMatch(/Copied|Selected/);
-    expect(await page.evaluate(() => navigator.clipboard.readText().catch(() => ''))).toMatch(new RegExp(`^(${key})?$`));
+    await expect.poll(() => page.locator('.copy-status').textContent()).toBe('Copied.');
+    // Compared here, not by expect, so a failure does not print the key.
+    expect((await page.evaluate(() => navigator.clipboard.readText())) === key, 'the clipboard holds exactly the new key').toBe(true);
     await shot(page, 'new-key');
 
     const answer = await removeBg(key);
@@ -116,10 +129,27 @@ describe('dashboard in chromium', () => {
   it('Try it: the cutout appears (transparent corners, opaque centre), downloads, options (background colour, crop) apply, and tries count on the usage page', async () => {
     const context = await newContext();
     const page = await context.newPage();
+    // Records the string fields of every form the page posts (the test's own script, outside the page's CSP).
+    await page.addInitScript(() => {
+      const w = window as unknown as { postedQualities: string[] };
+      w.postedQualities = [];
+      const original = window.fetch.bind(window);
+      window.fetch = (input, init) => {
+        if (init?.body instanceof FormData) w.postedQualities.push(String(init.body.get('quality')));
+        return original(input, init);
+      };
+    });
     await signIn(page, HOLDER, `${app.url}/dashboard/try`);
     await page.waitForURL(`${app.url}/dashboard/try`);
-    const before = Number(await app.handler.accountSummary({ id: HOLDER.accountId, plan: 'roomy', status: 'active' }).then((s) => s.usage.images));
+    const standing = () => app.handler.accountSummary({ id: HOLDER.accountId, plan: 'roomy', status: 'active' });
+    const before = await standing();
+    // Before an image is chosen: no result area (no empty images, no Download).
+    expect(await page.locator('#compare').isVisible()).toBe(false);
+    expect(await page.getByRole('link', { name: 'Download' }).isVisible()).toBe(false);
+    expect(await page.locator('img').evaluateAll((images) => images.filter((i) => (i as HTMLElement).checkVisibility()).length)).toBe(0);
+    await shot(page, 'try-it-empty');
     await page.setInputFiles('#file', { name: 'ball.jpg', mimeType: 'image/jpeg', buffer: photo });
+    expect(await page.getByLabel('Quality').inputValue()).toBe('balanced');
     await page.getByRole('button', { name: 'Remove background' }).click();
     await expect.poll(() => page.textContent('#try-status'), { timeout: 60_000 }).toMatch(/^(Done|Refused|Failed)/);
     expect(await page.textContent('#try-status')).toMatch(/^Done in [\d.]+ s: 640 × 480/);
@@ -149,12 +179,14 @@ describe('dashboard in chromium', () => {
     const meta = await sharp(saved).metadata();
     expect([meta.format, meta.width, meta.height, meta.hasAlpha]).toEqual(['png', 640, 480, true]);
 
-    // Options: a green background and a crop to the subject (the disc: about 288 px across).
+    // Options: quality fast, a green background and a crop to the subject (the disc: about 288 px across).
+    await page.getByLabel('Quality').selectOption('fast');
     await page.getByLabel('Background colour', { exact: true }).first().check();
     await page.locator('#bg-color').fill('#00ff00');
     await page.getByLabel('Crop to the subject').check();
     await page.getByRole('button', { name: 'Remove background' }).click();
-    await expect.poll(() => page.textContent('#try-status'), { timeout: 60_000 }).toMatch(/^Done.*: (?!640)\d+ × \d+/);
+    await expect.poll(() => page.textContent('#try-status'), { timeout: 90_000 }).toMatch(/^(Done|Refused|Failed)/);
+    expect(await page.textContent('#try-status')).toMatch(/^Done.*: (?!640)\d+ × \d+/);
     const cropped = await page.evaluate(() => {
       const img = document.getElementById('result') as HTMLImageElement;
       const canvas = document.createElement('canvas');
@@ -168,16 +200,22 @@ describe('dashboard in chromium', () => {
     expect(cropped.width).toBeLessThan(340);
     expect(cropped.corner).toEqual([0, 255, 0, 255]);
 
+    // The page's script sent each try's quality with its image.
+    expect(await page.evaluate(() => (window as unknown as { postedQualities: string[] }).postedQualities)).toEqual(['balanced', 'fast']);
+
     // Earlier days seeded straight into the store (so the chart in the screenshot has a history); today is real.
     const earlier = lastDays(30).slice(0, 29);
     await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: Math.max(0, Math.round(30 + 18 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 20 : 0))) })), lastUsed: [] });
     await page.getByRole('link', { name: 'Usage' }).click();
-    expect(Number(await page.textContent('#usage-images'))).toBe(before + 2);
+    expect(Number(await page.textContent('#usage-images'))).toBe(before.usage.images + 2);
+    const after = await standing();
+    expect(after.quota!.used - before.quota!.used).toBe(2);
+    expect(await page.textContent('label[for="quota-meter"]')).toBe(`This month's quota: ${after.quota!.used} of 500 image credits used`);
     const today = new Date().toISOString().slice(0, 10);
     expect(Number(await page.locator('table.daily tr', { hasText: today }).locator('td').nth(1).textContent())).toBeGreaterThanOrEqual(1);
     await shot(page, 'usage');
     await context.close();
-  });
+  }, 180_000);
 
   it('throttles wrong passwords after 5, refuses a cross-site form post, and sends a page after sign-out to sign-in', async () => {
     const context = await newContext();

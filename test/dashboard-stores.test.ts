@@ -1,4 +1,4 @@
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -52,6 +52,48 @@ storeContract('FileDashboardStore', async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-dash-store-'));
   const keys = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
   return { keys, store: new FileDashboardStore(keys) };
+});
+
+describe('FileDashboardStore files', () => {
+  async function make() {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-dash-files-'));
+    const keys = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+    return { dir, keys, store: new FileDashboardStore(keys) };
+  }
+  const later = () => new Date(Date.now() + 3_600_000).toISOString();
+
+  it('sign-ins, sign-outs and activity flushes leave the key file untouched: they go to a file of their own', async () => {
+    const { dir, keys, store } = await make();
+    await keys.createKey({ accountId: 'a1', plan: 'free' });
+    await store.setHolder({ email: 'x@example.com', accountId: 'a1', passwordHash: 'scrypt$1$1$1$AA$AA', updatedAt: new Date().toISOString() });
+    const before = { text: await readFile(keys.file, 'utf8'), mtimeMs: (await stat(keys.file)).mtimeMs };
+    await new Promise((resolve) => setTimeout(resolve, 20)); // an mtime tick apart
+    await store.createSession('h1', { accountId: 'a1', email: 'x@example.com', csrfToken: 't', createdAt: new Date().toISOString(), expiresAt: later() });
+    await store.addActivity({ daily: [{ accountId: 'a1', day: lastDays(1)[0]!, count: 4 }], lastUsed: [{ keyId: 'key_1', at: new Date().toISOString() }] });
+    await store.deleteSession('h1');
+    expect({ text: await readFile(keys.file, 'utf8'), mtimeMs: (await stat(keys.file)).mtimeMs }).toEqual(before);
+    expect(store.file).toBe(path.join(dir, 'keys.dashboard.json'));
+    expect(JSON.parse(await readFile(store.file, 'utf8')).activity.daily.a1).toEqual({ [lastDays(1)[0]!]: 4 });
+    expect(await store.dailyCounts('a1', lastDays(1))).toEqual([4]);
+  });
+
+  it('reads sessions and activity an older version left in the key file, and moves them out on its first write', async () => {
+    const { keys, store } = await make();
+    await keys.createKey({ accountId: 'a1', plan: 'free' });
+    const data = JSON.parse(await readFile(keys.file, 'utf8'));
+    const today = lastDays(1)[0]!;
+    data.sessions = { old: { accountId: 'a1', email: 'x@example.com', csrfToken: 't', createdAt: new Date().toISOString(), expiresAt: later() } };
+    data.activity = { daily: { a1: { [today]: 7 } }, lastUsed: { key_1: '2026-01-01T00:00:00.000Z' } };
+    await writeFile(keys.file, JSON.stringify(data));
+    expect((await store.findSession('old'))?.csrfToken).toBe('t');
+    expect(await store.dailyCounts('a1', [today])).toEqual([7]);
+    await store.addActivity({ daily: [{ accountId: 'a1', day: today, count: 1 }], lastUsed: [] });
+    expect(await store.dailyCounts('a1', [today])).toEqual([8]);
+    expect((await store.findSession('old'))?.csrfToken).toBe('t');
+    expect(await store.lastUsed(['key_1'])).toEqual({ key_1: '2026-01-01T00:00:00.000Z' });
+    const keyFile = JSON.parse(await readFile(keys.file, 'utf8'));
+    expect([keyFile.sessions, keyFile.activity, keyFile.keys.length]).toEqual([undefined, undefined, 1]);
+  });
 });
 
 describe('on Redis', () => {
@@ -144,7 +186,7 @@ describe('bgcut-keys accounts set-holder', () => {
     expect(text).not.toContain('a long enough password');
     const holder = (JSON.parse(text) as { holders: Array<{ email: string; passwordHash: string }> }).holders[0]!;
     expect(holder.email).toBe('ops@acme.example');
-    expect(holder.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$/);
+    expect(holder.passwordHash).toMatch(/^scrypt\$32768\$8\$3\$/);
     expect(await verifyPassword('a long enough password', holder.passwordHash)).toBe(true);
     expect(await verifyPassword('a long enough passwore', holder.passwordHash)).toBe(false);
   });

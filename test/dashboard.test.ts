@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../src/core/index.js';
@@ -78,13 +80,14 @@ describe('dashboard over HTTP (Express)', () => {
     const signedIn = await client.signIn(HOLDER.email, HOLDER.password);
     expect(signedIn.status).toBe(303);
     expect(signedIn.headers.get('location')).toBe('/dashboard/keys');
-    expect(signedIn.setCookie).toMatch(/^bgcut_session=[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+; Path=\/dashboard; HttpOnly; SameSite=Strict; Max-Age=43200$/);
+    expect(signedIn.setCookie).toMatch(/^bgcut_session=[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+; Max-Age=43200; Path=\/dashboard; HttpOnly; SameSite=Strict$/);
     const keys = await client.request('/dashboard/keys');
     expect(keys.status).toBe(200);
     expect(keys.text).toContain(HOLDER.accountId);
     // The store holds only the id's hash, never the cookie's id.
-    const raw = JSON.stringify(await app.keyStore.readData());
+    const raw = (await readFile(app.keyStore.file, 'utf8')) + (await readFile(app.store.file, 'utf8'));
     const id = signedIn.setCookie!.split('=')[1]!.split('.')[0]!;
+    expect(raw).toContain(createHash('sha256').update(id).digest('hex'));
     expect(raw).not.toContain(id);
 
     const out = await client.request('/dashboard/sign-out', { form: { _csrf: Client.token(keys.text) } });
@@ -258,7 +261,7 @@ describe('dashboard over HTTP (Express)', () => {
     const page = await client.request('/dashboard/usage');
     expect(page.status).toBe(200);
     expect(page.text).toContain('Plan: roomy');
-    expect(page.text).toContain('of 500 images used');
+    expect(page.text).toContain('of 500 image credits used');
     expect(page.text).toMatch(/<rect [^>]*class="bar"/);
     expect((page.text.match(/<tr><td>\d{4}-\d\d-\d\d<\/td>/g) ?? []).length).toBe(30);
   });
@@ -295,12 +298,12 @@ describe('dashboard under HTTPS (as the adapter reports it)', () => {
       const page = await request('GET', '/dashboard/sign-in', {});
       expect(page.headers['strict-transport-security']).toBe('max-age=31536000');
       const csrfCookie = page.headers['set-cookie']!;
-      expect(csrfCookie).toMatch(/^__Host-bgcut_csrf=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure$/);
+      expect(csrfCookie).toMatch(/^__Host-bgcut_csrf=[^;]+; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
       const token = Client.token(page.body.toString());
       const form = new URLSearchParams({ _csrf: token, email: HOLDER.email, password: HOLDER.password }).toString();
       const signedIn = await request('POST', '/dashboard/sign-in', { origin: 'https://dash.example', cookie: csrfCookie.split(';')[0]!, 'content-type': 'application/x-www-form-urlencoded' }, form);
       expect(signedIn.status).toBe(303);
-      expect(signedIn.headers['set-cookie']).toMatch(/^__Host-bgcut_session=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure; Max-Age=43200$/);
+      expect(signedIn.headers['set-cookie']).toMatch(/^__Host-bgcut_session=[^;]+; Max-Age=43200; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
     } finally {
       await app.close();
     }

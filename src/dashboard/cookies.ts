@@ -1,16 +1,13 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { parseCookie, stringifySetCookie } from 'cookie';
 import type { IncomingHeaders } from '../core/http-types.js';
 
-/** Cookies of a request by name (the first of each name wins). */
+/** Cookies of a request by name (jshttp's `cookie`: the first of each name wins, quoted and %-encoded values are decoded). */
 export function readCookies(headers: IncomingHeaders): Map<string, string> {
-  const cookies = new Map<string, string>();
   const header = headers.cookie;
-  for (const part of (Array.isArray(header) ? header.join('; ') : (header ?? '')).split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    const name = part.slice(0, eq).trim();
-    if (name && !cookies.has(name)) cookies.set(name, part.slice(eq + 1).trim());
-  }
+  const parsed = parseCookie(Array.isArray(header) ? header.join('; ') : (header ?? ''));
+  const cookies = new Map<string, string>();
+  for (const [name, value] of Object.entries(parsed)) if (value !== undefined) cookies.set(name, value);
   return cookies;
 }
 
@@ -23,11 +20,20 @@ export interface CookieOptions {
 
 /** Always HttpOnly and SameSite=Strict: no script reads it, no other site's request carries it. */
 export function serializeCookie(name: string, value: string, options: CookieOptions): string {
-  const parts = [`${name}=${value}`, `Path=${options.path}`, 'HttpOnly', 'SameSite=Strict'];
-  if (options.secure) parts.push('Secure');
-  if (options.maxAge !== undefined) parts.push(`Max-Age=${options.maxAge}`);
-  return parts.join('; ');
+  return stringifySetCookie(name, value, {
+    path: options.path,
+    httpOnly: true,
+    sameSite: 'strict',
+    secure: options.secure,
+    ...(options.maxAge !== undefined ? { maxAge: options.maxAge } : {}),
+  });
 }
+
+/*
+ * Signing stays here rather than in `cookie-signature`: that library signs with base64 (`+`, `/`),
+ * which the cookie would then carry %-encoded; base64url needs no encoding. It is the same
+ * HMAC-SHA256 and the same constant-time comparison.
+ */
 
 /** `value.signature`: an HMAC-SHA256 of the value under the dashboard's secret. */
 export function sign(value: string, secret: Buffer): string {

@@ -8,6 +8,6 @@ export type { DashboardStore, AccountHolder, SessionRecord } from './store.js';
 export { EmailTakenError } from './store.js';
 export { FileDashboardStore } from './stores/file-store.js';
 export { RedisDashboardStore, type RedisDashboardStoreOptions } from './stores/redis-store.js';
-export { hashPassword, verifyPassword, passwordProblem, MIN_PASSWORD_LENGTH } from './passwords.js';
+export { hashPassword, verifyPassword, passwordProblem, PasswordHasher, DEFAULT_SCRYPT_COST, MIN_PASSWORD_LENGTH, type ScryptCost, type PasswordCheck } from './passwords.js';
 export { setAccountHolder } from './holders.js';
 export type { SignInThrottleOptions } from './throttle.js';

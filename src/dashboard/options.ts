@@ -3,6 +3,7 @@ import type { ActivityRecorder } from '../core/activity/recorder.js';
 import type { KeyAdmin } from '../core/auth/key-store.js';
 import type { RemoveBgHandler } from '../core/handler.js';
 import type { CoreRequest } from '../core/http-types.js';
+import type { PasswordHasher } from './passwords.js';
 import type { DashboardStore } from './store.js';
 import type { SignInThrottleOptions } from './throttle.js';
 
@@ -45,6 +46,12 @@ export interface DashboardOptions {
   /** Name in the page header. Default `bgcut`. */
   productName?: string;
   onInternalError?: (error: unknown) => void;
+  /**
+   * Hashes and checks holders' passwords. Default: scrypt at DEFAULT_SCRYPT_COST. Give
+   * `new PasswordHasher({ N, r, p })` to raise the cost; a sign-in rehashes a password stored at
+   * another cost. (Tests give a lower one to stay fast.)
+   */
+  passwordHasher?: PasswordHasher;
 }
 
 export function resolveDashboardOptions(options: DashboardOptions) {

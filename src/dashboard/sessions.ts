@@ -23,23 +23,26 @@ const hashId = (id: string) => createHash('sha256').update(id).digest('hex');
 
 /**
  * Embedded sign-in sessions: a random 256-bit id in a signed, HttpOnly, SameSite=Strict cookie
- * (Secure, and `__Host-` named, under HTTPS); the store holds only the id's SHA-256, the account
+ * (Secure and `__Host-` named under HTTPS, or as `secureCookies` says); the store holds only the id's SHA-256, the account
  * and the session's anti-forgery token. A new id at every sign-in (no fixation).
  */
 export class Sessions {
   constructor(private readonly config: ResolvedDashboardOptions) {}
 
-  private names(https: boolean) {
-    return https ? { session: '__Host-bgcut_session', csrf: '__Host-bgcut_csrf', path: '/' } : { session: 'bgcut_session', csrf: 'bgcut_csrf', path: this.config.basePath };
-  }
-
-  private secure(https: boolean): boolean {
-    return this.config.secureCookies === 'auto' ? https : this.config.secureCookies;
+  /**
+   * Whether this response's cookies are Secure, and so `__Host-` named (a browser accepts such a
+   * name only on a Secure, Path=/ cookie with no Domain): both follow from this one answer.
+   */
+  private cookieNames(https: boolean) {
+    const secure = this.config.secureCookies === 'auto' ? https : this.config.secureCookies;
+    return secure
+      ? { secure, session: '__Host-bgcut_session', csrf: '__Host-bgcut_csrf', path: '/' }
+      : { secure, session: 'bgcut_session', csrf: 'bgcut_csrf', path: this.config.basePath };
   }
 
   async visitor(request: CoreRequest): Promise<Visitor> {
     const https = request.protocol === 'https';
-    const names = this.names(https);
+    const names = this.cookieNames(https);
     const cookies = readCookies(request.headers);
     const visitor: Visitor = { https, csrfToken: '' };
     if (this.config.authenticateAccountHolder) {
@@ -60,7 +63,7 @@ export class Sessions {
       if (token) visitor.csrfToken = token;
       else {
         visitor.csrfToken = random();
-        visitor.setCookie = serializeCookie(names.csrf, sign(visitor.csrfToken, this.config.secret), { path: names.path, secure: this.secure(https) });
+        visitor.setCookie = serializeCookie(names.csrf, sign(visitor.csrfToken, this.config.secret), { path: names.path, secure: names.secure });
       }
     }
     return visitor;
@@ -78,18 +81,18 @@ export class Sessions {
       expiresAt: new Date(now + this.config.sessionTtlMs).toISOString(),
     };
     await this.config.store.createSession(hashId(id), session);
-    const names = this.names(visitor.https);
+    const names = this.cookieNames(visitor.https);
     visitor.setCookie = serializeCookie(names.session, sign(id, this.config.secret), {
       path: names.path,
-      secure: this.secure(visitor.https),
+      secure: names.secure,
       maxAge: Math.floor(this.config.sessionTtlMs / 1000),
     });
   }
 
   async end(visitor: Visitor): Promise<void> {
     if (visitor.sessionIdHash) await this.config.store.deleteSession(visitor.sessionIdHash);
-    const names = this.names(visitor.https);
-    visitor.setCookie = serializeCookie(names.session, '', { path: names.path, secure: this.secure(visitor.https), maxAge: 0 });
+    const names = this.cookieNames(visitor.https);
+    visitor.setCookie = serializeCookie(names.session, '', { path: names.path, secure: names.secure, maxAge: 0 });
   }
 
   finish(visitor: Visitor, response: CoreResponse): CoreResponse {

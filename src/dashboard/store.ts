@@ -23,8 +23,8 @@ export interface SessionRecord {
 }
 
 /**
- * What the dashboard keeps beside the keys, in the same place as them: FileDashboardStore (in
- * the key file) or RedisDashboardStore (in the key store's Redis).
+ * What the dashboard keeps beside the keys: FileDashboardStore (holders in the key file,
+ * sessions and activity in a file beside it) or RedisDashboardStore (in the key store's Redis).
  */
 export interface DashboardStore extends ActivityStore {
   findAccount(accountId: string): Promise<Account | undefined>;

@@ -2,53 +2,134 @@ import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
 export interface SignInThrottleOptions {
-  /** Wrong passwords for one email before it is locked for `windowSeconds`. Default 5. */
-  perEmail?: number;
-  /** Wrong passwords from one client address before it is locked. Default 20. */
+  /** Wrong passwords for one email from one client address before that pair is locked for `windowSeconds`. Default 5. */
+  perEmailAndAddress?: number;
+  /** Wrong passwords from one client address, whatever the email, before the address is locked for `windowSeconds`. Default 20. */
   perAddress?: number;
+  /** Wrong passwords for one email from all addresses together in 24 hours before the email is locked until that day is over. Default 50. */
+  perEmailPerDay?: number;
+  /** Wrong current passwords on one account's password-change form before that form is locked for `windowSeconds`. Default 5. */
+  passwordChangePerAccount?: number;
   /** The window and lock-out, in seconds. Default 900 (15 minutes). */
   windowSeconds?: number;
 }
 
+/** An attempt that may go ahead: it has been counted already; `settle` says how it ended. */
+export interface Admitted {
+  allowed: true;
+  /**
+   * A right password gives its points back (and clears the consecutive-failure count); a wrong
+   * one keeps them. Resolves with the seconds the caller is now locked out for (0 when not).
+   */
+  settle(valid: boolean): Promise<number>;
+}
+
+export interface Refused {
+  allowed: false;
+  /** Seconds until another try may be made. */
+  retryAfterSeconds: number;
+}
+
+interface Counter {
+  limiter: RateLimiterAbstract;
+  /** Lock-out set once the last point is used (0: none beyond the window's own end). */
+  blockSeconds: number;
+  /** A success deletes the count (consecutive failures) instead of giving one point back. */
+  resetOnSuccess: boolean;
+}
+
+const DAY_SECONDS = 86_400;
+
 /**
- * Sign-in throttling with rate-limiter-flexible: failures are counted per email and per client
- * address (in Redis when there is one, so every instance shares them); once either count is
- * reached, further tries are refused, right or wrong, until the window passes. A success clears
- * the email's count.
+ * Sign-in and password-change throttling with rate-limiter-flexible, after its login-endpoint
+ * recipe: every attempt consumes a point BEFORE the password is checked, so parallel guesses
+ * cannot all pass a check made before any of them was counted; a right password gives the
+ * points back. Sign-in is counted per email and client address (someone else's wrong guesses
+ * do not lock a holder out), per address (one address trying many emails), and per email over
+ * a day (many addresses trying one email). Password changes are counted per account, apart
+ * from sign-in. Counts live in Redis when there is one, so every instance shares them.
  */
 export class SignInThrottle {
-  readonly perEmail: number;
+  readonly perEmailAndAddress: number;
   readonly perAddress: number;
-  private readonly byEmail: RateLimiterAbstract;
-  private readonly byAddress: RateLimiterAbstract;
+  readonly perEmailPerDay: number;
+  readonly passwordChangePerAccount: number;
+  readonly windowSeconds: number;
+  private readonly byEmailAndAddress: Counter;
+  private readonly byAddress: Counter;
+  private readonly byEmailPerDay: Counter;
+  private readonly byAccountPasswordChange: Counter;
 
   constructor(options: SignInThrottleOptions, redis: Redis | undefined, prefix: string) {
-    this.perEmail = options.perEmail ?? 5;
-    this.perAddress = options.perAddress ?? 20;
-    const duration = options.windowSeconds ?? 900;
-    const make = (name: string, points: number): RateLimiterAbstract =>
-      redis
-        ? new RateLimiterRedis({ storeClient: redis, keyPrefix: `${prefix}:signin:${name}`, points, duration, blockDuration: duration, rejectIfRedisNotReady: true })
-        : new RateLimiterMemory({ keyPrefix: `${prefix}:signin:${name}`, points, duration, blockDuration: duration });
-    this.byEmail = make('email', this.perEmail);
-    this.byAddress = make('address', this.perAddress);
-  }
-
-  /** Seconds until sign-in may be tried again, or 0 when it may be tried now. */
-  async lockedFor(email: string, address: string): Promise<number> {
-    const [e, a] = await Promise.all([this.byEmail.get(email), this.byAddress.get(address)]);
-    const wait = (res: RateLimiterRes | null, limit: number) => (res && res.consumedPoints >= limit ? Math.ceil(res.msBeforeNext / 1000) : 0);
-    return Math.max(wait(e, this.perEmail), wait(a, this.perAddress));
-  }
-
-  async failed(email: string, address: string): Promise<void> {
-    const swallowLimit = (error: unknown) => {
-      if (!(error instanceof RateLimiterRes)) throw error;
+    this.perEmailAndAddress = positive('perEmailAndAddress', options.perEmailAndAddress ?? 5);
+    this.perAddress = positive('perAddress', options.perAddress ?? 20);
+    this.perEmailPerDay = positive('perEmailPerDay', options.perEmailPerDay ?? 50);
+    this.passwordChangePerAccount = positive('passwordChangePerAccount', options.passwordChangePerAccount ?? 5);
+    this.windowSeconds = positive('windowSeconds', options.windowSeconds ?? 900);
+    const make = (name: string, points: number, duration: number, blockSeconds: number, resetOnSuccess: boolean): Counter => {
+      const common = { keyPrefix: `${prefix}:signin:${name}`, points, duration };
+      const limiter = redis ? new RateLimiterRedis({ ...common, storeClient: redis, rejectIfRedisNotReady: true }) : new RateLimiterMemory(common);
+      return { limiter, blockSeconds, resetOnSuccess };
     };
-    await Promise.all([this.byEmail.consume(email).catch(swallowLimit), this.byAddress.consume(address).catch(swallowLimit)]);
+    const window = this.windowSeconds;
+    this.byEmailAndAddress = make('email-address', this.perEmailAndAddress, window, window, true);
+    this.byAddress = make('address', this.perAddress, window, window, false);
+    this.byEmailPerDay = make('email-day', this.perEmailPerDay, DAY_SECONDS, 0, false);
+    this.byAccountPasswordChange = make('password-change', this.passwordChangePerAccount, window, window, true);
   }
 
-  async succeeded(email: string): Promise<void> {
-    await this.byEmail.delete(email);
+  /** Counts a sign-in attempt of `email` from `address`, before its password is checked. */
+  signIn(email: string, address: string): Promise<Admitted | Refused> {
+    // Narrowest first: once the attacker's own pair is locked, its further tries are refused
+    // before they can use up the address's or, worse, the email's daily allowance.
+    return this.attempt([
+      [this.byEmailAndAddress, `${email}\n${address}`],
+      [this.byAddress, address],
+      [this.byEmailPerDay, email],
+    ]);
   }
+
+  /** Counts an attempt to change `accountId`'s password, before its current password is checked. */
+  passwordChange(accountId: string): Promise<Admitted | Refused> {
+    return this.attempt([[this.byAccountPasswordChange, accountId]]);
+  }
+
+  private async attempt(counters: Array<[Counter, string]>): Promise<Admitted | Refused> {
+    const consumed: Array<{ counter: Counter; key: string; res: RateLimiterRes }> = [];
+    for (const [counter, key] of counters) {
+      try {
+        consumed.push({ counter, key, res: await counter.limiter.consume(key) });
+      } catch (error) {
+        if (!(error instanceof RateLimiterRes)) throw error;
+        // Refused here: the counts taken before this one were for a try that is not made.
+        await Promise.all(consumed.map(({ counter: c, key: k }) => c.limiter.reward(k, 1)));
+        return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(error.msBeforeNext / 1000)) };
+      }
+    }
+    return {
+      allowed: true,
+      settle: async (valid) => {
+        if (valid) {
+          await Promise.all(consumed.map(({ counter, key }) => (counter.resetOnSuccess ? counter.limiter.delete(key) : counter.limiter.reward(key, 1))));
+          return 0;
+        }
+        // This failure used a last point: lock now, so the person learns it on this answer.
+        const waits = await Promise.all(
+          consumed
+            .filter(({ res }) => res.remainingPoints === 0)
+            .map(async ({ counter, key, res }) => {
+              if (counter.blockSeconds === 0) return Math.ceil(res.msBeforeNext / 1000);
+              await counter.limiter.block(key, counter.blockSeconds);
+              return counter.blockSeconds;
+            }),
+        );
+        return Math.max(0, ...waits);
+      },
+    };
+  }
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`dashboard throttle.${name} must be a positive integer, got ${value}`);
+  return value;
 }

@@ -160,7 +160,7 @@ async function assemble(target: string, entry: ResourceEntry, dataDir: string): 
 }
 
 /** Written under a unique name then renamed, so concurrent starts never see a half-written model. */
-async function writeAtomically(target: string, bytes: Uint8Array): Promise<void> {
+export async function writeAtomically(target: string, bytes: Uint8Array): Promise<void> {
   const partial = `${target}.${process.pid}.${Date.now()}.partial`;
   try {
     await writeFile(partial, bytes, { mode: 0o600 });

@@ -18,10 +18,11 @@ export type JsonObject = { [key: string]: unknown };
 
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
-export const OPERATION_CODES: Record<'removeBackground' | 'getAccount', ErrorCode[]> = {
+export const OPERATION_CODES: Record<'removeBackground' | 'getAccount' | 'listModels', ErrorCode[]> = {
   // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
   removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed'),
   getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'],
+  listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'],
 };
 
 const RATE_LIMIT_HEADERS = {
@@ -86,6 +87,17 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           parameters: [
             ...OUTPUT_OPTION_NAMES.map((name) => ({ name, in: 'query', required: false, schema: optionProperties[name] })),
             { name: 'Accept', in: 'header', required: false, description: '`application/json` for the JSON answer.', schema: { type: 'string' } },
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              required: false,
+              description:
+                'Makes retries safe: the first request with a key is run and charged; a retry with the same key within 24 hours is not charged again and ' +
+                'gets the first answer (with `Idempotent-Replayed: true`) while it is kept (10 minutes by default), `409 idempotency_key_in_use` while the first is still running, ' +
+                'and `422 idempotency_key_reused` if the request differs (another image, options or path). Keys are per account; a request that fails is not charged and frees its key. ' +
+                'Use a new random UUID per request and keep it across that request\'s retries.',
+              schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
+            },
           ],
           requestBody: {
             required: true,
@@ -120,6 +132,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
                 ...Object.fromEntries(Object.keys(IMAGE_HEADERS).map((name) => [name, headerRef(name)])),
                 ...rateLimitHeaderRefs(true),
                 'Content-Disposition': { description: 'inline, with a file name derived from the upload\'s.', schema: { type: 'string' } },
+                'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key (not charged again).', schema: { type: 'string', enum: ['true'] } },
               },
               content: {
                 ...Object.fromEntries(Object.values(FORMATS).map((format) => [format.contentType, { schema: { type: 'string', contentMediaType: format.contentType } }])),
@@ -141,6 +154,18 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
               content: { 'application/json': { schema: ref('Account') } },
             },
             ...problemResponses(OPERATION_CODES.getAccount),
+          },
+        },
+      },
+      '/v1/models': {
+        get: {
+          operationId: 'listModels',
+          summary: 'The models this API serves: family, input size, licence and what each quality mode costs',
+          description: 'Public, like this document. Which models an account\'s plan allows is in `GET /v1/account`.',
+          security: [],
+          responses: {
+            '200': { description: 'Every model a request may name with `model`, the default first.', content: { 'application/json': { schema: ref('ModelList') } } },
+            ...problemResponses(OPERATION_CODES.listModels),
           },
         },
       },
@@ -187,6 +212,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           },
         },
         Account: accountSchema(context),
+        ModelList: modelListSchema(context),
       },
     },
   };
@@ -252,6 +278,33 @@ function accountSchema(context: OpenApiContext): JsonObject {
       }),
       rate: { type: 'object', required: ['limit', 'remaining', 'resetSeconds'], properties: { limit: int, remaining: int, resetSeconds: int } },
       inProgress: int,
+    },
+  };
+}
+
+function modelListSchema(context: OpenApiContext): JsonObject {
+  const mode = { type: 'object', required: ['size', 'passes'], properties: { size: { type: 'integer', description: 'Model input size, px.' }, passes: { type: 'integer', description: 'Most model passes per cutout.' } } };
+  return {
+    type: 'object',
+    required: ['models'],
+    properties: {
+      models: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['name', 'default', 'family', 'input', 'licence', 'commercialUse', 'modes'],
+          properties: {
+            name: { type: 'string', description: 'What `model` names.', examples: context.models },
+            default: { type: 'boolean', description: 'Used when a request names no model.' },
+            family: { type: 'string', description: '`u2net`, `isnet`, `birefnet`, `bria-rmbg`, `ben2`, or `custom`.' },
+            input: { type: 'object', required: ['width', 'height'], properties: { width: { type: 'integer' }, height: { type: 'integer' } } },
+            licence: { type: 'string', description: 'The weights\' licence (SPDX where there is one).' },
+            commercialUse: { oneOf: [{ type: 'boolean' }, { type: 'null' }], description: 'False when the licence forbids commercial use; null when unknown.' },
+            notice: { type: 'string', description: 'Present when the licence restricts use.' },
+            modes: { type: 'object', required: ['fast', 'balanced', 'best'], properties: { fast: mode, balanced: mode, best: mode } },
+          },
+        },
+      },
     },
   };
 }

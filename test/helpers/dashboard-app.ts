@@ -1,9 +1,9 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ActivityRecorder, createRemoveBgHandler, FileKeyStore, type Plans, type RemoveBgHandler } from '../../src/core/index.js';
-import { createDashboard, FileDashboardStore, setAccountHolder, type Dashboard, type DashboardOptions } from '../../src/dashboard/index.js';
+import { createDashboard, FileDashboardStore, PasswordHasher, setAccountHolder, type Dashboard, type DashboardOptions } from '../../src/dashboard/index.js';
 import { createExpressApp } from '../../examples/express-app.js';
 import { createFastifyApp } from '../../examples/fastify-app.js';
 import { captureInternalError } from './log-capture.js';
@@ -12,6 +12,12 @@ export const HOLDER = { email: 'ada@example.com', password: 'correct horse batte
 export const OTHER = { email: 'bob@example.com', password: 'another long password', accountId: 'acct_bob' };
 export const DASHBOARD_PLANS: Plans = { roomy: { requestsPerMinute: 1000, monthlyQuota: { unit: 'images', amount: 500 } } };
 const SECRET = 'test-secret-that-is-at-least-32-bytes-long';
+/**
+ * scrypt at N = 2^10 (about 1 ms, not 1 s on this box), so the suites stay fast. The default
+ * cost is checked by its own tests (dashboard-security.test.ts), which also sign in through a
+ * dashboard left at the default.
+ */
+export const FAST_HASHER = new PasswordHasher({ N: 2 ** 10, r: 8, p: 1 });
 
 export interface DashboardApp {
   url: string;
@@ -20,6 +26,8 @@ export interface DashboardApp {
   store: FileDashboardStore;
   activity: ActivityRecorder;
   dashboard: Dashboard;
+  /** Every request the server answered, as `status METHOD url`, in order of completion. */
+  served: string[];
   close(): Promise<void>;
 }
 
@@ -40,7 +48,7 @@ export async function startDashboardApp(
     await keyStore.update((data) => {
       data.keys = data.keys.filter((k) => k.id !== record.id);
     });
-    await setAccountHolder(store, who.accountId, who.email, who.password);
+    await setAccountHolder(store, who.accountId, who.email, who.password, FAST_HASHER);
   }
   const handler = createRemoveBgHandler({
     keyStore,
@@ -49,15 +57,20 @@ export async function startDashboardApp(
     inference: { address: options.inferenceAddress ?? '127.0.0.1:1', timeoutMs: 30_000, startupTimeoutMs: 1000 },
     onInternalError: captureInternalError,
   });
-  const dashboard = createDashboard({ handler, keyStore, store, activity, secret: SECRET, onInternalError: (e) => console.error(e), ...options.dashboard });
+  const dashboard = createDashboard({ handler, keyStore, store, activity, secret: SECRET, passwordHasher: FAST_HASHER, onInternalError: (e) => console.error(e), ...options.dashboard });
   let url: string;
   let stop: () => Promise<void>;
+  const served: string[] = [];
+  const watch = (server: Server) =>
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => res.on('finish', () => served.push(`${res.statusCode} ${req.method} ${req.url}`)));
   if (options.framework === 'fastify') {
     const app = await createFastifyApp(handler, '', dashboard);
     url = await app.listen({ port: 0, host: '127.0.0.1' });
+    watch(app.server);
     stop = () => app.close();
   } else {
     const server: Server = createExpressApp(handler, '', dashboard).listen(0, '127.0.0.1');
+    watch(server);
     await new Promise((resolve) => server.once('listening', resolve));
     const address = server.address();
     url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
@@ -74,6 +87,7 @@ export async function startDashboardApp(
     store,
     activity,
     dashboard,
+    served,
     async close() {
       await stop();
       await activity.close();

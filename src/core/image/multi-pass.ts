@@ -160,7 +160,7 @@ export async function segmentAtQuality(
     modelMs += elapsed;
     inferenceMs += serverRunMs ?? elapsed;
     if (mask.length !== w * h) throw new Error(`model returned ${mask.length} mask values`);
-    return maskToGrey(mask, profile.minMaxNormalize);
+    return maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
   };
   const { width: mw, height: mh } = sized;
   /** A pass on `rgb` (w x h), and on its mirror when asked; their merged mask. */

@@ -157,7 +157,7 @@ export async function segment(
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
-  const grey = maskToGrey(mask, profile.minMaxNormalize);
+  const grey = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
   // Bilinear: a smooth mask upscale, and the cheapest kernel that is not blocky.
   const buildAlpha = () => upscaleMask(grey, profile.width, profile.height, width, height);
   const alpha = decoded ? buildAlpha() : Buffer.alloc(0);

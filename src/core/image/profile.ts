@@ -42,6 +42,14 @@ export interface PreprocessingProfile {
    * (and `best` with BEST_PASSES).
    */
   modes?: Partial<Record<Quality, ModePlan>>;
+  /**
+   * `sigmoid`: the FP32 output holds logits (BiRefNet), turned into probabilities before the
+   * stretch. Default `none`: the output already holds probabilities. Only for FP32 outputs: a
+   * prepared model applies it inside its graph.
+   */
+  outputActivation?: OutputActivation;
+  /** What `GET /v1/models` says about the model (family, licence); absent for a custom one. */
+  about?: ModelAbout;
 }
 
 /** What one quality mode runs on a model that takes any size. */
@@ -50,6 +58,25 @@ export interface ModePlan {
   size: number;
   /** `best`: the passes after the first (crop, mirrors, other sizes of the whole image). */
   passes?: BestPasses;
+}
+
+export type OutputActivation = 'none' | 'sigmoid';
+
+/** What a quality mode costs on a model, as `GET /v1/models` lists it. */
+export interface ModeCost {
+  /** Model input width and height, in pixels, for the whole image. */
+  size: number;
+  /** Most model passes one cutout runs in this mode. */
+  passes: number;
+}
+
+export interface ModelAbout {
+  /** The model family (`u2net`, `isnet`, `birefnet`, `bria-rmbg`, `ben2`). */
+  family: string;
+  /** The weights' licence, SPDX where there is one (e.g. `MIT`, `Apache-2.0`, `CC-BY-NC-4.0`). */
+  licence: string;
+  /** False when the licence forbids commercial use (bria-rmbg 2.0); null when unknown (a custom file). */
+  commercialUse: boolean | null;
 }
 
 export type InputDatatype = 'FP32' | 'UINT8';
@@ -119,4 +146,8 @@ export function validateProfile(profile: PreprocessingProfile): void {
   if (!['FP32', 'UINT8', undefined].includes(profile.inputDatatype)) throw new RangeError('profile inputDatatype must be FP32 or UINT8');
   if (!['NCHW', 'NHWC', undefined].includes(profile.inputLayout)) throw new RangeError('profile inputLayout must be NCHW or NHWC');
   if (!['FP32', 'UINT8', 'UINT16', undefined].includes(profile.outputDatatype)) throw new RangeError('profile outputDatatype must be FP32, UINT8 or UINT16');
+  if (!['none', 'sigmoid', undefined].includes(profile.outputActivation)) throw new RangeError('profile outputActivation must be none or sigmoid');
+  if (profile.outputActivation === 'sigmoid' && (profile.outputDatatype ?? 'FP32') !== 'FP32') {
+    throw new RangeError('profile outputActivation sigmoid needs an FP32 output (a fixed-point mask is already a probability)');
+  }
 }

@@ -1,13 +1,14 @@
 import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
 import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
-import { decodeFullSize, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { Admitted } from './admission.js';
-import { untilAborted } from './abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
+import { traceStep } from '../../tracing/otel.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -44,6 +45,9 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   const quota = scope.hold(refund);
 
   const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
+  // The mask alone of an opaque image needs no full-size decode at all: only the model's input
+  // is decoded (an image with alpha is decoded for its own alpha, folded into the mask).
+  const needsFullDecode = order.output.channels !== 'alpha' || order.probe.hasAlpha;
   // Decode the full size while the model runs when there is memory for it now; else later.
   const early = deps.pixelBudget.tryTake(order.pixels);
   let pixels = early ? scope.hold(early) : undefined;
@@ -52,17 +56,22 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
     const profile = deps.profiles[order.modelName]!;
-    segmentation = await segmentAtQuality(
-      order.output.quality,
-      order.upload.file,
-      order.probe,
-      profile,
-      deps.model(order.modelName),
-      deps.imageLimits,
-      signal,
-      Boolean(pixels),
-      planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
-    );
+    const segment = () =>
+      segmentAtQuality(
+        order.output.quality,
+        order.upload.file,
+        order.probe,
+        profile,
+        deps.model(order.modelName),
+        deps.imageLimits,
+        signal,
+        Boolean(pixels) && needsFullDecode,
+        planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
+      );
+    // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
+    segmentation = await traceStep('bgcut.segment', segment, {
+      past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0), attributes: stageAttributes(seg.timings) }],
+    });
   } finally {
     await slot.release();
   }
@@ -72,8 +81,13 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
-  await decodeFullSize(segmentation, deps.imageLimits);
-  const rendered = await renderOutput(segmentation, order.output, render);
+  if (needsFullDecode) await decodeFullSize(segmentation, deps.imageLimits);
+  else fullSizeAlpha(segmentation);
+  // Encoding is the last step of renderOutput.
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
+    attributes: { 'bgcut.output.format': order.output.format },
+    past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
+  });
   await pixels.release();
 
   // Charged for good only if the client is still there to get the cutout.
@@ -81,6 +95,11 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   quota.keep();
   await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
   return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
+}
+
+/** Milliseconds per stage, as span attributes. */
+function stageAttributes(timings: Segmentation['timings']): Record<string, number> {
+  return Object.fromEntries(Object.entries(timings).map(([stage, ms]) => [`bgcut.stage.${stage}_ms`, Math.round((ms ?? 0) * 10) / 10]));
 }
 
 function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {

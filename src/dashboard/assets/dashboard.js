@@ -51,6 +51,10 @@ if (form) {
     }
     const body = new FormData();
     body.append('format', document.getElementById('format').value);
+    for (const id of ['quality', 'model']) {
+      const select = document.getElementById(id);
+      if (select) body.append(id, select.value);
+    }
     if (document.getElementById('use-bg')?.checked) body.append('bg_color', document.getElementById('bg-color').value);
     if (document.getElementById('crop')?.checked) body.append('crop', 'true');
     body.append('file', picked, picked.name);

@@ -50,6 +50,7 @@ export function layout(ctx: PageContext, content: SafeHtml): SafeHtml {
 <meta name="csrf-token" content="${ctx.csrfToken}">
 <meta name="dashboard-base" content="${ctx.base}">
 <title>${ctx.title} · ${ctx.product}</title>
+<link rel="icon" href="${ctx.base}/assets/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${ctx.base}/assets/dashboard.css">
 <script src="${ctx.base}/assets/dashboard.js" defer></script>
 </head>

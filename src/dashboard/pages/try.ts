@@ -1,3 +1,4 @@
+import { QUALITY_QUOTA_WEIGHT } from '../../core/image/multi-pass.js';
 import { html, type SafeHtml } from '../html.js';
 import { layout, type PageContext } from './layout.js';
 
@@ -5,7 +6,24 @@ import { layout, type PageContext } from './layout.js';
  * Try it: the page's script posts the picked image to the dashboard's own `/try` route, which
  * runs the cutout for the signed-in account. No API key is ever in the page.
  */
-export function tryPage(ctx: PageContext, view: { formats: string[]; canCrop: boolean; canColor: boolean }): SafeHtml {
+/** How each quality mode is offered: what it does, and what it counts against the quota. */
+const QUALITY_LABELS: Record<string, string> = {
+  fast: 'Fast',
+  balanced: 'Balanced',
+  best: `Best (${QUALITY_QUOTA_WEIGHT.best} model passes, counts ${QUALITY_QUOTA_WEIGHT.best}×)`,
+};
+
+export interface TryView {
+  formats: string[];
+  canCrop: boolean;
+  canColor: boolean;
+  /** The plan's quality modes (balanced, the default, among them). */
+  qualities: string[];
+  /** The plan's models: a choice is offered when there are several. */
+  models: string[];
+}
+
+export function tryPage(ctx: PageContext, view: TryView): SafeHtml {
   return layout(
     { ...ctx, title: 'Try it', current: 'try' },
     html`<p>Each try counts against your account like any request. Needs JavaScript.</p>
@@ -17,6 +35,14 @@ export function tryPage(ctx: PageContext, view: { formats: string[]; canCrop: bo
   <fieldset class="options"><legend>Options</legend>
     <p><label for="format">Format</label>
     <select id="format" name="format">${view.formats.map((f) => html`<option value="${f}">${f.toUpperCase()}</option>`)}</select></p>
+    ${view.qualities.length > 1
+      ? html`<p><label for="quality">Quality</label>
+    <select id="quality" name="quality">${view.qualities.map((q) => html`<option value="${q}"${q === 'balanced' ? html` selected` : ''}>${QUALITY_LABELS[q] ?? q}</option>`)}</select></p>`
+      : ''}
+    ${view.models.length > 1
+      ? html`<p><label for="model">Model</label>
+    <select id="model" name="model">${view.models.map((m) => html`<option value="${m}">${m}</option>`)}</select></p>`
+      : ''}
     ${view.canColor
       ? html`<p><label><input type="checkbox" id="use-bg" name="use_bg"> Background colour</label>
     <input type="color" id="bg-color" name="bg_color" value="#ffffff" aria-label="Background colour"></p>`

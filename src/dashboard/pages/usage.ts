@@ -1,4 +1,6 @@
 import type { AccountSummary } from '../../core/account-summary.js';
+import { QUALITY_QUOTA_WEIGHT } from '../../core/image/multi-pass.js';
+import type { MonthlyQuota } from '../../core/limits/plans.js';
 import { html, type SafeHtml } from '../html.js';
 import { layout, type PageContext } from './layout.js';
 
@@ -31,12 +33,23 @@ ${bars}
 </details>`;
 }
 
+/**
+ * A quota counts credits, not images or megapixels as such: a megapixel quota charges each
+ * cutout its size rounded up to whole megapixels (at least 1), and quality best counts several
+ * times (core's quotaCost and QUALITY_QUOTA_WEIGHT). The page names them so, beside the
+ * megapixels actually processed.
+ */
+const creditName = (quota: MonthlyQuota) => (quota.unit === 'images' ? 'image credits' : 'megapixel credits');
+const creditRule = (quota: MonthlyQuota) =>
+  `${quota.unit === 'images' ? 'Each cutout uses 1' : 'Each cutout uses its size in megapixels, rounded up (at least 1)'}; quality best uses ${QUALITY_QUOTA_WEIGHT.best} times as many.`;
+
 export function usagePage(ctx: PageContext, view: { summary: AccountSummary; days: string[]; counts: number[] }): SafeHtml {
   const { plan, usage, quota, rate, inProgress } = view.summary;
   const quotaBlock = quota
-    ? html`<p><label for="quota-meter">This month's quota: ${fmt(quota.used)} of ${fmt(quota.amount)} ${quota.unit} used</label>
-<meter id="quota-meter" min="0" max="${quota.amount}" value="${quota.used}" high="${quota.amount * 0.8}" optimum="0">${fmt(quota.used)} / ${fmt(quota.amount)}</meter>
-<span class="hint">${fmt(quota.remaining)} left; resets <time datetime="${quota.resetsAt}">${quota.resetsAt.slice(0, 10)}</time>.</span></p>`
+    ? html`<p><label for="quota-meter">This month's quota: ${fmt(quota.used)} of ${fmt(quota.amount)} ${creditName(quota)} used</label>
+<meter id="quota-meter" min="0" max="${quota.amount}" value="${quota.used}" high="${quota.amount * 0.8}" optimum="0" aria-describedby="quota-rule">${fmt(quota.used)} / ${fmt(quota.amount)}</meter>
+<span class="hint">${fmt(quota.remaining)} left; resets <time datetime="${quota.resetsAt}">${quota.resetsAt.slice(0, 10)}</time>.</span>
+<span class="hint" id="quota-rule">${creditRule(quota)}</span></p>`
     : html`<p>No monthly quota.</p>`;
   return layout(
     { ...ctx, title: 'Usage', current: 'usage' },
@@ -45,7 +58,7 @@ export function usagePage(ctx: PageContext, view: { summary: AccountSummary; day
 <h2 id="month-heading">This month (${usage.month})</h2>
 <dl class="figures">
 <div><dt>Images</dt><dd id="usage-images">${fmt(usage.images)}</dd></div>
-<div><dt>Megapixels</dt><dd>${fmt(usage.megapixels)}</dd></div>
+<div><dt>Megapixels processed</dt><dd id="usage-megapixels">${fmt(usage.megapixels)}</dd></div>
 </dl>
 ${quotaBlock}
 </section>
@@ -61,7 +74,7 @@ ${quotaBlock}
 <h2 id="plan-heading">Plan: ${plan.name}</h2>
 <dl class="limits">
 <dt>Requests per minute</dt><dd>${plan.requestsPerMinute}${plan.burst ? html` (+${plan.burst} burst per hour)` : ''}</dd>
-<dt>Monthly quota</dt><dd>${plan.monthlyQuota ? `${fmt(plan.monthlyQuota.amount)} ${plan.monthlyQuota.unit}` : 'None'}</dd>
+<dt>Monthly quota</dt><dd>${plan.monthlyQuota ? `${fmt(plan.monthlyQuota.amount)} ${creditName(plan.monthlyQuota)}` : 'None'}</dd>
 <dt>Requests at once</dt><dd>${plan.maxConcurrent ?? 'No limit'}</dd>
 <dt>Largest upload</dt><dd>${fmt(plan.maxUploadBytes / 1048576)} MiB</dd>
 <dt>Largest image</dt><dd>${fmt(plan.maxInputMegapixels)} MP</dd>

@@ -2,43 +2,96 @@ import type { ActivityBatch } from '../../core/activity/recorder.js';
 import type { FileKeyStore, KeyFile } from '../../core/auth/file-key-store.js';
 import type { Account } from '../../core/auth/key-store.js';
 import { EmailTakenError, type AccountHolder, type DashboardStore, type SessionRecord } from '../store.js';
+import { JsonFile } from './json-file.js';
 
-/** The dashboard's part of the key file, beside `accounts` and `keys`. */
-interface DashboardData {
+/** What changes often (every sign-in, every activity flush): in the dashboard's own file. */
+interface DashboardFile {
+  version: 1;
+  sessions: Record<string, SessionRecord>;
+  activity: { daily: Record<string, Record<string, number>>; lastUsed: Record<string, string> };
+}
+
+/** The key file's part: the account holders (they change when a password does), and what versions before 0.2 kept there. */
+interface KeyFileWithHolders extends KeyFile {
   holders?: AccountHolder[];
-  sessions?: Record<string, SessionRecord>;
-  activity?: { daily?: Record<string, Record<string, number>>; lastUsed?: Record<string, string> };
+  sessions?: DashboardFile['sessions'];
+  activity?: Partial<DashboardFile['activity']>;
+}
+
+export interface FileDashboardStoreOptions {
+  /** The file for sessions and activity. Default: beside the key file, `keys.json` -> `keys.dashboard.json`. */
+  file?: string;
 }
 
 /** Days of per-day counts kept in the file. */
 const KEEP_DAYS = 32;
 
+const emptyFile = (): DashboardFile => ({ version: 1, sessions: {}, activity: { daily: {}, lastUsed: {} } });
+
 /**
- * The embedded store: account holders, sessions and activity live in the key file itself,
- * written under its lock. Activity arrives in batches (ActivityRecorder), so the file is written
- * at most once per flush interval, never once per request.
+ * The embedded store. Account holders live in the key file (written under its lock, as rarely
+ * as passwords change); sessions and activity in a file of their own, so that sign-ins and the
+ * ActivityRecorder's flush (every 10 s while requests come in) never rewrite the key file, which
+ * every instance re-reads when it changes. Activity arrives in batches, so the dashboard file is
+ * written at most once per flush interval, never once per request.
  */
 export class FileDashboardStore implements DashboardStore {
-  constructor(private readonly keys: FileKeyStore) {}
+  private readonly own: JsonFile<DashboardFile>;
 
-  private async read(): Promise<KeyFile & DashboardData> {
-    return (await this.keys.readData()) as KeyFile & DashboardData;
+  constructor(
+    private readonly keys: FileKeyStore,
+    options: FileDashboardStoreOptions = {},
+  ) {
+    this.own = new JsonFile(options.file ?? keys.file.replace(/(\.json)?$/, '.dashboard.json'), emptyFile);
   }
 
-  private update(change: (data: KeyFile & DashboardData) => void): Promise<void> {
-    return this.keys.update((data) => change(data as KeyFile & DashboardData));
+  /** Where sessions and activity are kept. */
+  get file(): string {
+    return this.own.file;
+  }
+
+  private async readKeys(): Promise<KeyFileWithHolders> {
+    return (await this.keys.readData()) as KeyFileWithHolders;
+  }
+
+  /** Sessions and activity: the dashboard file, or before its first write what an older version left in the key file. */
+  private async read(): Promise<DashboardFile> {
+    return (await this.own.read()) ?? (await this.legacy()) ?? emptyFile();
+  }
+
+  private async legacy(): Promise<DashboardFile | undefined> {
+    const data = await this.readKeys();
+    if (!data.sessions && !data.activity) return undefined;
+    return { version: 1, sessions: data.sessions ?? {}, activity: { daily: data.activity?.daily ?? {}, lastUsed: data.activity?.lastUsed ?? {} } };
+  }
+
+  private async update(change: (data: DashboardFile) => void): Promise<void> {
+    let moved = false;
+    await this.own.update(change, async () => {
+      const old = await this.legacy();
+      moved = old !== undefined;
+      return old;
+    });
+    // The first write carried over what an older version kept in the key file: drop it there, once.
+    if (moved) {
+      await this.keys.update((data) => {
+        delete (data as KeyFileWithHolders).sessions;
+        delete (data as KeyFileWithHolders).activity;
+      });
+    }
   }
 
   async findAccount(accountId: string): Promise<Account | undefined> {
-    return (await this.read()).accounts.find((a) => a.id === accountId);
+    return (await this.readKeys()).accounts.find((a) => a.id === accountId);
   }
 
   async findHolder(email: string): Promise<AccountHolder | undefined> {
-    return (await this.read()).holders?.find((h) => h.email === email);
+    return (await this.readKeys()).holders?.find((h) => h.email === email);
   }
 
   async setHolder(holder: AccountHolder): Promise<void> {
-    await this.update((data) => {
+    await this.keys.update((file) => {
+      const data = file as KeyFileWithHolders;
       const holders = (data.holders ??= []);
       if (holders.some((h) => h.email === holder.email && h.accountId !== holder.accountId)) {
         throw new EmailTakenError(`${holder.email} already signs in to another account`);
@@ -50,7 +103,7 @@ export class FileDashboardStore implements DashboardStore {
   async createSession(idHash: string, session: SessionRecord): Promise<void> {
     await this.update((data) => {
       const now = new Date().toISOString();
-      const sessions = (data.sessions ??= {});
+      const sessions = data.sessions;
       // Expired sessions are dropped whenever a new one is written, so the file does not grow.
       for (const [id, s] of Object.entries(sessions)) if (s.expiresAt <= now) delete sessions[id];
       sessions[idHash] = session;
@@ -59,28 +112,26 @@ export class FileDashboardStore implements DashboardStore {
 
   async findSession(idHash: string): Promise<SessionRecord | undefined> {
     const sessions = (await this.read()).sessions;
-    return sessions && Object.hasOwn(sessions, idHash) ? sessions[idHash] : undefined;
+    return Object.hasOwn(sessions, idHash) ? sessions[idHash] : undefined;
   }
 
   async deleteSession(idHash: string): Promise<void> {
     await this.update((data) => {
-      if (data.sessions) delete data.sessions[idHash];
+      delete data.sessions[idHash];
     });
   }
 
   async deleteSessionsOf(accountId: string, keepIdHash?: string): Promise<void> {
     await this.update((data) => {
-      for (const [id, s] of Object.entries(data.sessions ?? {})) {
-        if (s.accountId === accountId && id !== keepIdHash) delete data.sessions![id];
+      for (const [id, s] of Object.entries(data.sessions)) {
+        if (s.accountId === accountId && id !== keepIdHash) delete data.sessions[id];
       }
     });
   }
 
   async addActivity(batch: ActivityBatch): Promise<void> {
     await this.update((data) => {
-      const activity = (data.activity ??= {});
-      const daily = (activity.daily ??= {});
-      const lastUsed = (activity.lastUsed ??= {});
+      const { daily, lastUsed } = data.activity;
       for (const { accountId, day, count } of batch.daily) {
         const days = (daily[accountId] ??= {});
         days[day] = (days[day] ?? 0) + count;
@@ -94,12 +145,12 @@ export class FileDashboardStore implements DashboardStore {
   }
 
   async dailyCounts(accountId: string, days: string[]): Promise<number[]> {
-    const counts = (await this.read()).activity?.daily?.[accountId] ?? {};
+    const counts = (await this.read()).activity.daily[accountId] ?? {};
     return days.map((day) => counts[day] ?? 0);
   }
 
   async lastUsed(keyIds: string[]): Promise<Record<string, string>> {
-    const all = (await this.read()).activity?.lastUsed ?? {};
+    const all = (await this.read()).activity.lastUsed;
     const found: Record<string, string> = {};
     for (const id of keyIds) if (all[id]) found[id] = all[id];
     return found;
