@@ -30,7 +30,7 @@ export function modelRunner(modelName: string, cacheDir?: string): ModelRunner {
   const start = () =>
     (started ??= startInferenceProcess(['--model', modelName]).then((server) => ({
       server,
-      client: new InferenceClient({ address: server.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 }),
+      client: new InferenceClient({ address: server.address, timeoutMs: 600_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 }),
     })));
   const infer: MaskModel = async (input, signal, size) => {
     const { client } = await start();

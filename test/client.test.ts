@@ -51,7 +51,7 @@ describe('client against the real API', () => {
     await handler.close();
   });
 
-  it('a path: the cut-out, its size, foreground box, file name and rate-limit standing', async () => {
+  it('a path: the cut-out, its size, foreground box, confidence, file name and rate-limit standing', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-client-'));
     const file = path.join(dir, 'holiday.jpg');
     await writeFile(file, scene.bytes);
@@ -60,6 +60,8 @@ describe('client against the real API', () => {
     expect(cutout).toMatchObject({ contentType: 'image/png', filename: 'holiday-nobg.png', width: 320, height: 240, attempts: 1 });
     expect(cutout.rateLimit).toMatchObject({ limit: 1000 });
     expect(cutout.foreground!.width).toBeGreaterThan(100);
+    expect(cutout.confidence).toBeGreaterThan(0.5);
+    expect(cutout.confidence).toBeLessThanOrEqual(1);
     expect(cutout.timings.inference).toBeGreaterThan(0);
     const decoded = await decodeAlpha(Buffer.from(cutout.image));
     expect(alphaIoU(decoded.alpha, scene.truth)).toBeGreaterThan(0.9);

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/image/profile.js';
 import { InferenceClient, ModelMismatchError, readOutput } from '../src/core/inference/inference-client.js';
 import { startInferenceProcess } from './helpers/inference-process.js';
+import { objectOnTexture } from './helpers/synthetic-image.js';
 
 // Field numbers as in the open-inference-protocol repository's grpc_predict_v2.proto.
 const OIP = protobuf.parse(`
@@ -162,16 +163,15 @@ describe('Open Inference Protocol, hand-built requests (shared server, real mode
 
   it('any height and width: the mask comes back at the size sent; a free dimension over maxFreeDim (2048) is INVALID_ARGUMENT', async () => {
     const [height, width] = [256, 384];
-    const pixels = Buffer.alloc(height * width * 3, 255);
-    // A dark square in the middle of white.
-    for (let y = 64; y < 192; y++) pixels.fill(30, (y * width + 128) * 3, (y * width + 256) * 3);
+    const pixels = (await objectOnTexture(width, height, 'raw')).rgb;
     const input = { name: 'image', datatype: 'UINT8', shape: [1, height, width, 3] };
     const { error, response } = await call(client, 'ModelInfer', { modelName: 'isnet', inputs: [input], rawInputContents: [pixels] }, 'ModelInferResponse');
     expect(error).toBeNull();
     expect(response.outputs.map((o: any) => o.shape.map(Number))).toEqual([[1, 1, height, width]]);
     const mask: Buffer = response.rawOutputContents[0];
     expect(mask.length).toBe(height * width);
-    expect(mask[128 * width + 192]).toBeGreaterThan(200);
+    // The disc (centred at 50 %, 55 %) is found; the corner is background.
+    expect(mask[Math.round(height * 0.55) * width + width / 2]).toBeGreaterThan(200);
     expect(mask[5 * width + 5]).toBeLessThan(50);
 
     const tall = { name: 'image', datatype: 'UINT8', shape: [1, 2080, 32, 3] };

@@ -80,6 +80,11 @@ export interface Cutout {
   height: number;
   /** The foreground's box in the returned image; null when the image has no foreground. */
   foreground: Box | null;
+  /**
+   * How sure the model was of this cutout, 0..1 (X-Confidence); undefined from a server that does
+   * not send it. A ranking: send the lowest to a person or retry them with `quality: 'best'`.
+   */
+  confidence: number | undefined;
   rateLimit: RateLimitStanding | undefined;
   /** Milliseconds per server stage, from Server-Timing. */
   timings: Record<string, number>;
@@ -151,6 +156,7 @@ export class BgcutClient {
       width: header('x-width'),
       height: header('x-height'),
       foreground: box.width > 0 && box.height > 0 ? box : null,
+      confidence: response.headers.has('x-confidence') ? Number(response.headers.get('x-confidence')) : undefined,
       rateLimit: rateLimitOf(response.headers),
       timings: timingsOf(response.headers.get('server-timing')),
       attempts,

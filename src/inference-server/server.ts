@@ -480,10 +480,11 @@ export function outputShapeEstimate(output: number[], inputSpec: number[], input
 }
 
 /**
- * Free sizes warm up at this value: large enough that ONNX Runtime sets up what a real image
- * needs, small enough to keep start-up quick.
+ * Free sizes (other than the batch) warm up at this value: the size the built-in model was
+ * exported at and `balanced` runs at, so the first real call finds ONNX Runtime's memory for
+ * that size already set up, as with a fixed-size model.
  */
-const WARM_UP_FREE_DIM = 256;
+const WARM_UP_FREE_DIM = 1024;
 
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
 /**
