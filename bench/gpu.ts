@@ -6,7 +6,7 @@
  * - raw: `session.run` of the prepared model on the provider, in a worker thread with the server's
  *   session options (the SessionPool itself), at batch 1, 4 and 8: ms per run, images per second;
  * - server: images per second through the inference server's ModelInfer from 1, 4 and 8
- *   concurrent callers, with dynamic batching (--max-batch 8) and without (--max-batch 1), and the
+ *   concurrent callers, with dynamic batching (--max-batch 4, the default on an accelerator) and without (--max-batch 1), and the
  *   mean batch the server ran (its `batch_size` response parameter);
  * - e2e: a ~1 MP photo through the whole API (examples/express-app) one request at a time (p50,
  *   p99) and from the largest --clients count at once (images per second), and the API process's CPU per image,
@@ -38,6 +38,8 @@ const { values } = parseArgs({
     batches: { type: 'string', default: '1,4,8' },
     clients: { type: 'string', default: '1,4,8' },
     size: { type: 'string', default: '1024' },
+    only: { type: 'string', default: 'raw,server,e2e' },
+    trace: { type: 'boolean', default: false },
   },
 });
 const runs = Number(values.runs);
@@ -45,6 +47,7 @@ if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at leas
 const batches = values.batches!.split(',').map(Number);
 const clientCounts = values.clients!.split(',').map(Number);
 const size = Number(values.size);
+const sections = new Set(values.only!.split(','));
 const providers = values.providers!.split(',');
 const [modelName, modelSource] = values.model!.includes('=') ? (values.model!.split('=') as [string, string]) : [values.model!, values.model!];
 
@@ -75,20 +78,22 @@ function stacked(n: number) {
 }
 
 // raw: the session as the server runs it (worker thread, same options), batch by batch.
-{
+if (sections.has('raw')) {
   const modelFile = await resolveModelFile(modelSource);
   const pool = new SessionPool({ modelFile, providers, workers: 1, intraOpThreads: Math.min(8, os.availableParallelism()), maxQueue: 1 });
   const signature = await pool.start();
   if (signature.provider !== providers[0]) throw new Error(`session opened on ${signature.provider}, not ${providers[0]}: ${JSON.stringify(signature.skipped)}`);
   const rows: Record<string, unknown>[] = [];
-  console.log('\nraw session.run (worker thread, server options)\n| batch | ms per run (median) | images/s |\n|---|---|---|');
+  // The first run of each shape is reported apart: on CUDA it includes cuDNN's algorithm search.
+  console.log('\nraw session.run (worker thread, server options)\n| batch | first run of the shape, ms | ms per run (median) | images/s |\n|---|---|---|---|');
   for (const batch of batches) {
-    for (let i = 0; i < 3; i++) await pool.run([stacked(batch)], ['mask']);
+    const firstRunMs = round((await pool.run([stacked(batch)], ['mask'])).runMs);
+    for (let i = 0; i < 2; i++) await pool.run([stacked(batch)], ['mask']);
     const ms: number[] = [];
     for (let i = 0; i < runs; i++) ms.push((await pool.run([stacked(batch)], ['mask'])).runMs);
-    const row = { batch, msPerRun: round(median(ms)), imagesPerSecond: round((batch * 1000) / median(ms)) };
+    const row = { batch, firstRunMs, msPerRun: round(median(ms)), imagesPerSecond: round((batch * 1000) / median(ms)) };
     rows.push(row);
-    console.log(`| ${batch} | ${row.msPerRun} | ${row.imagesPerSecond} |`);
+    console.log(`| ${batch} | ${firstRunMs} | ${row.msPerRun} | ${row.imagesPerSecond} |`);
   }
   report.raw = rows;
   await pool.close();
@@ -101,14 +106,19 @@ async function serverThroughput(maxBatch: number) {
   const client = new Service(server.address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 << 20, 'grpc.max_send_message_length': 64 << 20 });
   const one = stacked(1);
   const infer = () =>
-    new Promise<{ ms: number; batch: number }>((resolve, reject) => {
+    new Promise<{ ms: number; batch: number; runMs: number; at: number }>((resolve, reject) => {
       const started = performance.now();
       client.ModelInfer(
         { modelName, inputs: [{ name: one.name, datatype: one.datatype, shape: one.shape }], outputs: [{ name: 'mask' }], rawInputContents: [Buffer.from(one.data)] },
         { deadline: Date.now() + 60_000 },
         (error, response) => {
           if (error) return reject(error);
-          resolve({ ms: performance.now() - started, batch: Number(response!.parameters?.batch_size?.int64Param ?? 1) });
+          resolve({
+            ms: performance.now() - started,
+            batch: Number(response!.parameters?.batch_size?.int64Param ?? 1),
+            runMs: Number(response!.parameters?.session_run_us?.int64Param ?? 0) / 1000,
+            at: started,
+          });
         },
       );
     });
@@ -117,7 +127,7 @@ async function serverThroughput(maxBatch: number) {
     for (let i = 0; i < 5; i++) await infer();
     for (const clients of clientCounts) {
       const perClient = Math.max(runs, 2 * clients);
-      const results: { ms: number; batch: number }[] = [];
+      const results: { ms: number; batch: number; runMs: number; at: number }[] = [];
       const started = performance.now();
       await Promise.all(
         Array.from({ length: clients }, async () => {
@@ -125,7 +135,11 @@ async function serverThroughput(maxBatch: number) {
         }),
       );
       const seconds = (performance.now() - started) / 1000;
+      if (values.trace) {
+        for (const r of results.slice(0, 16)) console.log(`trace max-batch ${maxBatch} callers ${clients}: sent at +${round(r.at - started)} ms, batch ${r.batch}, session.run ${round(r.runMs)} ms, call ${round(r.ms)} ms`);
+      }
       rows.push({
+        meanSessionRunMs: round(results.reduce((a, r) => a + r.runMs, 0) / results.length),
         maxBatch,
         clients,
         imagesPerSecond: round(results.length / seconds),
@@ -140,15 +154,15 @@ async function serverThroughput(maxBatch: number) {
   }
   return rows;
 }
-{
-  const rows = [...(await serverThroughput(8)), ...(await serverThroughput(1))];
+if (sections.has('server')) {
+  const rows = [...(await serverThroughput(4)), ...(await serverThroughput(1))];
   report.server = rows;
-  console.log('\nModelInfer through the inference server (1 image per call)\n| max batch | callers | images/s | p50 ms | p99 ms | mean batch run |\n|---|---|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.maxBatch} | ${r.clients} | ${r.imagesPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.meanBatch} |`);
+  console.log('\nModelInfer through the inference server (1 image per call)\n| max batch | callers | images/s | p50 ms | p99 ms | mean batch run | mean session.run ms |\n|---|---|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.maxBatch} | ${r.clients} | ${r.imagesPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.meanBatch} | ${r.meanSessionRunMs} |`);
 }
 
 // e2e: the whole API in front of a batching server.
-{
+if (sections.has('e2e')) {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-gpu-'));
   const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
   const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });

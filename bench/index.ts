@@ -1,16 +1,30 @@
 /**
- * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
- *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
+ * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-fp16]
+ *                 [--compare other-build/dist] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
- * same machine load:
- * - latency: a ~1 MP photo, time per stage, end-to-end over HTTP and raw in-process
- *   session.run of the same model on the same threads (runs alternate); ratio end-to-end / raw;
+ * same machine load (docs/benchmarks.md describes every section and its figures):
+ * - latency: a ~1 MP photo, time per stage, end-to-end over HTTP and raw session.run of the same
+ *   model as the server runs it (a worker thread of the server's SessionPool, same options and
+ *   threads; runs alternate); ratio end-to-end / raw;
  * - large: the same for a 24 MP photo;
+ * - floor: the API process's CPU per image against the least work of its libraries for the same
+ *   photo and output, in this process (bench/floor.ts); `--compare` adds another build's API;
  * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
  *   the single-stream rate of raw session.run;
- * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads;
- * - soak: RSS of the inference server after request 50 and after request N (default 500).
+ * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads, with glibc's
+ *   default malloc, glibc tuned and jemalloc;
+ * - scale: 1 and 2 API processes (examples/cluster, shared Redis limits) against one inference
+ *   server, 8 clients;
+ * - soak: RSS of the inference server after request 50 and after request N (default 500);
+ * - balancing: p50/p99 over three inference servers, one slowed, for each balancing policy
+ *   (bench/balancing.ts: a tiny model and a delay flag, so the servers do not fight for CPU).
+ * - modes (asked by name only): end to end over HTTP for each `quality` (or those of
+ *   `--qualities fast,balanced`) on the ~1 MP photo, the modes alternating request by request,
+ *   medians, and each mode's ratio to `balanced`;
+ * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
+ *   model that takes any size), with each one's ratio to 1024.
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
@@ -18,24 +32,31 @@
  * runs, since /proc counts in 10 ms ticks) and the tensor bytes each ModelInfer call sends and
  * receives. Latency sections first send `--warmup` requests (default 10) that are not measured:
  * a serving API has answered many, and its JIT-compiled pixel loops are what it runs (the first
- * few requests of a fresh process run them interpreted, 2-3x slower).
+ * few requests of a fresh process run them interpreted, 2-3x slower). `--cpu-prof DIR` profiles
+ * the API and prints a text flame graph (bench/cpu-profile-summary.ts) at the end.
  */
-import ort from 'onnxruntime-node';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
-import { FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
+import { connectRedis, FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE, RedisKeyStore } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
-import { inputShape } from '../src/core/image/profile.js';
-import { imageToTensor } from '../src/core/image/tensor.js';
+import { inputShape, maskShape } from '../src/core/image/profile.js';
+import { QUALITIES } from '../src/core/image/multi-pass.js';
+import { imageToTensor, maskToGrey } from '../src/core/image/tensor.js';
+import { FLOOR_VARIANTS, measureFloor } from './floor.js';
+import { printSummary, summarize } from './cpu-profile-summary.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
+import { SessionPool } from '../src/inference-server/session-pool.js';
+import { chooseAllocator } from '../src/runtime/allocator.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
+import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
+import { balancingBench, printBalancingTable } from './balancing.js';
 
 const { values } = parseArgs({
   options: {
@@ -44,9 +65,14 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '5' },
     soak: { type: 'string', default: '500' },
     json: { type: 'string' },
-    only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
+    only: { type: 'string', default: 'latency,large,concurrency,memory,soak,balancing' },
     model: { type: 'string', default: 'isnet' },
     warmup: { type: 'string', default: '10' },
+    'cpu-prof': { type: 'string' },
+    compare: { type: 'string' },
+    'memory-passes': { type: 'string', default: '2' },
+    qualities: { type: 'string' },
+    sizes: { type: 'string' },
   },
 });
 const warmup = Number(values.warmup);
@@ -54,6 +80,8 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes'];
+for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
 if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
 const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
@@ -88,10 +116,16 @@ const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
 await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
 
 /** The Express example as its own process, on a free port. */
-async function startApi(inferenceAddress: string, extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => void }> {
-  const script = fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
+async function startApi(
+  inferenceAddress: string,
+  extraEnv: Record<string, string> = {},
+  nodeArgs: string[] = [],
+  /** Another build's dist/ folder (--compare), else this one. */
+  build?: string,
+): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+  const script = build ? path.resolve(build, 'examples/express-app.js') : fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     env: {
       ...process.env,
       PORT: String(port),
@@ -99,6 +133,8 @@ async function startApi(inferenceAddress: string, extraEnv: Record<string, strin
       BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
       BGCUT_INFERENCE_ADDRESS: inferenceAddress,
       BGCUT_MODEL_PROFILE: values.model === 'isnet' ? 'isnet' : 'isnet-fp32',
+      // A shared machine can slow the model past the default 30 s deadline.
+      BGCUT_INFERENCE_TIMEOUT_MS: '120000',
       ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -112,10 +148,19 @@ async function startApi(inferenceAddress: string, extraEnv: Record<string, strin
     child.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
   });
   child.stdout!.resume();
-  return { child, url: `http://127.0.0.1:${port}/v1/remove-bg`, stop: () => child.kill('SIGTERM') };
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    child,
+    url: `http://127.0.0.1:${port}/v1/remove-bg`,
+    stop: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
 }
 
-async function post(url: string, image: Buffer): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+async function post(url: string, image: Buffer, query = ''): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+  if (query) url = `${url}?${query}`;
   const form = new FormData();
   form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
   const started = performance.now();
@@ -145,23 +190,24 @@ async function post(url: string, image: Buffer): Promise<{ ms: number; status: n
 }
 
 const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', '--model', values.model!]);
-const api = await startApi(inference.address);
-const session = await ort.InferenceSession.create(await resolveModelFile(values.model!), {
-  intraOpNumThreads: threads,
-  interOpNumThreads: 1,
-  executionMode: 'sequential',
-  graphOptimizationLevel: 'all',
-});
-async function rawRun(image: Buffer): Promise<() => Promise<number>> {
-  const rgb = await sharp(image).autoOrient().removeAlpha().resize(1024, 1024, { fit: 'fill' }).raw().toBuffer();
-  const tensor = imageToTensor(rgb, profile);
-  const feeds = {
-    [profile.inputName]: tensor instanceof Float32Array ? new ort.Tensor('float32', tensor, inputShape(profile)) : new ort.Tensor('uint8', tensor, inputShape(profile)),
-  };
+// --cpu-prof DIR: the API runs under V8's sampling profiler (slower: for where the time goes,
+// not for the figures); its profile is summarised at the end and written to DIR.
+const api = await startApi(inference.address, {}, values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : []);
+// The raw baseline runs the model as the inference server does: in a worker thread of its own,
+// through the same SessionPool, with the same session options and threads; `raw` is the time of
+// session.run alone, measured in the worker, as the server's `inference` stage is.
+const rawPool = new SessionPool({ modelFile: await resolveModelFile(values.model!), providers: ['cpu'], workers: 1, intraOpThreads: threads, maxQueue: 1 });
+await rawPool.start();
+async function rawRun(image: Buffer, size = { width: profile.width, height: profile.height }): Promise<() => Promise<number>> {
+  const sized = { ...profile, ...size };
+  const rgb = await sharp(image).autoOrient().removeAlpha().resize(sized.width, sized.height, { fit: 'fill' }).raw().toBuffer();
+  const tensor = imageToTensor(rgb, sized);
+  const datatype = tensor instanceof Float32Array ? 'FP32' : 'UINT8';
   return async () => {
-    const started = performance.now();
-    await session.run(feeds, [profile.outputName]);
-    return performance.now() - started;
+    // The buffer is transferred to the worker: a fresh copy each run (not timed).
+    const data = tensor.buffer.slice(tensor.byteOffset, tensor.byteOffset + tensor.byteLength) as ArrayBuffer;
+    const { runMs } = await rawPool.run([{ name: profile.inputName, datatype, shape: inputShape(sized), data }], [profile.outputName]);
+    return runMs;
   };
 }
 
@@ -171,14 +217,19 @@ const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cp
   const client = new InferenceClient({ address: inference.address, timeoutMs: 10_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   const meta = await client.metadata('isnet', 10_000);
   client.close();
-  // A free (-1) batch dimension counts as one image.
-  const bytesOf = (t: { datatype: string; shape: number[] }) => t.shape.reduce((a, d) => a * Math.max(1, Number(d)), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
+  // A free (-1) dimension takes the profile's (one image, at balanced's size).
+  const bytesOf = (t: { datatype: string; shape: number[] }, asSent: number[]) =>
+    t.shape.reduce((a, d, i) => a * (Number(d) > 0 ? Number(d) : asSent[i]!), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
   const input = meta.inputs.find((t) => t.name === profile.inputName)!;
   const output = meta.outputs.find((t) => t.name === profile.outputName)!;
-  report.bytesPerCall = { sent: bytesOf(input), received: bytesOf(output) };
-  console.log(`ModelInfer tensor bytes per call (${values.model}): sent ${bytesOf(input)}, received ${bytesOf(output)}`);
+  const sent = bytesOf(input, inputShape(profile));
+  const received = bytesOf(output, maskShape(profile));
+  report.bytesPerCall = { sent, received };
+  console.log(`ModelInfer tensor bytes per call (${values.model}, balanced): sent ${sent}, received ${received}`);
 }
 let rawMedian = NaN;
+/** Processes a section started, stopped at the end even when the section failed. */
+const alsoStop: (() => Promise<void>)[] = [];
 
 /** End-to-end against raw, alternating, with per-stage medians. */
 async function latency(label: string, image: Buffer) {
@@ -220,13 +271,113 @@ async function latency(label: string, image: Buffer) {
 
 try {
   const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
+  const largeImage = async () =>
+    values.large
+      ? await readFile(values.large)
+      : await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
+          .resize(6000, 4000)
+          .jpeg({ quality: 85 })
+          .toBuffer();
   if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
+  if (sections.has('sizes')) {
+    // Raw session.run at each input size (a model that takes any size), sizes alternating.
+    const sizes = (values.sizes ?? '320,512,640,768,1024,1280,1536').split(',').map(Number);
+    if (!sizes.includes(1024)) sizes.push(1024);
+    const runners = await Promise.all(sizes.map((n) => rawRun(photo, { width: n, height: n })));
+    for (const run of runners) await run();
+    const times = sizes.map(() => [] as number[]);
+    for (let i = 0; i < runs; i++) for (const [k, run] of runners.entries()) times[k]!.push(await run());
+    const base = median(times[sizes.indexOf(1024)]!);
+    report.sizes = Object.fromEntries(sizes.map((n, k) => [n, { sessionRunMs: round(median(times[k]!)), ratioTo1024: Math.round((median(times[k]!) / base) * 1000) / 1000 }]));
+    console.log(`\nsizes: raw session.run per input size (${values.model}), medians of ${runs} runs, sizes alternating`);
+    console.log('| size | ms | / 1024 |\n|---|---|---|');
+    for (const [n, r] of Object.entries(report.sizes as Record<string, { sessionRunMs: number; ratioTo1024: number }>)) console.log(`| ${n} | ${r.sessionRunMs} | ${r.ratioTo1024} |`);
+  }
+  if (sections.has('modes')) {
+    const qualities = QUALITIES.filter((q) => (values.qualities ? values.qualities.split(',').includes(q) : true));
+    for (let i = 0; i < warmup; i++) for (const q of qualities) await post(api.url, photo, `quality=${q}`);
+    const times: Record<string, number[]> = {};
+    for (let i = 0; i < runs; i++) {
+      for (const q of qualities) {
+        const result = await post(api.url, photo, `quality=${q}`);
+        if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
+        (times[q] ??= []).push(result.ms);
+      }
+    }
+    const section = Object.fromEntries(qualities.map((q) => [q, { endToEndMs: round(median(times[q]!)), ratioToBalanced: Math.round((median(times[q]!) / median(times.balanced!)) * 1000) / 1000 }]));
+    report.modes_1mp = section;
+    console.log(`\nmodes_1mp: end to end per quality, medians of ${runs} runs after ${warmup} unmeasured each, alternating`);
+    console.log('| quality | ms | / balanced |\n|---|---|---|');
+    for (const q of qualities) console.log(`| ${q} | ${section[q]!.endToEndMs} | ${section[q]!.ratioToBalanced} |`);
+  }
   if (sections.has('large')) {
-    const large = values.large ? await readFile(values.large) : await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
-      .resize(6000, 4000)
-      .jpeg({ quality: 85 })
-      .toBuffer();
-    await latency('latency_24mp', large);
+    await latency('latency_24mp', await largeImage());
+  }
+
+  if (sections.has('floor')) {
+    const images: [string, Buffer][] = [
+      ['photo', photo],
+      ['large', await largeImage()],
+    ];
+    const client = new InferenceClient({ address: inference.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    const rows: Record<string, unknown>[] = [];
+    // --compare DIR: the same requests, alternating, to an API started from another build
+    // (e.g. main's dist/ kept in a temporary folder): before and after side by side in one run.
+    const compared = values.compare ? await startApi(inference.address, {}, [], values.compare) : undefined;
+    if (compared) alsoStop.push(compared.stop);
+    /** Mean CPU ms per request of an API process over `runs` requests, after one unmeasured. */
+    const apiCpuPerImage = async (target: { url: string; child: ChildProcess }, image: Buffer, query: string) => {
+      await post(target.url, image, query);
+      // Requests run one at a time, so the CPU between a request's start and end is its own;
+      // one that failed (a 504 when a loaded machine slows the model past the deadline) is
+      // left out and sent again.
+      let total = 0;
+      for (let ok = 0, failed = 0; ok < runs; ) {
+        const before = cpuMs(target.child.pid!);
+        const r = await post(target.url, image, query);
+        if (r.status === 200) {
+          total += cpuMs(target.child.pid!) - before;
+          ok++;
+        } else if (++failed > runs) throw new Error(`HTTP ${r.status}`);
+      }
+      return total / runs;
+    };
+    console.log(`\nfloor: API process CPU per image against the least work of its libraries (floor: medians of ${runs}, in this process; API: mean of ${runs} requests from /proc, after unmeasured ones)`);
+    const compareHead = compared ? ` | ${values.compare} API CPU ms | its API / floor` : '';
+    console.log(`| image | output | API CPU ms | per MP | floor ms | API / floor${compareHead} | floor parts (ms) |\n|---|---|---|---|---|---|---|${compared ? '---|---|' : ''}`);
+    for (const [label, image] of images) {
+      const meta = await sharp(image).metadata();
+      const mp = ((meta.width ?? 0) * (meta.height ?? 0)) / 1e6;
+      // The model's real answer for this photo, at the model's size.
+      const rgb = await sharp(image).removeAlpha().resize(profile.width, profile.height, { fit: 'fill' }).raw().toBuffer();
+      const { mask } = await client.maskModel('isnet', profile)(imageToTensor(rgb, profile), new AbortController().signal);
+      const modelMask = maskToGrey(mask, profile.minMaxNormalize);
+      for (let i = 0; i < warmup; i++) await post(api.url, image);
+      if (compared) for (let i = 0; i < warmup; i++) await post(compared.url, image);
+      for (const variant of FLOOR_VARIANTS) {
+        const apiCpu = await apiCpuPerImage(api, image, variant.query);
+        const compareCpu = compared ? await apiCpuPerImage(compared, image, variant.query) : undefined;
+        const floor = await measureFloor(image, modelMask, profile, variant, runs);
+        const row = {
+          image: `${label} ${meta.width}x${meta.height} (${mp.toFixed(1)} MP)`,
+          output: variant.name,
+          apiCpuMs: round(apiCpu),
+          apiCpuMsPerMp: round(apiCpu / mp),
+          floorMs: round(floor.ms),
+          ratio: Math.round((apiCpu / floor.ms) * 100) / 100,
+          floorParts: Object.fromEntries(Object.entries(floor.parts).map(([k, v]) => [k, round(v)])),
+          floorInput: floor.inputWay,
+          ...(compareCpu === undefined ? {} : { comparedApiCpuMs: round(compareCpu), comparedRatio: Math.round((compareCpu / floor.ms) * 100) / 100 }),
+        };
+        rows.push(row);
+        const parts = Object.entries(row.floorParts).map(([k, v]) => `${k} ${v}`).join(', ');
+        const before = compareCpu === undefined ? '' : ` | ${row.comparedApiCpuMs} | ${row.comparedRatio}`;
+        console.log(`| ${row.image} | ${row.output} | ${row.apiCpuMs} | ${row.apiCpuMsPerMp} | ${row.floorMs} | **${row.ratio}**${before} | ${parts} (${row.floorInput}) |`);
+      }
+    }
+    client.close();
+    await compared?.stop();
+    report.floor = rows;
   }
 
   if (sections.has('concurrency')) {
@@ -278,19 +429,26 @@ try {
       .resize(4240, 2832)
       .jpeg({ quality: 90 })
       .toBuffer();
-    // The same burst on a fresh API process with glibc's default malloc, and with the settings
-    // the README recommends for Linux (fewer arenas, large blocks mapped and unmapped at once),
-    // alternating, twice each.
-    const variants = { default: {}, 'glibc tuned': GLIBC_MALLOC_TUNING };
+    // The same burst on a fresh API process with glibc's default malloc, with glibc tuned (fewer
+    // arenas, large blocks mapped and unmapped at once) and with jemalloc preloaded, alternating,
+    // twice each.
+    // jemalloc as `npm start` (bgcut-launch) preloads it, when the machine has the library.
+    const jemalloc = chooseAllocator({ ...process.env, LD_PRELOAD: '' });
+    const variants: Record<string, Record<string, string>> = { default: {}, 'glibc tuned': GLIBC_MALLOC_TUNING };
+    if (jemalloc.preload !== null) variants['jemalloc (npm start)'] = { LD_PRELOAD: jemalloc.preload };
+    else console.log(`memory: no jemalloc variant (${jemalloc.reason})`);
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
+    const cpus: Record<string, number[]> = {};
     const statuses = new Set<number>();
-    for (let pass = 0; pass < 2; pass++) {
+    for (let pass = 0; pass < Number(values['memory-passes']); pass++) {
       for (const [name, env] of Object.entries(variants)) {
         const fresh = await startApi(inference.address, env);
         try {
           (idles[name] ??= []).push(rssMb(fresh.child.pid!, 'VmRSS'));
+          const cpuBefore = cpuMs(fresh.child.pid!);
           const results = await Promise.all(Array.from({ length: 16 }, () => post(fresh.url, big)));
+          (cpus[name] ??= []).push((cpuMs(fresh.child.pid!) - cpuBefore) / 16);
           for (const r of results) statuses.add(r.status);
           (peaks[name] ??= []).push(rssMb(fresh.child.pid!, 'VmHWM'));
         } finally {
@@ -302,11 +460,81 @@ try {
       uploads: '16 concurrent 4240x2832 (12 MP) JPEGs',
       statuses: [...statuses],
       glibcTuning: GLIBC_MALLOC_TUNING,
-      ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round) }])),
+      ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round), apiCpuMsPerImage: round(median(cpus[name]!)) }])),
     };
-    console.log(`\nmemory: API process peak RSS under 16 concurrent 12 MP uploads (statuses ${[...statuses].join(',')}), medians of 2 fresh processes each`);
-    console.log('| malloc | idle MB | peak MB |\n|---|---|---|');
-    for (const name of Object.keys(variants)) console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) |`);
+    console.log(`\nmemory: API process peak RSS under 16 concurrent 12 MP uploads (statuses ${[...statuses].join(',')}), medians of ${values['memory-passes']} fresh processes each`);
+    console.log('| malloc | idle MB | peak MB | API CPU ms per 12 MP image |\n|---|---|---|---|');
+    for (const name of Object.keys(variants)) {
+      console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) | ${median(cpus[name]!).toFixed(0)} |`);
+    }
+  }
+
+  if (sections.has('scale')) {
+    // 1 and 2 API processes (examples/cluster: one port, Node's cluster module) sharing Redis
+    // limits, against the one inference server, 8 clients; throughput, and the API tier's CPU
+    // per image (every API process together, from /proc).
+    const redis = await startRedis();
+    const connection = connectRedis(redis.url);
+    const { key: redisKey } = await new RedisKeyStore({ redis: connection }).createKey({ accountId: 'bench', plan: 'bench' });
+    const rows = [];
+    try {
+      for (const processes of [1, 2]) {
+        const port = 20000 + Math.floor(Math.random() * 20000);
+        const child = spawn(process.execPath, [fileURLToPath(new URL('../examples/cluster.js', import.meta.url))], {
+          env: {
+            ...process.env,
+            PORT: String(port),
+            REDIS_URL: redis.url,
+            BGCUT_API_PROCESSES: String(processes),
+            BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
+            BGCUT_INFERENCE_ADDRESS: inference.address,
+            BGCUT_MODEL_PROFILE: values.model === 'isnet' ? 'isnet' : 'isnet-fp32',
+            BGCUT_INFERENCE_TIMEOUT_MS: '120000',
+          },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        const pids: number[] = [child.pid!];
+        await new Promise<void>((resolve, reject) => {
+          let out = '';
+          child.stdout!.on('data', (chunk: Buffer) => {
+            out += chunk.toString();
+            for (const m of out.matchAll(/API process (\d+) listening/g)) if (!pids.includes(Number(m[1]))) pids.push(Number(m[1]));
+            if (pids.length === processes + 1) resolve();
+          });
+          child.once('exit', (code) => reject(new Error(`cluster exited with ${code}`)));
+        });
+        child.stdout!.resume();
+        const url = `http://127.0.0.1:${port}/v1/remove-bg`;
+        const send = async () => {
+          const form = new FormData();
+          form.append('file', new Blob([photo], { type: 'image/jpeg' }), 'photo.jpg');
+          const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': redisKey }, body: form });
+          await response.arrayBuffer();
+          return response.status;
+        };
+        for (let i = 0; i < 2 * processes; i++) await send();
+        const cpuBefore = pids.reduce((sum, pid) => sum + cpuMs(pid), 0);
+        const clients = 8;
+        const perClient = 2;
+        let ok = 0;
+        const started = performance.now();
+        await Promise.all(Array.from({ length: clients }, async () => {
+          for (let i = 0; i < perClient; i++) if ((await send()) === 200) ok++;
+        }));
+        const seconds = (performance.now() - started) / 1000;
+        const cpu = pids.reduce((sum, pid) => sum + cpuMs(pid), 0) - cpuBefore;
+        rows.push({ processes, requests: clients * perClient, ok, throughputPerS: Math.round((ok / seconds) * 1000) / 1000, apiCpuMsPerImage: round(cpu / Math.max(1, ok)) });
+        child.kill('SIGTERM');
+        await new Promise((resolve) => child.once('exit', resolve));
+      }
+    } finally {
+      connection.disconnect();
+      await redis.stop();
+    }
+    report.scale = rows;
+    console.log('\nscale: API processes (one port, shared Redis limits) against one inference server, 8 clients, 1 MP photo');
+    console.log('| API processes | requests | 200 | throughput /s | API tier CPU ms per image |\n|---|---|---|---|---|');
+    for (const r of rows) console.log(`| ${r.processes} | ${r.requests} | ${r.ok} | ${r.throughputPerS} | ${r.apiCpuMsPerImage} |`);
   }
 
   if (sections.has('soak')) {
@@ -323,10 +551,24 @@ try {
     report.soak = { requests: total, rssAt50Mb: round(at50), rssAtEndMb: round(end), growthPercent: round(((end - at50) / at50) * 100) };
     console.log(`\nsoak: inference server RSS ${at50.toFixed(0)} MB at request ${Math.min(50, total)}, ${end.toFixed(0)} MB at request ${total} (${(((end - at50) / at50) * 100).toFixed(1)} %)`);
   }
+
+  if (sections.has('balancing')) {
+    const balancing = await balancingBench();
+    report.balancing = balancing;
+    printBalancingTable(balancing);
+  }
 } finally {
-  api.stop();
-  await session.release();
+  await api.stop();
+  for (const stop of alsoStop) await stop();
+  await rawPool.close();
   await inference.stop();
+}
+if (values['cpu-prof']) {
+  for (const file of (await readdir(values['cpu-prof'])).filter((f) => f.endsWith('.cpuprofile'))) {
+    const summary = summarize(JSON.parse(await readFile(path.join(values['cpu-prof'], file), 'utf8')), 25);
+    printSummary(summary, `API CPU profile ${file}`);
+    await writeFile(path.join(values['cpu-prof'], file.replace(/\.cpuprofile$/, '.folded')), summary.folded);
+  }
 }
 if (values.json) await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`);
 process.exit(0);

@@ -12,9 +12,12 @@ import {
   connectRedis,
   createRemoveBgHandler,
   FileKeyStore,
+  ISNET_PROFILE,
   loadPlansFile,
+  modelProfile,
   PROFILES,
   RedisKeyStore,
+  type PreprocessingProfile,
   type RemoveBgHandler,
   type RemoveBgOptions,
 } from '../src/core/index.js';
@@ -46,9 +49,20 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
 /**
  * The handler as configured by the environment: REDIS_URL (shared keys and limits for many
  * instances; else a key file and in-memory limits), BGCUT_KEYS_FILE, BGCUT_PLANS_FILE,
- * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
+ * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_INFERENCE_TIMEOUT_MS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
  * default; `isnet-fp32` for ISNet as shipped). Access log lines go to stdout, with key ids only.
  */
+/**
+ * BGCUT_MODELS=birefnet-general,isnet: the models the API offers (the first is the default),
+ * each with its profile: `isnet` the built-in one, any other a model rembg users have (see
+ * docs/models.md). The inference server must serve the same names (BGCUT_INFERENCE_MODEL).
+ */
+export function modelsFromEnvironment(): { models: Record<string, PreprocessingProfile>; modelName: string } | Record<string, never> {
+  const names = (process.env.BGCUT_MODELS ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  if (names.length === 0) return {};
+  return { models: Object.fromEntries(names.map((name) => [name, name === 'isnet' ? ISNET_PROFILE : modelProfile(name)])), modelName: names[0]! };
+}
+
 export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
   const redis = process.env.REDIS_URL ? connectRedis(process.env.REDIS_URL) : undefined;
   return createRemoveBgHandler({
@@ -56,7 +70,12 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     redis,
     redisFailureMode: process.env.BGCUT_REDIS_FAILURE_MODE === 'insurance' ? 'insurance' : 'fail-closed',
     ...(process.env.BGCUT_PLANS_FILE ? { plans: loadPlansFile(process.env.BGCUT_PLANS_FILE) } : {}),
-    inference: { address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051', profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet },
+    inference: {
+      address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051',
+      profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet,
+      ...(process.env.BGCUT_INFERENCE_TIMEOUT_MS ? { timeoutMs: Number(process.env.BGCUT_INFERENCE_TIMEOUT_MS) } : {}),
+      ...modelsFromEnvironment(),
+    },
     onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
     exposeMetrics: true,
     ...overrides,

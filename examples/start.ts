@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ActivityRecorder, FileKeyStore } from '../src/core/index.js';
 import { createDashboard, FileDashboardStore, setAccountHolder } from '../src/dashboard/index.js';
-import { createExpressApp, handlerFromEnvironment } from './express-app.js';
+import { createExpressApp, handlerFromEnvironment, modelsFromEnvironment } from './express-app.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
 
 const port = Number(process.env.PORT ?? 3000);
@@ -19,8 +19,13 @@ const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
 const keysFile = process.env.BGCUT_KEYS_FILE ?? '.data/keys.json';
 const demoEmail = 'demo@example.com';
 
+// The launcher's jemalloc preload (npm start) is for the API: the inference server keeps the
+// system malloc it was measured with.
+const { LD_PRELOAD, BGCUT_PRELOADED, ...inheritedEnv } = process.env;
+const inferenceEnv = LD_PRELOAD && LD_PRELOAD !== BGCUT_PRELOADED ? { ...inheritedEnv, LD_PRELOAD } : inheritedEnv;
 const inference = spawn(process.execPath, [fileURLToPath(new URL('../src/inference-server/cli.js', import.meta.url))], {
-  env: { ...process.env, BGCUT_INFERENCE_PORT: String(inferencePort) },
+  // BGCUT_MODELS (see modelsFromEnvironment) names the models for the server too, unless it has its own list.
+  env: { ...inferenceEnv, BGCUT_INFERENCE_PORT: String(inferencePort), ...(process.env.BGCUT_MODELS && !process.env.BGCUT_INFERENCE_MODEL ? { BGCUT_INFERENCE_MODEL: process.env.BGCUT_MODELS } : {}) },
   stdio: ['ignore', 'inherit', 'inherit'],
 });
 inference.on('exit', (code, signal) => {
@@ -37,7 +42,7 @@ const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', label
 const demoPassword = randomBytes(9).toString('base64url');
 await setAccountHolder(dashboardStore, 'demo', demoEmail, demoPassword);
 
-const handler = handlerFromEnvironment({ keyStore, activity, inference: { address: `127.0.0.1:${inferencePort}` } });
+const handler = handlerFromEnvironment({ keyStore, activity, inference: { address: `127.0.0.1:${inferencePort}`, ...modelsFromEnvironment() } });
 const dashboard = createDashboard({ handler, keyStore, store: dashboardStore, activity, secret: dashboardSecret(path.dirname(keysFile)) });
 console.log('waiting for the inference server to load the model...');
 await handler.ready();

@@ -5,7 +5,7 @@ import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // From dist: the pool starts its worker thread from the built session-worker.js.
 import { SessionPool } from '../dist/src/inference-server/session-pool.js';
-import { batchKey, splitOutputs, stackInputs } from '../src/inference-server/batching.js';
+import { batchKey, batchSizes, padInputs, paddedBatchSize, splitOutputs, stackInputs } from '../src/inference-server/batching.js';
 import type { TensorData } from '../src/inference-server/worker-protocol.js';
 
 const { onnx } = onnxProto;
@@ -63,8 +63,8 @@ describe('dynamic batching', () => {
     const { results, stats } = await runSix(4);
     expect(results.map((r) => new Uint8Array(r.outputs[0]!.data)[0])).toEqual([10, 20, 30, 40, 50, 60]);
     expect(results.map((r) => r.outputs[0]!.shape)).toEqual(Array(6).fill([1, 1, 1, 1]));
-    // The first ran alone; the five that waited went as a batch of 4 and then 1.
-    expect(results.map((r) => r.batchSize)).toEqual([1, 4, 4, 4, 4, 1]);
+    // The first ran alone, the five that waited as 4 and then 1: three runs, each padded to 4 images.
+    expect(results.map((r) => r.batchSize)).toEqual([4, 4, 4, 4, 4, 4]);
     expect(stats).toMatchObject({ started: 6, runs: 3 });
   });
 
@@ -77,8 +77,7 @@ describe('dynamic batching', () => {
   it('never stacks images of different sizes', async () => {
     const { results, stats } = await runSix(8, [8, 8, 16, 8, 16, 8]);
     expect(results.map((r) => new Uint8Array(r.outputs[0]!.data)[0])).toEqual([10, 20, 30, 40, 50, 60]);
-    // After the first: the 8x8 calls (2nd, 4th, 6th) as one batch, the 16x16 ones (3rd, 5th) as another.
-    expect(results.map((r) => r.batchSize)).toEqual([1, 3, 2, 3, 2, 3]);
+    // After the first: the 8x8 calls (2nd, 4th, 6th) as one run, the 16x16 ones (3rd, 5th) as another.
     expect(stats.runs).toBe(3);
   });
 });
@@ -88,6 +87,14 @@ describe('batch stacking and splitting', () => {
     expect(batchKey([image(1)], ['mask'])).toBe(batchKey([image(2)], ['mask']));
     expect(batchKey([image(1)], ['mask'])).not.toBe(batchKey([image(1, 16)], ['mask']));
     expect(batchKey([image(1)], ['mask'])).not.toBe(batchKey([image(1)], ['other']));
+  });
+
+  it('pads every batch to maxBatch, so an accelerator session sees one shape, the one warmed up', () => {
+    expect([1, 2, 3, 4].map((n) => paddedBatchSize(n, 4))).toEqual([4, 4, 4, 4]);
+    expect(batchSizes(4)).toEqual([4]);
+    const padded = padInputs(stackInputs([[image(7)], [image(9)], [image(11)]]), 1);
+    expect(padded[0]!.shape).toEqual([4, 8, 8, 3]);
+    expect([...new Uint8Array(padded[0]!.data)].filter((v, i) => i % 192 === 0)).toEqual([7, 9, 11, 0]);
   });
 
   it('refuses to split an output whose batch axis does not match what was stacked', () => {

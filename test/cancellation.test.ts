@@ -4,6 +4,11 @@ import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS } from './helpers/fixtures.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 import { captureInternalError } from './helpers/log-capture.js';
+import { settle } from './helpers/abort-storm.js';
+import { metricValue } from './helpers/fuzz.js';
+import { startInferenceProcess } from './helpers/inference-process.js';
+
+const metricsRequest = () => ({ ...drivenRequest({ url: '/metrics' }).request, method: 'GET' });
 
 /** A key store whose answers wait until the test lets them through. */
 function heldKeyStore(inner: KeyStore) {
@@ -66,8 +71,14 @@ describe('cancellation: a request whose client left gives back everything it hel
     await handler.ready();
     const first = drivenRequest({ key: keys.oneAtATime });
     const answered = handler.handle(first.request);
+    // Event-based proof of admission: the handler reads the body only once the request is let in...
+    while (first.body.listenerCount('data') === 0) await pause(5);
+    // ...and holds the account's only slot: a second request of the account is refused for it.
+    const second = drivenRequest({ key: keys.oneAtATime });
+    second.body.end();
+    const refused = await handler.handle(second.request);
+    expect([refused.status, JSON.parse(refused.body.toString()).code]).toEqual([429, 'concurrency_limited']);
     // The body never comes; the client gives up while the handler waits for it.
-    await pause(300);
     first.abort();
     expect(await within5s(answered), 'the handler still held the request 5 s after its client left').toBeDefined();
     expect(log.at(-1)?.code).toBe('client_closed');
@@ -76,22 +87,41 @@ describe('cancellation: a request whose client left gives back everything it hel
   });
 
   it('a request queued for an inference slot whose client left never runs its inference', async () => {
+    // Its own inference server, so the count of inferences it started is this test's alone.
+    const server = await startInferenceProcess(['--metrics-port', '0']);
     const keys = await createTestKeys();
-    const { handler, log } = loggedHandler(keys.store, { maxConcurrentInferences: 1 });
-    await handler.ready();
-    const image = (await objectOnTexture(320, 240)).bytes;
-    const order: string[] = [];
-    const running = handler.handle(uploadRequest(keys.good, image).request).then((r) => (order.push('running'), r));
-    // The second waits for the only inference slot, which the first holds for a whole inference.
-    await pause(300);
-    const queued = uploadRequest(keys.good, image);
-    const queuedAnswer = handler.handle(queued.request).then((r) => (order.push('queued'), r));
-    await pause(300);
-    queued.abort();
-    await Promise.all([running, queuedAnswer]);
-    // Left the queue at once: answered before the running inference finished, never started one.
-    expect(order).toEqual(['queued', 'running']);
-    expect(log.find((entry) => entry.code === 'client_closed')).toBeDefined();
-    await handler.close();
-  });
+    const log: AccessLogEntry[] = [];
+    const handler = createRemoveBgHandler({
+      keyStore: keys.store,
+      plans: TEST_PLANS,
+      inference: { address: server.address },
+      limits: { uploadTimeoutMs: 60_000, maxConcurrentInferences: 1 },
+      onResponse: (entry) => log.push(entry),
+      onInternalError: captureInternalError,
+    });
+    try {
+      await handler.ready();
+      const started = async () => metricValue(await (await fetch(server.metricsUrl!)).text(), 'bgcut_inference_started_total');
+      const waiting = async () => metricValue(await (await handler.metrics(metricsRequest())).body.toString(), 'bgcut_inference_slots_waiting');
+      const warmUps = await started();
+      const image = (await objectOnTexture(320, 240)).bytes;
+      const running = handler.handle(uploadRequest(keys.good, image).request);
+      // Event-based: the first request's inference has started on the server...
+      await settle(started, (count) => count > warmUps, 60_000);
+      const queued = uploadRequest(keys.good, image);
+      const queuedAnswer = handler.handle(queued.request);
+      // ...and the second waits for the API's only inference slot, which the first holds.
+      expect(await settle(waiting, (count) => count >= 1, 30_000)).toBe(1);
+      queued.abort();
+      const [first, second] = await Promise.all([running, queuedAnswer]);
+      expect(first.status).toBe(200);
+      expect(log.filter((entry) => entry.code === 'client_closed')).toHaveLength(1);
+      expect(second.status).toBe(499);
+      // The server started exactly one inference after its warm-up: the first request's.
+      expect((await started()) - warmUps).toBe(1);
+    } finally {
+      await handler.close();
+      await server.stop();
+    }
+  }, 120_000);
 });

@@ -68,6 +68,19 @@ describe('a request waiting to render', () => {
     expect(waited.foreground).toEqual(direct.foreground);
   });
 
+  it('the mask alone of an opaque image needs no full-size decode: the same bytes from the mask only', async () => {
+    const image = await objectOnTexture(900, 700);
+    const output = { ...DEFAULT_OUTPUT, channels: 'alpha' } as OutputOptions;
+    const probe = await probeImage(image.bytes, limits);
+    const seg = await segment(image.bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), false);
+    fullSizeAlpha(seg);
+    expect(seg.rgb.length).toBe(0);
+    const maskOnly = await renderOutput(seg, output, render);
+    const decoded = await cutout(image.bytes, output, false);
+    expect(maskOnly.body.equals(decoded.body)).toBe(true);
+    expect(maskOnly.foreground).toEqual(decoded.foreground);
+  });
+
   it('folds the input\'s own alpha into the deferred mask as into the direct one', async () => {
     // An RGBA upload whose left quarter is transparent: that part must stay transparent.
     const { rgb } = await objectOnTexture(900, 700, 'raw');

@@ -57,7 +57,7 @@ describe('/docs in a real browser', () => {
     await page.goto(`${base}/api/docs`);
     await page.locator('.opblock-summary-path', { hasText: '/v1/remove-bg' }).waitFor({ timeout: 30_000 });
     const paths = await page.locator('.opblock-summary-path').allInnerTexts();
-    expect(paths.map((p) => p.replace(/\u200b/g, ''))).toEqual(['/v1/remove-bg', '/v1/account']);
+    expect(paths.map((p) => p.replace(/\u200b/g, ''))).toEqual(['/v1/remove-bg', '/v1/account', '/v1/models']);
     expect(await page.locator('.servers select option').allInnerTexts()).toEqual(['/api']);
     expect(await page.locator('.info .title').innerText()).toContain('bgcut background removal API');
     if (process.env.BGCUT_DOCS_SCREENSHOT) await page.screenshot({ path: process.env.BGCUT_DOCS_SCREENSHOT });

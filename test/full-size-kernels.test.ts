@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clearTransparent, foregroundBox, FOREGROUND_THRESHOLD } from '../src/core/image/output.js';
+import { clearTransparent, composeOpaque, foregroundBox, FOREGROUND_THRESHOLD } from '../src/core/image/output.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 
 /**
@@ -108,6 +108,27 @@ describe('full-size kernels give exactly the per-pixel formula', () => {
         const expected = Buffer.from(rgb);
         for (let i = 0; i < a.length; i++) if (a[i] === 0) expected.fill(0, i * 3, i * 3 + 3);
         expect(clearTransparent(rgb, a).equals(expected)).toBe(true);
+      }
+    }
+  });
+
+  it('composeOpaque: every pixel is round(c * a + bg * (1 - a)), in place or into a new buffer', () => {
+    const background = { r: 30, g: 144, b: 255, alpha: 1 };
+    const bg = [background.r, background.g, background.b];
+    for (const [width, height] of [[1000, 667], [333, 501], [7, 5]] as const) {
+      const alpha = maskLike(width, height, 11);
+      const rgb = Buffer.alloc(width * height * 3);
+      for (let i = 0; i < rgb.length; i++) rgb[i] = (i * 7) % 256;
+      const expected = Buffer.alloc(rgb.length);
+      for (let i = 0; i < alpha.length; i++) {
+        const a = alpha[i]! / 255;
+        for (let c = 0; c < 3; c++) expected[i * 3 + c] = Math.round(rgb[i * 3 + c]! * a + bg[c]! * (1 - a));
+      }
+      for (const a of [alpha, unaligned(alpha)]) {
+        expect(composeOpaque(rgb, a, background).equals(expected)).toBe(true);
+        expect(composeOpaque(Buffer.from(rgb), a, background, undefined).equals(expected)).toBe(true);
+        const inPlace = Buffer.from(rgb);
+        expect(composeOpaque(inPlace, a, background, inPlace).equals(expected)).toBe(true);
       }
     }
   });

@@ -1,11 +1,12 @@
+import diagnostics from 'node:diagnostics_channel';
 import http from 'node:http';
 import { captureInternalError } from './helpers/log-capture.js';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type RemoveBgHandler } from '../src/core/index.js';
-import { ApiError } from '../src/core/errors.js';
+import { ApiError, ERROR_CATALOG, type ErrorCode } from '../src/core/errors.js';
 import { checkAddress } from '../src/core/image-url/address-policy.js';
-import { fetchImage } from '../src/core/image-url/fetch-image.js';
+import { fetchImage, nextHop } from '../src/core/image-url/fetch-image.js';
 import { resolveImageUrlOptions, type ImageUrlOptions, type Resolver } from '../src/core/image-url/options.js';
 import { createExpressApp } from '../examples/express-app.js';
 import express from 'express';
@@ -31,6 +32,18 @@ function fakeDns(table: Record<string, string[]>) {
     return addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
   };
   return { resolver, calls };
+}
+
+/** Counts the TCP client sockets created while `work` runs (Node's net.client.socket channel sees every one). */
+async function socketsDuring<T>(work: () => Promise<T>): Promise<{ value: T; sockets: number }> {
+  let sockets = 0;
+  const count = () => sockets++;
+  diagnostics.subscribe('net.client.socket', count);
+  try {
+    return { value: await work(), sockets };
+  } finally {
+    diagnostics.unsubscribe('net.client.socket', count);
+  }
 }
 
 async function refusal(url: string, options: ImageUrlOptions = {}): Promise<ApiError> {
@@ -93,20 +106,22 @@ describe('address policy', () => {
 
 describe('refusals before any connection (injected resolver)', () => {
   it.each([
-    ['http://127.0.0.1/a.jpg', 'image_url_address_not_allowed'],
-    ['http://2130706433/a.jpg', 'image_url_address_not_allowed'], // decimal 127.0.0.1
-    ['http://0x7f.0.0.1/a.jpg', 'image_url_address_not_allowed'], // hex
-    ['http://0177.0.0.1/a.jpg', 'image_url_address_not_allowed'], // octal
-    ['http://127.1/a.jpg', 'image_url_address_not_allowed'], // short form
-    ['http://[::1]/a.jpg', 'image_url_address_not_allowed'],
-    ['http://[::ffff:127.0.0.1]/a.jpg', 'image_url_address_not_allowed'],
-    ['http://[::ffff:a9fe:a9fe]/latest/meta-data/', 'image_url_address_not_allowed'], // mapped 169.254.169.254
-    ['http://[64:ff9b::10.0.0.1]/a.jpg', 'image_url_address_not_allowed'],
-    ['http://169.254.169.254/latest/meta-data/', 'image_url_address_not_allowed'],
-    ['http://10.0.0.1:8080/a.jpg', 'image_url_address_not_allowed'],
-    ['http://0.0.0.0/a.jpg', 'image_url_address_not_allowed'],
-    ['http://[fd00::1]/a.jpg', 'image_url_address_not_allowed'],
-    ['https://[fe80::1]/a.jpg', 'image_url_address_not_allowed'],
+    ['http://127.0.0.1/a.jpg', 'image_url_unreachable'],
+    ['http://2130706433/a.jpg', 'image_url_unreachable'], // decimal 127.0.0.1
+    ['http://0x7f.0.0.1/a.jpg', 'image_url_unreachable'], // hex
+    ['http://0177.0.0.1/a.jpg', 'image_url_unreachable'], // octal
+    ['http://127.1/a.jpg', 'image_url_unreachable'], // short form
+    ['http://[::1]/a.jpg', 'image_url_unreachable'],
+    ['http://[::ffff:127.0.0.1]/a.jpg', 'image_url_unreachable'],
+    ['http://[::ffff:a9fe:a9fe]/latest/meta-data/', 'image_url_unreachable'], // mapped 169.254.169.254
+    ['http://[64:ff9b::10.0.0.1]/a.jpg', 'image_url_unreachable'],
+    ['http://169.254.169.254/latest/meta-data/', 'image_url_unreachable'],
+    ['http://10.0.0.1:8080/a.jpg', 'image_url_port_not_allowed'],
+    ['http://images.test:22/a.jpg', 'image_url_port_not_allowed'],
+    ['https://images.test:6379/a.jpg', 'image_url_port_not_allowed'],
+    ['http://0.0.0.0/a.jpg', 'image_url_unreachable'],
+    ['http://[fd00::1]/a.jpg', 'image_url_unreachable'],
+    ['https://[fe80::1]/a.jpg', 'image_url_unreachable'],
     ['ftp://example.com/a.jpg', 'image_url_scheme_not_allowed'],
     ['file:///etc/passwd', 'image_url_scheme_not_allowed'],
     ['gopher://example.com/', 'image_url_scheme_not_allowed'],
@@ -114,17 +129,19 @@ describe('refusals before any connection (injected resolver)', () => {
     ['http://user:secret@images.test/a.jpg', 'image_url_invalid'],
     ['not a url', 'image_url_invalid'],
     [`https://images.test/${'a'.repeat(2100)}`, 'image_url_invalid'],
-    ['https://no-such-host.test/a.jpg', 'image_url_unresolvable'],
-  ])('%s -> %s', async (url, code) => {
-    expect((await refusal(url)).code).toBe(code);
+    ['https://no-such-host.test/a.jpg', 'image_url_unreachable'],
+  ])('%s -> %s, before any connection is made', async (url, code) => {
+    const { value, sockets } = await socketsDuring(() => refusal(url));
+    expect(value.code).toBe(code);
+    expect(sockets).toBe(0);
   });
 
   it('a name is refused when any one of its addresses is not public (every address checked)', async () => {
     const dns = fakeDns({ 'mixed.test': ['8.8.8.8', '10.0.0.7'], 'localhost.test': ['127.0.0.1', '::1'], 'meta.test': ['::ffff:169.254.169.254'] });
     for (const host of ['mixed.test', 'localhost.test', 'meta.test']) {
       const error = await refusal(`https://${host}/a.jpg`, { resolver: dns.resolver });
-      expect(error.code).toBe('image_url_address_not_allowed');
-      expect(error.status).toBe(403);
+      expect(error.code).toBe('image_url_unreachable');
+      expect(error.status).toBe(422);
     }
     expect(dns.calls).toEqual(['mixed.test', 'localhost.test', 'meta.test']);
   });
@@ -136,7 +153,7 @@ describe('refusals before any connection (injected resolver)', () => {
     expect(dns.calls).toEqual([]);
     // On the list, but its address is private: still refused.
     const internal = fakeDns({ 'img.shop.test': ['10.0.0.9'] });
-    expect((await refusal('https://img.shop.test/a.jpg', { resolver: internal.resolver, allowedHosts: ['*.shop.test'] })).code).toBe('image_url_address_not_allowed');
+    expect((await refusal('https://img.shop.test/a.jpg', { resolver: internal.resolver, allowedHosts: ['*.shop.test'] })).code).toBe('image_url_unreachable');
   });
 });
 
@@ -222,7 +239,7 @@ describe('fetching from a loopback test server (allowLoopbackForTesting)', () =>
 
   const fetchVia = (url: string, extra: ImageUrlOptions & { maxBytes?: number } = {}) => {
     const dns = fakeDns({ 'images.test': ['127.0.0.1'], 'intranet.test': ['10.0.0.5'] });
-    const options = resolveImageUrlOptions({ resolver: dns.resolver, allowLoopbackForTesting: true, timeoutMs: 2_000, ...extra }, () => {});
+    const options = resolveImageUrlOptions({ resolver: dns.resolver, allowLoopbackForTesting: true, timeoutMs: 2_000, allowedPorts: [port], ...extra }, () => {});
     return { dns, result: fetchImage(url, { ...options, maxBytes: extra.maxBytes ?? 1024 * 1024, signal: new AbortController().signal }) };
   };
   const codeOf = (promise: Promise<unknown>) => promise.then(() => 'ok', (e: ApiError) => e.code);
@@ -244,9 +261,10 @@ describe('fetching from a loopback test server (allowLoopbackForTesting)', () =>
   });
 
   it('checks every redirect hop: to the metadata address, to a name with a private address, to file:', async () => {
-    expect(await codeOf(fetchVia(`http://images.test:${port}/to-metadata`).result)).toBe('image_url_address_not_allowed');
+    expect(await codeOf(fetchVia(`http://images.test:${port}/to-metadata`).result)).toBe('image_url_port_not_allowed');
+    expect(await codeOf(fetchVia(`http://images.test:${port}/to-metadata`, { allowedPorts: [port, 80] }).result)).toBe('image_url_unreachable');
     const internal = fetchVia(`http://images.test:${port}/to-internal-name`);
-    expect(await codeOf(internal.result)).toBe('image_url_address_not_allowed');
+    expect(await codeOf(internal.result)).toBe('image_url_unreachable');
     expect(internal.dns.calls).toEqual(['images.test', 'intranet.test']);
     expect(await codeOf(fetchVia(`http://images.test:${port}/to-file`).result)).toBe('image_url_scheme_not_allowed');
   });
@@ -274,14 +292,73 @@ describe('fetching from a loopback test server (allowLoopbackForTesting)', () =>
     await new Promise((resolve) => closed.once('listening', resolve));
     const deadPort = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
-    expect(await codeOf(fetchVia(`http://images.test:${deadPort}/photo.jpg`).result)).toBe('image_url_unreachable');
+    expect(await codeOf(fetchVia(`http://images.test:${deadPort}/photo.jpg`, { allowedPorts: [deadPort] }).result)).toBe('image_url_unreachable');
   });
 
   it('without the test-only option, the same loopback server is refused before connecting', async () => {
     hits.length = 0;
     const { result } = fetchVia(`http://images.test:${port}/photo.jpg`, { allowLoopbackForTesting: false });
-    expect(await codeOf(result)).toBe('image_url_address_not_allowed');
+    expect(await codeOf(result)).toBe('image_url_unreachable');
     expect(hits).toEqual([]);
+  });
+
+  it('a scanner learns nothing: an unknown name, a name with a private address, a private literal and a refused connection all read the same; the specifics go to onRefusal', async () => {
+    const closed = http.createServer().listen(0, '127.0.0.1');
+    await new Promise((resolve) => closed.once('listening', resolve));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const told: string[] = [];
+    const dns = fakeDns({ 'internal.test': ['10.1.2.3'], 'images.test': ['127.0.0.1'] });
+    const attempt = async (url: string, allowLoopbackForTesting = false) => {
+      const options = resolveImageUrlOptions({ resolver: dns.resolver, allowLoopbackForTesting, allowedPorts: [80, deadPort] }, () => {});
+      const error = await fetchImage(url, { ...options, maxBytes: 1024, signal: new AbortController().signal, onRefusal: (r) => told.push(r.message) }).catch((e: ApiError) => e);
+      return { code: (error as ApiError).code, status: (error as ApiError).status, detail: (error as ApiError).message };
+    };
+    const answers = [
+      await attempt('http://nowhere.test/a.jpg'),
+      await attempt('http://internal.test/a.jpg'),
+      await attempt('http://10.0.0.1/a.jpg'),
+      await attempt(`http://images.test:${deadPort}/a.jpg`, true),
+    ];
+    const generic = { code: 'image_url_unreachable', status: 422, detail: ERROR_CATALOG.image_url_unreachable.detail };
+    expect(answers).toEqual([generic, generic, generic, generic]);
+    expect(told).toHaveLength(4);
+    expect(told[0]).toMatch(/nowhere\.test.*could not be resolved.*ENOTFOUND/);
+    expect(told[1]).toMatch(/internal\.test.*10\.1\.2\.3.*private/);
+    expect(told[2]).toMatch(/10\.0\.0\.1.*private/);
+    expect(told[3]).toMatch(/ECONNREFUSED/);
+  });
+
+  it('a redirect to a port not allowed is refused before connecting to it', async () => {
+    routes['/to-other-port'] = (_req, res) => {
+      res.writeHead(302, { location: `http://images.test:${port + 1}/photo.jpg` });
+      res.end();
+    };
+    hits.length = 0;
+    const { value, sockets } = await socketsDuring(() => codeOf(fetchVia(`http://images.test:${port}/to-other-port`).result));
+    expect(value).toBe('image_url_port_not_allowed');
+    expect(hits.map((h) => h.url)).toEqual(['/to-other-port']);
+    expect(sockets).toBe(1);
+  });
+
+  it('a redirect from https down to http is refused; https to https and http to https are followed', () => {
+    const options = resolveImageUrlOptions({ resolver: fakeDns({}).resolver }, () => {});
+    const told: string[] = [];
+    const refuse = (code: ErrorCode, specifics: string) => (told.push(specifics), new ApiError(code));
+    expect(() => nextHop(new URL('https://images.test/a'), 'http://images.test/b.jpg', options, refuse)).toThrow(expect.objectContaining({ code: 'image_url_scheme_not_allowed' }));
+    expect(told).toEqual(['a redirect from https://images.test downgrades to http://images.test']);
+    expect(nextHop(new URL('https://images.test/a'), '//cdn.test/b.jpg', options, refuse).href).toBe('https://cdn.test/b.jpg');
+    expect(nextHop(new URL('http://images.test/a'), 'https://images.test/b.jpg', options, refuse).href).toBe('https://images.test/b.jpg');
+  });
+
+  it('a path with a stray % escape is fetched, and the file keeps the raw segment as its name', async () => {
+    routes['/photo%zz.jpg'] = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'image/jpeg' });
+      res.end(image);
+    };
+    const fetched = await fetchVia(`http://images.test:${port}/photo%zz.jpg`).result;
+    expect(fetched.file.equals(image)).toBe(true);
+    expect(fetched.filename).toBe('photo%zz.jpg');
   });
 
   describe('through the API', () => {
@@ -301,7 +378,7 @@ describe('fetching from a loopback test server (allowLoopbackForTesting)', () =>
         keyStore: keys.store,
         plans: TEST_PLANS,
         inference: { address: inject('inferenceAddress') },
-        imageUrl: { resolver: dns.resolver, allowLoopbackForTesting: true },
+        imageUrl: { resolver: dns.resolver, allowLoopbackForTesting: true, allowedPorts: [80, port] },
         onInternalError: captureInternalError,
       });
       await handler.ready();
@@ -346,11 +423,12 @@ describe('fetching from a loopback test server (allowLoopbackForTesting)', () =>
     });
 
     it.each([
-      [{ image_url: 'http://169.254.169.254/latest/meta-data/' }, 403, 'image_url_address_not_allowed'],
-      [{ image_url: 'http://[::ffff:10.0.0.1]/' }, 403, 'image_url_address_not_allowed'],
+      [{ image_url: 'http://169.254.169.254/latest/meta-data/' }, 422, 'image_url_unreachable'],
+      [{ image_url: 'http://[::ffff:10.0.0.1]/' }, 422, 'image_url_unreachable'],
       [{ image_url: 'file:///etc/passwd' }, 400, 'image_url_scheme_not_allowed'],
-      [{ image_url: 'http://nowhere.test/a.jpg' }, 422, 'image_url_unresolvable'],
-      [{ image_url: 'PORT/to-metadata' }, 403, 'image_url_address_not_allowed'],
+      [{ image_url: 'http://nowhere.test/a.jpg' }, 422, 'image_url_unreachable'],
+      [{ image_url: 'http://images.test:8080/a.jpg' }, 403, 'image_url_port_not_allowed'],
+      [{ image_url: 'PORT/to-metadata' }, 422, 'image_url_unreachable'],
       [{ image_url: 'PORT/missing' }, 422, 'image_url_http_error'],
     ])('%j -> %i %s (problem+json)', async (fields, status, code) => {
       const url = fields.image_url.replace('PORT', `http://images.test:${port}`);

@@ -86,6 +86,23 @@ describe('inputs', () => {
     await expectCutout(bytes, scene, 0.8);
   });
 
+  it('channels=alpha of an opaque photo is the cutout\'s own alpha, byte for byte (made without a full-size decode)', async () => {
+    const image = await objectOnTexture(900, 600);
+    const post = async (query: string) => {
+      const form = new FormData();
+      form.append('file', new Blob([image.bytes], { type: 'image/jpeg' }), 'photo.jpg');
+      const response = await fetch(`${url}?${query}`, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+      expect(response.status).toBe(200);
+      return Buffer.from(await response.arrayBuffer());
+    };
+    const cutout = await sharp(await post('format=png')).extractChannel(3).raw().toBuffer({ resolveWithObject: true });
+    const grey = await post('channels=alpha');
+    const meta = await sharp(grey).metadata();
+    expect([meta.width, meta.height, meta.channels]).toEqual([900, 600, 1]);
+    const mask = await sharp(grey).extractChannel(0).raw().toBuffer({ resolveWithObject: true });
+    expect(mask.data.equals(cutout.data)).toBe(true);
+  });
+
   it('accepts grey images', async () => {
     const scene = await objectOnTexture(320, 240, 'raw');
     const grey = await sharp(scene.rgb, { raw: { width: 320, height: 240, channels: 3 } }).toColourspace('b-w').jpeg().toBuffer();

@@ -4,6 +4,7 @@ import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import { coreRequestOf } from './node-request.js';
 import { Readable } from 'node:stream';
 import { checkExpressTrustProxy } from './trust-proxy.js';
+import { mountedRoutes } from '../openapi/routes.js';
 
 /**
  * Express middleware answering one route through the core. It reads the raw request stream
@@ -32,7 +33,7 @@ export function createRemoveBgRouter(handlerOrOptions: RemoveBgHandler | RemoveB
   const handler = 'handle' in handlerOrOptions ? handlerOrOptions : createRemoveBgHandler(handlerOrOptions);
   const router = Router();
   // Every method reaches the core, which answers 405 with Allow for the wrong ones.
-  for (const route of handler.routes) router.all(route.path, routeMiddleware(route.handle));
+  for (const route of mountedRoutes(handler)) router.all(route.path, routeMiddleware(route.handle));
   return router;
 }
 

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import { coreRequestOf } from './node-request.js';
 import { checkFastifyTrustProxy } from './trust-proxy.js';
+import { mountedRoutes } from '../openapi/routes.js';
 
 export interface FastifyRemoveBgOptions {
   /** A handler from createRemoveBgHandler, or options to create one. */
@@ -22,7 +23,7 @@ export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async 
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
 
-  for (const route of handler.routes) {
+  for (const route of mountedRoutes(handler)) {
     fastify.all(route.path, async (request: FastifyRequest, reply: FastifyReply) => {
       // request.ip honours the app's trustProxy setting.
       const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip, protocol: request.protocol }));

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { ApiError, createRemoveBgHandler, problemOf, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import type { CoreResponse, IncomingHeaders } from '../core/http-types.js';
+import { mountedRoutes } from '../openapi/routes.js';
 
 export interface FetchAdapterOptions {
   /** Path the routes are mounted below, e.g. `/api` serves `POST /api/v1/remove-bg`. Default ''. */
@@ -28,7 +29,7 @@ export type FetchHandler = (request: Request, info?: RequestInfo) => Promise<Res
 export function createFetchHandler(handlerOrOptions: RemoveBgHandler | RemoveBgOptions, options: FetchAdapterOptions = {}): FetchHandler {
   const handler = 'handle' in handlerOrOptions ? handlerOrOptions : createRemoveBgHandler(handlerOrOptions);
   const prefix = (options.prefix ?? '').replace(/\/+$/, '');
-  const routes = new Map(handler.routes.map((route) => [`${prefix}${route.path}`, route]));
+  const routes = new Map(mountedRoutes(handler).map((route) => [`${prefix}${route.path}`, route]));
 
   return async (request, info = {}) => {
     const url = new URL(request.url);

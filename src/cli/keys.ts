@@ -91,7 +91,8 @@ export async function main(argv: string[], out: (line: string) => void = console
   }
 
   const redisUrl = values.redis ?? process.env.REDIS_URL;
-  const redis = redisUrl ? new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true }) : undefined;
+  // No resending after a reconnect: a key change whose reply was lost is reported, not made twice.
+  const redis = redisUrl ? new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, autoResendUnfulfilledCommands: false }) : undefined;
   const store: KeyAdmin = redis
     ? new RedisKeyStore({ redis, cacheTtlMs: 0 })
     : new FileKeyStore({ file: values.file ?? process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' });

@@ -55,6 +55,12 @@ export interface RemoveBackgroundOptions {
   signal?: AbortSignal;
   /** Overrides the client's timeoutMs for this call. */
   timeoutMs?: number;
+  /**
+   * The request's Idempotency-Key, sent with every attempt of this call so the API charges it
+   * once however often it is retried. Default: a new random UUID per call. Pass your own (1-255
+   * visible ASCII characters) to make a call that your program repeats, after a crash say, count once.
+   */
+  idempotencyKey?: string;
 }
 
 export interface Box {
@@ -130,7 +136,10 @@ export class BgcutClient {
       for (const [name, value] of fields) form.append(name, value);
       return form;
     };
-    const { response, attempts } = await this.send('/v1/remove-bg', { method: 'POST', body }, options);
+    // One key per logical request, the same on every retry: a retry after a lost answer is answered
+    // from the first attempt's result instead of being charged again.
+    const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
+    const { response, attempts } = await this.send('/v1/remove-bg', { method: 'POST', body, headers: { 'idempotency-key': idempotencyKey } }, options);
     const contentType = response.headers.get('content-type') ?? 'application/octet-stream';
     const image = new Uint8Array(await response.arrayBuffer());
     const header = (name: string) => Number(response.headers.get(name) ?? 0);
@@ -157,7 +166,7 @@ export class BgcutClient {
   /** One call with its retries: returns a 2xx response, or throws a typed error. */
   private async send(
     path: string,
-    request: { method: string; body?: () => FormData },
+    request: { method: string; body?: () => FormData; headers?: Record<string, string> },
     options: { signal?: AbortSignal | undefined; timeoutMs?: number | undefined },
   ): Promise<{ response: Response; attempts: number }> {
     const started = Date.now();
@@ -170,7 +179,7 @@ export class BgcutClient {
       try {
         response = await this.fetch(`${this.baseUrl}${path}`, {
           method: request.method,
-          headers: { 'x-api-key': this.apiKey, accept: 'image/*, application/problem+json' },
+          headers: { ...request.headers, 'x-api-key': this.apiKey, accept: 'image/*, application/problem+json' },
           ...(request.body ? { body: request.body() } : {}),
           signal,
         });
@@ -183,7 +192,9 @@ export class BgcutClient {
         failure = new BgcutConnectionError(`cannot reach ${this.baseUrl}: ${(error as Error).message}`, { cause: error });
       }
       const status = response?.status;
-      const retryable = status === 429 || status === 503 || (status === undefined && this.retry.onConnectionError);
+      // 409 idempotency_key_in_use: the first attempt is still running; its answer comes to a retry.
+      const inProgress = status === 409 && 'code' in failure && failure.code === 'idempotency_key_in_use';
+      const retryable = status === 429 || status === 503 || inProgress || (status === undefined && this.retry.onConnectionError);
       if (!retryable || attempt > this.retry.maxRetries) throw failure;
       const retryAfter = 'retryAfterSeconds' in failure ? failure.retryAfterSeconds : undefined;
       const delayMs = retryDelayMs(attempt, retryAfter, this.retry, this.random);

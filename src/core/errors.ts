@@ -25,6 +25,23 @@ export const ERROR_CATALOG = {
   rate_limited: { status: 429, title: 'Rate limit exceeded', detail: "The account's per-minute request limit is used up." },
   quota_exceeded: { status: 429, title: 'Monthly quota exceeded', detail: "The account's monthly quota is used up." },
   concurrency_limited: { status: 429, title: 'Too many requests in progress', detail: 'The account has as many requests in progress as its plan allows.' },
+  // Idempotency-Key (see docs/limits.md).
+  invalid_idempotency_key: { status: 400, title: 'Invalid Idempotency-Key', detail: 'The Idempotency-Key header must be 1 to 255 visible ASCII characters.' },
+  idempotency_key_in_use: {
+    status: 409,
+    title: 'Request with this Idempotency-Key in progress',
+    detail: 'A request with this Idempotency-Key is still in progress. Retry after the time in Retry-After to get its answer.',
+  },
+  idempotency_result_gone: {
+    status: 409,
+    title: 'Result no longer kept',
+    detail: 'The request with this Idempotency-Key was completed and charged, but its result is no longer kept. Use a new key for a new request.',
+  },
+  idempotency_key_reused: {
+    status: 422,
+    title: 'Idempotency-Key reused',
+    detail: 'This Idempotency-Key was used for a different request. Use a new key for a new request.',
+  },
   // The request itself.
   not_found: { status: 404, title: 'Not found', detail: 'No such endpoint.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', detail: 'Use POST.' },
@@ -49,20 +66,25 @@ export const ERROR_CATALOG = {
   },
   corrupt_image: { status: 422, title: 'Corrupt image', detail: 'The image is truncated or corrupt and could not be decoded.' },
   image_too_large: { status: 413, title: 'Image too large', detail: 'The image has more pixels than allowed.' },
-  // image_url: each refusal of a URL has its own code (see src/core/image-url/).
+  // image_url: one code, and one fixed detail, per class of refusal (see src/core/image-url/):
+  // a caller learns nothing about the network behind the API (which names resolve, which
+  // addresses are private, which ports answer); the specifics go to onInternalError.
   malformed_json: { status: 400, title: 'Malformed JSON body', detail: 'The body is not a JSON object.' },
   file_and_image_url: { status: 400, title: 'Both file and image_url', detail: 'Send the image as the part "file" or as "image_url", not both.' },
   image_url_invalid: { status: 400, title: 'Invalid image URL', detail: 'image_url is not a usable URL.' },
-  image_url_scheme_not_allowed: { status: 400, title: 'Image URL scheme not allowed', detail: 'Only http and https URLs are fetched.' },
-  image_url_host_not_allowed: { status: 403, title: 'Image host not allowed', detail: "The image URL's host is not on this API's list of image hosts." },
-  image_url_address_not_allowed: {
-    status: 403,
-    title: 'Image address not allowed',
-    detail: 'The image URL leads to a private, loopback, link-local or otherwise non-public address.',
+  image_url_scheme_not_allowed: {
+    status: 400,
+    title: 'Image URL scheme not allowed',
+    detail: 'Only http and https URLs are fetched, and a redirect from https is only followed to https.',
   },
-  image_url_unresolvable: { status: 422, title: 'Image host not found', detail: "The image URL's host name could not be resolved." },
-  image_url_unreachable: { status: 422, title: 'Image server unreachable', detail: "The image URL's server could not be reached." },
-  image_url_http_error: { status: 422, title: 'Image server error', detail: "The image URL's server did not answer with the image." },
+  image_url_host_not_allowed: { status: 403, title: 'Image host not allowed', detail: "The image URL's host is not on this API's list of image hosts." },
+  image_url_port_not_allowed: { status: 403, title: 'Image port not allowed', detail: "The image URL's port is not one this API fetches from (by default 80 and 443)." },
+  image_url_unreachable: {
+    status: 422,
+    title: 'Image server unreachable',
+    detail: "The image URL's server could not be reached: its name did not resolve, its address is not a public one, or it refused or dropped the connection.",
+  },
+  image_url_http_error: { status: 422, title: 'Image server error', detail: "The image URL's server did not answer with the image (a status other than 2xx)." },
   image_url_too_many_redirects: { status: 422, title: 'Too many redirects', detail: 'The image URL redirects more than 3 times.' },
   image_url_too_large: { status: 413, title: 'Image at URL too large', detail: 'The image at the URL is larger than the upload limit.' },
   image_url_timeout: { status: 408, title: 'Image URL too slow', detail: 'The image at the URL did not arrive in time.' },
@@ -81,6 +103,11 @@ export const ERROR_CATALOG = {
     status: 500,
     title: 'API key misconfigured',
     detail: "The API key's stored settings are not valid (for example its IP allow-list); its owner must replace the key.",
+  },
+  body_already_read: {
+    status: 500,
+    title: 'Body already read',
+    detail: "The request body was consumed before bgcut got it (a body parser mounted ahead of bgcut's routes); the operator must mount bgcut first.",
   },
   internal_error: { status: 500, title: 'Internal error', detail: 'Something went wrong on our side.' },
 } as const satisfies Record<string, { status: number; title: string; detail: string }>;

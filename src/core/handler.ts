@@ -1,5 +1,6 @@
-import type { CoreRequest, CoreResponse } from './http-types.js';
+import type { CoreRequest, CoreResponse, Route } from './http-types.js';
 import { InferenceClient } from './inference/inference-client.js';
+import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
@@ -12,18 +13,27 @@ import { ApiMetrics } from './metrics.js';
 import { maxBodyBytes } from './multipart.js';
 import { resolveOptions, type RemoveBgOptions } from './options.js';
 import { ApiError } from './errors.js';
-import { untilAborted } from './pipeline/abortable.js';
+import { untilAborted } from '../util/abortable.js';
 import { admit } from './pipeline/admission.js';
 import { makeCutout } from './pipeline/cutout.js';
+import { idempotentRequest, type IdempotencyDeps } from './pipeline/idempotency.js';
+import { MemoryIdempotencyStore } from './idempotency/store.js';
+import { RedisIdempotencyStore } from './idempotency/redis-store.js';
 import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
-import { apiDocsRoutes } from '../openapi/routes.js';
+import { listModels } from './models/model-list.js';
 
-export interface Route {
-  /** Path below wherever the adapter mounts the routes. */
-  path: string;
-  handle(request: CoreRequest): Promise<CoreResponse>;
+export type { Route } from './http-types.js';
+
+/** What the API reference (the OpenAPI document) says that depends on a handler's configuration. */
+export interface ApiDocsContext {
+  /** Configured public base URL; absent: where the document was fetched from. */
+  serverUrl: string | undefined;
+  maxUploadBytes: number;
+  models: string[];
+  defaultModel: string;
+  problemTypeBase: string;
 }
 
 export interface RemoveBgHandler {
@@ -31,10 +41,17 @@ export interface RemoveBgHandler {
   handle(request: CoreRequest): Promise<CoreResponse>;
   /** `GET /v1/account`: the caller's plan, limits, usage and what remains. */
   account(request: CoreRequest): Promise<CoreResponse>;
+  /** `GET /v1/models`: the models this API serves (public, like the OpenAPI document). */
+  models(request: CoreRequest): Promise<CoreResponse>;
   /** Prometheus text of this instance's metrics. */
   metrics(request: CoreRequest): Promise<CoreResponse>;
-  /** Every route, for adapters to mount (`/metrics` only with `exposeMetrics`). */
+  /** The API's routes, for adapters to mount (`/metrics` only with `exposeMetrics`). */
   routes: Route[];
+  /**
+   * What the API reference of this handler says, or undefined with `apiDocs: false`. The core
+   * does not serve the reference: adapters mount its routes (src/openapi) next to `routes`.
+   */
+  apiDocs: ApiDocsContext | undefined;
   /**
    * Resolves once the inference server answers and its model fits the preprocessing profile;
    * rejects on a mismatch, or when the server stays unreachable past `startupTimeoutMs`.
@@ -52,7 +69,9 @@ export interface RemoveBgHandler {
   /**
    * Drains: new requests get 503 `service_unavailable` at once, requests in progress finish
    * (for up to `shutdownTimeoutMs`, then they are ended with a 503), then the inference
-   * connection closes. Call it on SIGTERM, after the HTTP server stops accepting connections.
+   * connection closes, and counted activity and usage still waiting for their store are written
+   * (usage that Redis, being away, cannot take is lost). Call it on SIGTERM, after the HTTP
+   * server stops accepting connections.
    */
   close(): Promise<void>;
 }
@@ -68,6 +87,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const config = resolveOptions(options);
   const client = new InferenceClient({
     address: config.inference.address,
+    balancing: config.inference.balancing,
     timeoutMs: config.inference.timeoutMs,
     maxMessageBytes: config.inference.maxMessageBytes,
     retryAfterSeconds: config.inference.retryAfterSeconds,
@@ -77,10 +97,19 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
-    redisFailureMode: config.redisFailureMode,
-    insuranceInstances: config.insuranceInstances,
-    concurrencyLeaseMs: config.concurrencyLeaseMs,
+    // As the host gave them (resolveOptions checked them): the enforcer warns about settings
+    // that do nothing without Redis, and fills in the same defaults.
+    redisFailureMode: options.redisFailureMode,
+    insuranceInstances: options.insuranceInstances,
+    concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const idempotency: IdempotencyDeps = {
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    times: idempotencyTimes,
+    maxResultBytes,
+    onInternalError: config.onInternalError,
+  };
   // Memory bounds of the image work: model inputs in flight (each a tensor plus its gRPC
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
@@ -100,40 +129,52 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     open,
   };
 
+  // What an image_url refusal does not tell the caller (which address, which errno) goes to the operator.
+  const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
+
   const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
 
   function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
-    return respond('/v1/remove-bg', request, respondDeps, async (scope) => {
-      const admitted = await admit(scope, {
+    const handled = () => respond('/v1/remove-bg', request, respondDeps, async (scope) => {
+      const admitted = await traceStep('bgcut.admission', () => admit(scope, {
         keyStore: config.keyStore,
         enforcer,
         inFlight,
         inferenceSaturated: () => client.saturated(),
         retryAfterSeconds: config.inference.retryAfterSeconds,
         onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
-      }, known);
-      const order = await takeOrder(scope, admitted.plan, {
+      }, known));
+      const idempotent = idempotentRequest(scope, admitted, idempotency);
+      const order = await traceStep('bgcut.upload', () => takeOrder(scope, admitted.plan, {
         verifier,
         models: config.inference.models,
         defaultModel: config.inference.modelName,
         upload,
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
-        imageUrl: config.imageUrl,
-      });
+        imageUrl,
+      }));
+      setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
+      const replayed = await idempotent?.claim(order);
+      if (replayed) return replayed;
       const cutout = await makeCutout(scope, admitted, order, {
         enforcer,
         inferenceSlots,
         pixelBudget,
         profiles: config.inference.models,
         model,
+        freeSize: (name) => client.freeSize(name),
         imageLimits: { maxInputPixels: config.limits.maxInputPixels },
         render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
         onInternalError: config.onInternalError,
       });
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
-      return cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      const response = cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      await idempotent?.complete(response);
+      return response;
     });
+    // Spans only when the app has @opentelemetry/api and a recording SDK (src/tracing/otel.ts).
+    return traceRequest('bgcut remove-bg', handled, (response, set) => set({ 'http.response.status_code': response.status }));
   }
 
   function account(request: CoreRequest): Promise<CoreResponse> {
@@ -148,6 +189,15 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
 
   const summaryOf = (identity: Identity) =>
     accountSummary(identity, { enforcer, maxUploadBytes: config.limits.maxUploadBytes, maxInputPixels: config.limits.maxInputPixels, models: Object.keys(config.inference.models) });
+
+  // The same for every caller: which of them a plan allows is in /v1/account.
+  const modelList = listModels(config.inference.models, config.inference.modelName);
+  function modelsRoute(request: CoreRequest): Promise<CoreResponse> {
+    return respond('/v1/models', request, respondDeps, async () => {
+      if (request.method !== 'GET') throw new ApiError('method_not_allowed', { headers: { allow: 'GET' }, detail: 'Use GET.' });
+      return jsonResponse(200, { 'cache-control': 'no-cache' }, modelList);
+    });
+  }
 
   async function metricsRoute(request: CoreRequest): Promise<CoreResponse> {
     return respond('/metrics', request, respondDeps, async () => {
@@ -167,7 +217,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       await inFlight.close(5_000);
     }
     client.close();
-    enforcer.close();
+    // What was counted but not yet written goes now, not with the next timer tick that will never
+    // come: the activity batch (the host's recorder keeps running; it is the host's to close) and
+    // usage that Redis has not heard of yet.
+    await Promise.all([config.activity?.flush(), enforcer.close()]);
   }
 
   const onlyRequest = (request: CoreRequest) => handle(request);
@@ -176,20 +229,22 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     handleForAccount: (request, account) => handle(request, { account, keyId: DASHBOARD_KEY_ID }),
     accountSummary: (account) => summaryOf({ account, keyId: DASHBOARD_KEY_ID }),
     account,
+    models: modelsRoute,
     metrics: metricsRoute,
     routes: [
       { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
+      { path: '/v1/models', handle: modelsRoute },
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
-      ...(config.apiDocs ? apiDocsRoutes(docsContext(config)) : []),
     ],
+    apiDocs: config.apiDocs ? docsContext(config) : undefined,
     ready: () => verifier.ready(),
     close: () => (closed ??= close()),
   };
 }
 
 /** What the OpenAPI document says that depends on this handler's configuration. */
-function docsContext(config: ReturnType<typeof resolveOptions>) {
+function docsContext(config: ReturnType<typeof resolveOptions>): ApiDocsContext {
   return {
     serverUrl: config.publicBaseUrl,
     maxUploadBytes: config.limits.maxUploadBytes,

@@ -25,3 +25,10 @@ export interface CoreResponse {
   headers: Record<string, string>;
   body: Buffer;
 }
+
+/** One path an adapter mounts, and what answers it. */
+export interface Route {
+  /** Path below wherever the adapter mounts the routes. */
+  path: string;
+  handle(request: CoreRequest): Promise<CoreResponse>;
+}

@@ -1,5 +1,6 @@
 import busboy from 'busboy';
 import type { Readable } from 'node:stream';
+import { bodyAlreadyRead, BODY_ALREADY_READ_HELP } from '../util/read-body.js';
 import { ApiError } from './errors.js';
 import type { IncomingHeaders } from './http-types.js';
 
@@ -51,6 +52,10 @@ export function readUpload(
     return Promise.reject(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
   }
 
+  // Never pipe a stream someone else has read into the parser: it would wait for an end that
+  // already came, until the upload timer answered 408 for what is a setup mistake.
+  if (bodyAlreadyRead(body)) return Promise.reject(new ApiError('body_already_read', { detail: BODY_ALREADY_READ_HELP }));
+
   let parser: busboy.Busboy;
   try {
     parser = busboy({
@@ -73,7 +78,8 @@ export function readUpload(
 
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<Upload>((resolve, reject) => {
-    const fields: Record<string, string> = {};
+    // No prototype: a field named `__proto__` is kept (and refused as an unknown option), not swallowed by the setter.
+    const fields: Record<string, string> = Object.create(null) as Record<string, string>;
     const chunks: Buffer[] = [];
     let received = 0;
     let file: Omit<Upload, 'file' | 'fields'> | undefined;

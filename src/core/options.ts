@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ActivityRecorder } from './activity/recorder.js';
+import type { IdempotencyStore } from './idempotency/store.js';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
 import { grpcTarget, type InferenceTls } from './inference/inference-client.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
@@ -25,10 +26,16 @@ export interface AccessLogEntry {
 export interface InferenceOptions {
   /**
    * The inference server(s), ours or any Open Inference Protocol server: `host:port`, a
-   * `dns:///name:port` resolving to several, or a list of `ip:port`. Calls are balanced
-   * round-robin and UNAVAILABLE is retried on another server. Default `127.0.0.1:50051`.
+   * `dns:///name:port` resolving to several, or a list of `ip:port`. Calls are balanced by
+   * `balancing` and UNAVAILABLE is retried on another server. Default `127.0.0.1:50051`.
    */
   address?: string | string[];
+  /**
+   * How calls are spread over several servers: `least-request` (the default; of two servers
+   * drawn at random, the one with fewer of this instance's calls open for the model) or
+   * `round-robin` (each in turn, however busy).
+   */
+  balancing?: 'least-request' | 'round-robin';
   /** TLS to the inference servers: the CA's PEM, plus this client's certificate and key for mTLS. */
   tls?: InferenceTls;
   /** The model used when a request names none. Default `isnet`. */
@@ -112,6 +119,8 @@ export interface RemoveBgOptions {
   onResponse?: (entry: AccessLogEntry) => void;
   /** Counts requests per account and day and notes each key's last use, for the dashboard. Default: none. */
   activity?: ActivityRecorder;
+  /** How requests with an `Idempotency-Key` header are remembered (see docs/limits.md). */
+  idempotency?: IdempotencyOptions;
   inference?: InferenceOptions;
   limits?: RequestLimits;
   /** `image_url` input: on by default, fetched with SSRF protection; see ImageUrlOptions. */
@@ -144,6 +153,21 @@ export interface RemoveBgOptions {
   onInternalError?: (error: unknown) => void;
 }
 
+export interface IdempotencyOptions {
+  /** How long a key is remembered after its request completed: retries within it are not charged again. Default 24 h. */
+  keyTtlMs?: number;
+  /** How long the response is kept to be answered again (bytes in Redis or memory for this long). Default 10 min. */
+  resultTtlMs?: number;
+  /** Largest response kept, in bytes; a retry of a larger one gets 409 `idempotency_result_gone`. Default 16 MiB. */
+  maxResultBytes?: number;
+  /** Without Redis: most bytes of responses kept in memory (least recently used dropped first). Default 256 MiB. */
+  memoryMaxBytes?: number;
+  /** How long a claim lasts if its request never completes (an instance that died). Default 10 min. */
+  inProgressTtlMs?: number;
+  /** Another store (default: Redis with `redis`, else memory). */
+  store?: IdempotencyStore;
+}
+
 export type ResolvedOptions = ReturnType<typeof resolveOptions>;
 
 /** Fills in defaults and checks every value, so a bad option fails when the handler is created. */
@@ -164,12 +188,21 @@ export function resolveOptions(options: RemoveBgOptions) {
     concurrencyLeaseMs: options.concurrencyLeaseMs ?? 10_000,
     onResponse: options.onResponse,
     activity: options.activity,
+    idempotency: {
+      keyTtlMs: options.idempotency?.keyTtlMs ?? 86_400_000,
+      resultTtlMs: options.idempotency?.resultTtlMs ?? 600_000,
+      maxResultBytes: options.idempotency?.maxResultBytes ?? 16 * 1024 * 1024,
+      memoryMaxBytes: options.idempotency?.memoryMaxBytes ?? 256 * 1024 * 1024,
+      inProgressTtlMs: options.idempotency?.inProgressTtlMs ?? 600_000,
+      store: options.idempotency?.store,
+    },
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
     imageUrl: resolveImageUrlOptions(options.imageUrl),
     publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
+      balancing: inference.balancing ?? 'least-request',
       tls: inference.tls,
       modelName: inference.modelName ?? 'isnet',
       profile: inference.profile ?? ISNET_PROFILE,
@@ -207,6 +240,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   if (!/^(dns:|unix:|ipv4:|ipv6:)/.test(target) && !/^[^\s/]+:\d+$/.test(target)) {
     throw new RangeError(`inference.address must be host:port, dns:///name:port or a list of ip:port, got "${target}"`);
   }
+  if (!['least-request', 'round-robin'].includes(resolved.inference.balancing)) {
+    throw new RangeError(`inference.balancing must be least-request or round-robin, got "${String(resolved.inference.balancing)}"`);
+  }
   for (const profile of Object.values(resolved.inference.models)) validateProfile(profile);
   if (!Object.hasOwn(resolved.inference.models, resolved.inference.modelName)) {
     throw new RangeError(`inference.models must include the default model "${resolved.inference.modelName}"`);
@@ -222,6 +258,10 @@ export function resolveOptions(options: RemoveBgOptions) {
     throw new RangeError('concurrencyLeaseMs must be an integer of at least 1000 (ms)');
   }
   positive('shutdownTimeoutMs', resolved.shutdownTimeoutMs);
+  for (const name of ['keyTtlMs', 'resultTtlMs', 'maxResultBytes', 'memoryMaxBytes', 'inProgressTtlMs'] as const) {
+    positive(`idempotency.${name}`, resolved.idempotency[name]);
+  }
+  if (resolved.idempotency.resultTtlMs > resolved.idempotency.keyTtlMs) throw new RangeError('idempotency.resultTtlMs must be at most idempotency.keyTtlMs');
   // The image must fit in one gRPC message of the largest model's input size.
   const inputBytes = Math.max(...Object.values(resolved.inference.models).map((p) => 3 * p.width * p.height * 4));
   if (inputBytes + 1024 > resolved.inference.maxMessageBytes) {

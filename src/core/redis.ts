@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
 
 export interface ConnectRedisOptions extends RedisOptions {
   /** Longest a command may take before it fails, in ms. Default 1000. */
@@ -10,7 +10,8 @@ export interface ConnectRedisOptions extends RedisOptions {
 /**
  * An ioredis client set up for request paths: commands fail at once while disconnected
  * (no offline queue) and after `commandTimeoutMs` when Redis hangs, so a Redis outage turns into
- * a prompt 503 (or insurance limits), never a stuck request; it reconnects by itself.
+ * a prompt 503 (or insurance limits), never a stuck request; it reconnects by itself, and never
+ * resends a command that was not answered (see docs/limits.md).
  */
 export function connectRedis(url: string, options: ConnectRedisOptions = {}): Redis {
   const {
@@ -21,6 +22,9 @@ export function connectRedis(url: string, options: ConnectRedisOptions = {}): Re
   } = options;
   const client = new Redis(url, {
     enableOfflineQueue: false,
+    // A command whose reply was lost has already been answered for (a 503, an insurance charge, a
+    // write kept to retry under its own op): sending it again after a reconnect could apply it twice.
+    autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
     commandTimeout: commandTimeoutMs,
@@ -40,4 +44,16 @@ export function connectRedis(url: string, options: ConnectRedisOptions = {}): Re
     onStateChange('up');
   });
   return client;
+}
+
+/**
+ * Runs a MULTI and fails with the first command's error, if any. ioredis resolves `exec()` with
+ * one [error, result] pair per command, so a command Redis refused (WRONGTYPE, say) would
+ * otherwise pass unnoticed while the others were applied.
+ */
+export async function execAll(multi: ChainableCommander): Promise<unknown[]> {
+  const results = await multi.exec();
+  if (!results) throw new Error('Redis aborted the transaction');
+  for (const [error] of results) if (error) throw error;
+  return results.map(([, value]) => value);
 }

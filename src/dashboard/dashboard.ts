@@ -7,7 +7,7 @@ import { keysRoutes } from './handlers/keys.js';
 import { signInRoutes } from './handlers/sign-in.js';
 import { tryRoutes } from './handlers/try.js';
 import { usageRoutes } from './handlers/usage.js';
-import { discardBody, FormTooLargeError, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
+import { BodyAlreadyReadError, discardBody, FormTooLargeError, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
 import { PasswordHasher } from './passwords.js';
 import { RouteTable } from './router.js';
@@ -49,6 +49,10 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     } catch (error) {
       discardBody(request.body);
       if (error instanceof FormTooLargeError) return withSecurityHeaders(ctx.simplePage(413, 'Too large', 'That form was larger than the dashboard accepts.'), https);
+      if (error instanceof BodyAlreadyReadError) {
+        config.onInternalError(error);
+        return withSecurityHeaders(ctx.simplePage(500, 'Body already read', 'A body parser ahead of the dashboard read this form first (body_already_read): its operator must mount the dashboard before it.'), https);
+      }
       config.onInternalError(error);
       return withSecurityHeaders(ctx.simplePage(503, 'Something went wrong', 'The dashboard could not complete that. Try again in a moment.'), https);
     }

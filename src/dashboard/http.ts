@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { CoreRequest, CoreResponse } from '../core/http-types.js';
 import type { SafeHtml } from './html.js';
-import { settleBody } from '../core/pipeline/settle-body.js';
+import { BodyReadError, readBody } from '../util/read-body.js';
+import { settleBody } from '../util/settle-body.js';
 
 /**
  * Every dashboard page: scripts and styles only from the dashboard's own files (no inline
@@ -57,29 +58,28 @@ export function discardBody(body: Readable, capBytes = 64 * 1024): void {
   settleBody(body, capBytes);
 }
 
-/** Reads an `application/x-www-form-urlencoded` body of at most MAX_FORM_BYTES. */
+/**
+ * Reads an `application/x-www-form-urlencoded` body of at most MAX_FORM_BYTES, within the
+ * request's life (its signal). A body a host's parser consumed first is refused at once with
+ * BodyAlreadyReadError, never waited for.
+ */
 export async function readForm(request: CoreRequest): Promise<URLSearchParams> {
   const type = String(request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
     discardBody(request.body);
     return new URLSearchParams();
   }
-  const text = await readText(request.body, MAX_FORM_BYTES);
-  return new URLSearchParams(text);
+  try {
+    const raw = await readBody(request.body, { maxBytes: MAX_FORM_BYTES, declaredLength: request.headers['content-length'] as string | undefined, signal: request.signal });
+    return new URLSearchParams(raw.toString('utf8'));
+  } catch (error) {
+    if (error instanceof BodyReadError && error.reason === 'too_large') throw new FormTooLargeError();
+    if (error instanceof BodyReadError && error.reason === 'already_read') throw new BodyAlreadyReadError(error.message);
+    throw error;
+  }
 }
 
-function readText(body: Readable, max: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    body.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > max) {
-        body.destroy();
-        reject(new FormTooLargeError());
-      } else chunks.push(chunk);
-    });
-    body.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    body.on('error', reject);
-  });
+/** The form was consumed by a host's body parser before the dashboard got it: a setup mistake, answered 500. */
+export class BodyAlreadyReadError extends Error {
+  override readonly name = 'BodyAlreadyReadError';
 }

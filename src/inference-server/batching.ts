@@ -1,10 +1,14 @@
 import type { TensorData } from './worker-protocol.js';
 
 /**
- * Dynamic batching for accelerators: calls that wait in a model's queue while its worker is busy
- * are run together, as one `session.run` over their images stacked on the batch axis. A GPU runs
- * a batch of 8 in little more time than one image, so under load this multiplies throughput; on
- * a CPU the work grows with the batch and nothing is gained, so the pool batches only when told.
+ * Dynamic batching (opt-in, `--max-batch N`): calls that wait in a model's queue while its worker
+ * is busy are run together, as one `session.run` over their images stacked on the batch axis.
+ * A GPU runs a batch in less time per image (H100, ISNet at 1024x1024: 8.4 ms for one image,
+ * 19.3 ms for 4, 33.9 ms for 8), but measured through this server the gain did not arrive: its
+ * main thread spends ~16 ms per 3 MiB call on gRPC and copies, which caps one server near 60
+ * images/s with or without batching (53.8 images/s batched by 4 vs 62.9 unbatched, 8 callers;
+ * npm run bench:gpu). So it is off by default everywhere; it pays where calls are cheaper than
+ * the model (smaller inputs, a bigger model) — measure with bench:gpu before turning it on.
  *
  * No timer: a batch is whatever queued while the previous one ran, so a lone call never waits
  * for company, and under load batches fill by themselves.
@@ -64,7 +68,31 @@ export function splitOutputs(outputs: readonly TensorData[], sizes: readonly num
   return perCall;
 }
 
-/** Providers on which batching pays: accelerators. CPU execution gains nothing from it. */
-export function batchesByDefault(provider: string): boolean {
-  return provider !== 'cpu';
+/**
+ * The batch a session.run is given when batching: always maxBatch, the rest padded with blank
+ * images. Measured on an H100 with ONNX Runtime 1.29's CUDA provider (npm run bench:gpu): a
+ * session whose input shape changes from one run to the next pays its first-run price again,
+ * 1.8-2.4 s, at every change (batch 1, 4, 1, 4 each took ~2 s; 4 after 4 took 34 ms). A session
+ * that always sees one shape never pays it after warm-up; padding costs a lone call 11 ms
+ * (18.7 ms for a batch of 4 against 7.3 ms for one image, at 1024x1024).
+ */
+export function paddedBatchSize(images: number, maxBatch: number): number {
+  return Math.max(images, maxBatch);
 }
+
+/** The batch sizes a session may be run with, for warming them all up before serving. */
+export function batchSizes(maxBatch: number): number[] {
+  return [maxBatch];
+}
+
+/** `inputs` with `rows` blank images added on the batch axis. */
+export function padInputs(inputs: readonly TensorData[], rows: number): TensorData[] {
+  if (rows === 0) return [...inputs];
+  return inputs.map((input) => {
+    const rowBytes = input.data.byteLength / input.shape[0]!;
+    const bytes = new Uint8Array(input.data.byteLength + rows * rowBytes);
+    bytes.set(new Uint8Array(input.data));
+    return { ...input, shape: [input.shape[0]! + rows, ...input.shape.slice(1)], data: bytes.buffer };
+  });
+}
+

@@ -3,11 +3,19 @@
  * Standalone inference server:
  *   bgcut-inference-server [--host 0.0.0.0] [--port 50051]
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
- *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 8]
+ *                          [--model-file [NAME=]PATH --family FAMILY ...]
+ *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 4]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
- * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
- * or the path of an .onnx file. --max-batch: most images one session.run stacks from queued calls
- * (default 8 on an accelerator provider, 1 on cpu). Each flag can also come from the environment
+ *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
+ *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
+ *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
+ * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8),
+ * a model rembg users have, by rembg's name (u2net, birefnet-general, bria-rmbg, ben2, ...: its
+ * file is looked for in $U2NET_HOME, then ~/.u2net, never downloaded; several may be listed
+ * without names), or the path of an .onnx file. --model-file serves a file of a known family from
+ * anywhere (--family birefnet, or a known model's name); one --family applies to every file,
+ * or give one per --model-file. --max-batch: most images one session.run stacks from queued calls
+ * (every run padded to it; default 1, off: see batching.ts). Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
  * a flag wins over the environment.
  *
@@ -15,10 +23,22 @@
  *                                 [--instance-kind KIND_CPU|KIND_GPU] [--instances 1] [--max-batch 0]
  * writes the model as a Triton model repository (<dir>/<name>/1/model.onnx and config.pbtxt),
  * which Triton or KServe serve in place of this server.
+ *
+ *   bgcut-inference-server prepare [--model isnet ...]
+ * assembles and prepares the built-in models into the cache ($BGCUT_CACHE_DIR) and exits: an
+ * image build runs it so that a container starts without preparing anything.
+ *
+ *   bgcut-inference-server health [--address 127.0.0.1:50051] [--service NAME] [--timeout-ms 3000] [--tls-ca F]
+ * asks grpc.health.v1 once; exit 0 when SERVING, 1 otherwise (a container HEALTHCHECK).
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { resolveModelFile } from './model-source.js';
+import { probeHealth } from './health-probe.js';
+import { isBuiltinModel, resolveModelFile } from './model-source.js';
+import path from 'node:path';
+import { FAMILIES } from '../core/models/families.js';
+import { isKnownModel } from '../core/models/known-models.js';
+import { resolveServedModel } from './families/served-model.js';
 import { startInferenceServer, type ModelSource } from './server.js';
 import { exportTritonRepository } from './triton-export.js';
 
@@ -47,7 +67,8 @@ if (process.argv[2] === 'export') {
   try {
     const written = await exportTritonRepository(options.triton, {
       name: options['model-name']!,
-      modelFile: await resolveModelFile(options.model!),
+      // A built-in, a known model by rembg's name (found and prepared as the server would), or a file.
+      modelFile: (await resolveServedModel({ name: options['model-name']!, source: options.model! })).file,
       instanceKind: kind,
       instances: Number(options.instances),
       maxBatch: Number(options['max-batch']),
@@ -60,8 +81,52 @@ if (process.argv[2] === 'export') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+if (process.argv[2] === 'prepare') {
+  const { values: options } = parseArgs({ args: process.argv.slice(3), options: { model: { type: 'string', multiple: true } }, strict: true });
+  const specs = (options.model ?? [process.env.BGCUT_INFERENCE_MODEL ?? 'isnet']).flatMap((m) => m.split(',')).filter(Boolean);
+  try {
+    for (const spec of specs) {
+      const source = spec.includes('=') ? spec.slice(spec.indexOf('=') + 1) : spec;
+      if (!isBuiltinModel(source)) continue; // a file path needs no preparation
+      console.log(`${source}: ${await resolveModelFile(source)}`);
+    }
+    process.exit(0);
+  } catch (error) {
+    console.error(`prepare failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+if (process.argv[2] === 'health') {
+  const { values: options } = parseArgs({
+    args: process.argv.slice(3),
+    options: {
+      address: { type: 'string', default: `127.0.0.1:${process.env.BGCUT_INFERENCE_PORT ?? '50051'}` },
+      service: { type: 'string', default: '' },
+      'timeout-ms': { type: 'string', default: '3000' },
+      'tls-ca': { type: 'string' },
+    },
+    strict: true,
+  });
+  try {
+    const status = await probeHealth({
+      address: options.address!,
+      service: options.service,
+      timeoutMs: Number(options['timeout-ms']),
+      ...(options['tls-ca'] ? { ca: readFileSync(options['tls-ca']) } : {}),
+    });
+    console.log(status);
+    process.exit(status === 'SERVING' ? 0 : 1);
+  } catch (error) {
+    console.error(`health check failed: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim'] as const;
 type Flag = (typeof FLAGS)[number];
+
+const MULTIPLE = new Set<Flag>(['model', 'model-file', 'family']);
 
 function envName(flag: Flag): string {
   return `BGCUT_INFERENCE_${flag.toUpperCase().replace(/-/g, '_')}`;
@@ -69,7 +134,7 @@ function envName(flag: Flag): string {
 
 const { values } = parseArgs({
   options: {
-    ...Object.fromEntries(FLAGS.map((name) => [name, { type: 'string' as const, multiple: name === 'model' }])),
+    ...Object.fromEntries(FLAGS.map((name) => [name, { type: 'string' as const, multiple: MULTIPLE.has(name) }])),
     help: { type: 'boolean', short: 'h' },
   },
   strict: true,
@@ -97,17 +162,39 @@ function integer(flag: Flag): number | undefined {
   return Number(raw);
 }
 
-/** `--model isnet` (named by --model-name) or `--model name=source`, repeatable. */
+/**
+ * `--model isnet` (named by --model-name), `--model name=source` or a known model by rembg's
+ * name (served under that name), repeatable; `--model-file [name=]path` with `--family`.
+ */
 function models(): ModelSource[] | undefined {
   const raw = setting('model');
-  if (raw === undefined) return undefined;
-  const specs = raw.split(',').filter(Boolean);
-  return specs.map((spec) => {
+  const files = setting('model-file')?.split(',').filter(Boolean) ?? [];
+  if (raw === undefined && files.length === 0) return undefined;
+  const specs = raw?.split(',').filter(Boolean) ?? [];
+  const single = specs.length + files.length === 1;
+  const fromModels = specs.map((spec) => {
     const eq = spec.indexOf('=');
     if (eq > 0) return { name: spec.slice(0, eq), source: spec.slice(eq + 1) };
-    if (specs.length > 1) fail('with several --model flags, name each: --model name=source');
-    return { name: setting('model-name') ?? 'isnet', source: spec };
+    if (single) return { name: setting('model-name') ?? (isKnownModel(spec) ? spec : 'isnet'), source: spec };
+    // Among several, a built-in or known model is served under its own name.
+    if (isKnownModel(spec) || isBuiltinModel(spec)) return { name: spec, source: spec };
+    return fail('with several models, name each file: --model name=path');
   });
+  const families = setting('family')?.split(',').filter(Boolean) ?? [];
+  if (files.length > 0 && families.length !== 1 && families.length !== files.length) {
+    fail(`--model-file needs --family (${Object.keys(FAMILIES).join(', ')}, or a known model's name): one for every file, or one per --model-file`);
+  }
+  if (files.length === 0 && families.length > 0) fail('--family goes with --model-file');
+  const fromFiles = files.map((spec, i) => {
+    const family = families[families.length === 1 ? 0 : i]!;
+    const eq = spec.indexOf('=');
+    if (eq > 0) return { name: spec.slice(0, eq), source: spec.slice(eq + 1), family };
+    if (single && setting('model-name')) return { name: setting('model-name')!, source: spec, family };
+    // Unnamed: the file's name without .onnx, as far as it makes a valid model name.
+    const name = path.basename(spec).replace(/\.onnx$/i, '').replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64);
+    return { name, source: spec, family };
+  });
+  return [...fromModels, ...fromFiles];
 }
 
 function tls() {
@@ -118,6 +205,10 @@ function tls() {
   if (!cert || !key) fail('--tls-cert and --tls-key go together');
   return { cert: readFileSync(cert), key: readFileSync(key), ...(clientCa ? { clientCa: readFileSync(clientCa) } : {}) };
 }
+
+// Tests and benchmarks only (session-worker.ts): the workers read it from the environment.
+const testRunDelayMs = integer('test-run-delay-ms');
+if (testRunDelayMs !== undefined) process.env.BGCUT_INFERENCE_TEST_RUN_DELAY_MS = String(testRunDelayMs);
 
 try {
   const server = await startInferenceServer({
@@ -131,6 +222,8 @@ try {
     maxBatch: integer('max-batch'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
+    healthPort: integer('health-port'),
+    maxFreeDim: integer('max-free-dim'),
   });
   let stopping = false;
   const stop = (signal: string) => {

@@ -12,6 +12,12 @@ export class InferenceMetrics {
     labelNames: ['model', 'provider', 'status'],
     registers: [this.registry],
   });
+  readonly started = new Counter({
+    name: 'bgcut_inference_started_total',
+    help: 'Inferences handed to a worker (warm-up included): a call dropped while it was queued never counts',
+    labelNames: ['model'],
+    registers: [this.registry],
+  });
   readonly runSeconds = new Histogram({
     name: 'bgcut_inference_run_seconds',
     help: 'Time inside session.run',

@@ -25,10 +25,10 @@ export type BuiltinModelName = keyof typeof BUILTIN_MODELS;
 
 /** How the prepared built-ins are made from ISNet; bump PREPARE_REVISION when the rewrite changes. */
 const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
-  isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
-  'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
+  isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
 };
-const PREPARE_REVISION = 2;
+const PREPARE_REVISION = 3;
 
 export function isBuiltinModel(spec: string): spec is BuiltinModelName {
   return Object.hasOwn(BUILTIN_MODELS, spec);
@@ -160,7 +160,7 @@ async function assemble(target: string, entry: ResourceEntry, dataDir: string): 
 }
 
 /** Written under a unique name then renamed, so concurrent starts never see a half-written model. */
-async function writeAtomically(target: string, bytes: Uint8Array): Promise<void> {
+export async function writeAtomically(target: string, bytes: Uint8Array): Promise<void> {
   const partial = `${target}.${process.pid}.${Date.now()}.partial`;
   try {
     await writeFile(partial, bytes, { mode: 0o600 });

@@ -1,4 +1,5 @@
 import onnxProto from 'onnx-proto';
+import { freeInputSize } from './free-input-size.js';
 
 const { onnx } = onnxProto;
 type Graph = onnxProto.onnx.IGraphProto;
@@ -8,15 +9,30 @@ type Node = onnxProto.onnx.INodeProto;
 const FLOAT = 1;
 const UINT8 = 2;
 const UINT16 = 4;
+const INT64 = 7;
 const BOOL = 9;
 
+/** Opsets whose operators the rewrite knows: from 18, ReduceMin/Max take their axes as an input. */
+export const PREPARE_OPSETS = { min: 11, max: 21 } as const;
+
 export interface PrepareOptions {
-  /** Name of the source graph's image input, FP32 [1,3,H,W] holding `pixel / 255 - mean`. */
+  /** Name of the source graph's image input, FP32 [1,3,H,W] holding `(pixel / 255 - mean) / std`. */
   sourceInput: string;
-  /** Name of the source output holding the mask (FP32 [1,1,H,W], probabilities). */
+  /** Name of the source output holding the mask (FP32 [1,1,H,W], probabilities, or logits with `sigmoid`). */
   sourceOutput: string;
-  /** Per-channel mean subtracted after dividing by 255 (std 1), as the source expects. */
+  /** Per-channel mean subtracted after dividing by 255, as the source expects. */
   mean: [number, number, number];
+  /** Per-channel divisor after the mean. Default 1 (ISNet). */
+  std?: [number, number, number];
+  /** Channel order the source takes; the prepared input is always the decoder's RGB. Default RGB. */
+  channelOrder?: 'RGB' | 'BGR';
+  /** The source output holds logits: a sigmoid runs before the stretch (BiRefNet). Default false. */
+  sigmoid?: boolean;
+  /**
+   * Declare the batch free (`-1`): right for graphs that take the batch from the tensor's own
+   * shape (ISNet). False keeps the source's batch dimension. Default true.
+   */
+  freeBatch?: boolean;
   /**
    * 8: the mask stretched to 0..255 inside the graph (min-max, with the "no foreground" rule),
    * exactly what the API would make of the FP32 mask. 16: the probability as value / 65535,
@@ -28,6 +44,12 @@ export interface PrepareOptions {
   outputName: string;
   /** Below this peak the model found nothing and the mask is not stretched (see the API's MIN_STRETCH_PEAK). */
   minStretchPeak: number;
+  /**
+   * Let the prepared model take any height and width (see free-input-size.ts): its input becomes
+   * [N,H,W,3] with H and W free (-1 in metadata) and the mask comes back at the size sent. The
+   * arithmetic at the export size is unchanged.
+   */
+  freeSize?: boolean;
 }
 
 export interface PreparedModelInfo {
@@ -44,8 +66,9 @@ export interface PreparedModelInfo {
  *    output and the nodes that only fed them are dropped.
  * The trunk (weights, precision, operators) is left exactly as it was.
  */
-export function prepareModel(source: Uint8Array, options: PrepareOptions): { bytes: Uint8Array; info: PreparedModelInfo } {
-  const model = onnx.ModelProto.decode(source);
+export function prepareModel(source: Uint8Array | onnxProto.onnx.IModelProto, options: PrepareOptions): { bytes: Uint8Array; info: PreparedModelInfo } {
+  // A decoded model is rewritten in place (the caller has no further use for it).
+  const model = source instanceof Uint8Array ? onnx.ModelProto.decode(source) : source;
   const graph = model.graph;
   if (!graph) throw new Error('the model has no graph');
   const input = graph.input?.find((v) => v.name === options.sourceInput);
@@ -56,9 +79,15 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
   if (input.type?.tensorType?.elemType !== FLOAT || dims.length !== 4 || dims[1] !== 3 || !(dims[2]! > 0 && dims[3]! > 0)) {
     throw new Error(`input ${options.sourceInput} must be FP32 [N,3,H,W] with fixed H and W, got [${dims}]`);
   }
-  const [, , height, width] = dims as [number, number, number, number];
+  const [, , exportHeight, exportWidth] = dims as [number, number, number, number];
+  if (options.freeSize) freeInputSize(graph, options.sourceInput, { height: exportHeight, width: exportWidth });
+  const height = options.freeSize ? -1 : exportHeight;
+  const width = options.freeSize ? -1 : exportWidth;
   const opset = Number(model.opsetImport?.find((o) => !o.domain || o.domain === 'ai.onnx')?.version ?? 0);
-  if (opset < 11 || opset > 17) throw new Error(`opset ${opset} is not supported (11..17: ReduceMin/Max take axes as attributes)`);
+  if (opset < PREPARE_OPSETS.min || opset > PREPARE_OPSETS.max) {
+    throw new Error(`opset ${opset} is not supported (${PREPARE_OPSETS.min}..${PREPARE_OPSETS.max}: Clip takes its bounds as inputs from 11)`);
+  }
+  const batch = Number(dims[0] ?? 0);
 
   const prefix = 'bgcut_prepare/';
   const name = (n: string) => prefix + n;
@@ -67,6 +96,7 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
     const tensor: onnxProto.onnx.ITensorProto = { name: name(n), dataType, dims: shape };
     if (dataType === FLOAT) tensor.floatData = values;
     else if (dataType === BOOL || dataType === UINT8) tensor.int32Data = values;
+    else if (dataType === INT64) tensor.int64Data = values;
     constants.push(tensor);
     return name(n);
   };
@@ -80,25 +110,43 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
   const ints = (n: string, values: number[]): onnxProto.onnx.IAttributeProto => ({ name: n, ints: values, type: onnx.AttributeProto.AttributeType.INTS });
   const int = (n: string, value: number): onnxProto.onnx.IAttributeProto => ({ name: n, i: value, type: onnx.AttributeProto.AttributeType.INT });
 
-  // Input: UINT8 NHWC -> NCHW -> FP32 -> x / 255 - mean, written to the source input's name so
-  // the trunk reads it unchanged.
-  const pre: Node[] = [
-    node('Transpose', [options.inputName], name('nchw_u8'), [ints('perm', [0, 3, 1, 2])]),
-    node('Cast', [name('nchw_u8')], name('nchw_f32'), [int('to', FLOAT)]),
-    node('Mul', [name('nchw_f32'), constant('scale', FLOAT, [1 / 255])], name('unit')),
-    node('Sub', [name('unit'), constant('mean', FLOAT, options.mean, [1, 3, 1, 1])], options.sourceInput),
-  ];
+  // Input: UINT8 NHWC -> NCHW (-> BGR) -> FP32 -> (x / 255 - mean) / std, written to the source
+  // input's name so the trunk reads it unchanged. With std 1 these are exactly the nodes ISNet's
+  // preparation always had (its prepared file stays byte for byte the same).
+  const std = options.std ?? [1, 1, 1];
+  const bgr = (options.channelOrder ?? 'RGB') === 'BGR';
+  const pre: Node[] = [node('Transpose', [options.inputName], name('nchw_u8'), [ints('perm', [0, 3, 1, 2])])];
+  if (bgr) pre.push(node('Gather', [name('nchw_u8'), constant('bgr', INT64, [2, 1, 0], [3])], name('bgr_u8'), [int('axis', 1)]));
+  pre.push(node('Cast', [name(bgr ? 'bgr_u8' : 'nchw_u8')], name('nchw_f32'), [int('to', FLOAT)]));
+  if (std.every((s) => s === 1)) {
+    pre.push(
+      node('Mul', [name('nchw_f32'), constant('scale', FLOAT, [1 / 255])], name('unit')),
+      node('Sub', [name('unit'), constant('mean', FLOAT, options.mean, [1, 3, 1, 1])], options.sourceInput),
+    );
+  } else {
+    // (x / 255 - mean) / std as one multiply and one subtraction per element.
+    pre.push(
+      node('Mul', [name('nchw_f32'), constant('scale', FLOAT, std.map((s) => 1 / (255 * s)), [1, 3, 1, 1])], name('unit')),
+      node('Sub', [name('unit'), constant('mean', FLOAT, options.mean.map((m, c) => m / std[c]!), [1, 3, 1, 1])], options.sourceInput),
+    );
+  }
 
-  // Output: the mask alone, in fixed point.
-  const mask = options.sourceOutput;
+  // Output: the mask alone, in fixed point; logits become probabilities first.
   const post: Node[] = [];
+  if (options.sigmoid) post.push(node('Sigmoid', [options.sourceOutput], name('probability')));
+  const mask = options.sigmoid ? name('probability') : options.sourceOutput;
+  // Per image ([N,1,1,1]), so images batched together never change each other's mask. From
+  // opset 18 the axes are an input, before it an attribute.
+  const reduce = (opType: string, out: string) =>
+    opset >= 18
+      ? node(opType, [mask, constant(`${out}_axes`, INT64, [1, 2, 3], [3])], name(out), [int('keepdims', 1)])
+      : node(opType, [mask], name(out), [ints('axes', [1, 2, 3]), int('keepdims', 1)]);
   if (options.maskBits === 8) {
     // The API's stretch, in the graph: lo..hi -> 0..255, unless the map is flat or peaks below
     // minStretchPeak (no foreground: the noise must not be stretched into one).
     post.push(
-      // Per image ([N,1,1,1]), so images batched together never change each other's mask.
-      node('ReduceMin', [mask], name('lo'), [ints('axes', [1, 2, 3]), int('keepdims', 1)]),
-      node('ReduceMax', [mask], name('hi'), [ints('axes', [1, 2, 3]), int('keepdims', 1)]),
+      reduce('ReduceMin', 'lo'),
+      reduce('ReduceMax', 'hi'),
       node('Sub', [name('hi'), name('lo')], name('range')),
       node('Greater', [name('range'), constant('min_range', FLOAT, [1e-6])], name('has_range')),
       node('Less', [name('hi'), constant('min_peak', FLOAT, [options.minStretchPeak])], name('low_peak')),
@@ -123,7 +171,7 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
     );
   }
 
-  const trunk = reachable(graph, [mask]);
+  const trunk = reachable(graph, [options.sourceOutput]);
   const nodes = [...pre, ...trunk, ...post];
   const used = new Set(nodes.flatMap((n) => n.input ?? []));
   graph.node = nodes;
@@ -132,12 +180,16 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
   graph.valueInfo = [];
   // The batch is left free: ISNet's Resize sizes take the batch from the tensor's own shape, so
   // several images can run in one call (what Triton's dynamic batcher does on GPUs).
-  const tensorType = (elemType: number, shape: number[]) => ({
-    tensorType: { elemType, shape: { dim: shape.map((d) => (d > 0 ? { dimValue: d } : { dimParam: 'batch' })) } },
-  });
+  const names = ['batch', 'height', 'width'];
+  const tensorType = (elemType: number, shape: number[]) => {
+    // A fixed batch (a family model's) leaves the free names to height and width.
+    const free = shape[0]! > 0 ? names.slice(1) : [...names];
+    return { tensorType: { elemType, shape: { dim: shape.map((d) => (d > 0 ? { dimValue: d } : { dimParam: free.shift()! })) } } };
+  };
+  const n = (options.freeBatch ?? true) || !(batch > 0) ? -1 : batch;
   const info: PreparedModelInfo = {
-    input: { name: options.inputName, datatype: 'UINT8', shape: [-1, height, width, 3] },
-    output: { name: options.outputName, datatype: options.maskBits === 8 ? 'UINT8' : 'UINT16', shape: [-1, 1, height, width] },
+    input: { name: options.inputName, datatype: 'UINT8', shape: [n, height, width, 3] },
+    output: { name: options.outputName, datatype: options.maskBits === 8 ? 'UINT8' : 'UINT16', shape: [n, 1, height, width] },
   };
   graph.input = [{ name: info.input.name, type: tensorType(UINT8, info.input.shape) }];
   graph.output = [{ name: info.output.name, type: tensorType(options.maskBits === 8 ? UINT8 : UINT16, info.output.shape) }];

@@ -5,6 +5,8 @@ import os from 'node:os';
 import {
   DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
+  MODEL_INFER_SPAN,
+  RUN_TIME_TRAILER,
   elementCount,
   isDatatype,
   typedContentsToBytes,
@@ -14,17 +16,25 @@ import {
   type ModelInferRequest__Output,
   type ModelInferResponse,
 } from '../protocol/index.js';
+import { traceIncoming } from '../tracing/otel.js';
 import { InferenceMetrics } from './metrics.js';
-import { fileDigest, resolveModelFile } from './model-source.js';
-import { batchesByDefault } from './batching.js';
-import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
+import { resolveServedModel } from './families/served-model.js';
+import { fileDigest } from './model-source.js';
+import { batchSizes } from './batching.js';
+import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
 export interface ModelSource {
   /** The name clients ask for. */
   name: string;
-  /** A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
+  /**
+   * A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`), a model rembg
+   * users have, by rembg's name (`birefnet-general`, `u2net`, ...: found in `$U2NET_HOME` or
+   * `~/.u2net`, checked and prepared), or the path of an ONNX file.
+   */
   source: string;
+  /** With a file's path: its family (`birefnet`) or a known model's name, so it is checked and prepared as one. */
+  family?: string;
 }
 
 export interface ServerTls {
@@ -52,12 +62,19 @@ export interface InferenceServerOptions {
   maxQueue?: number;
   /**
    * Most images one session.run stacks from queued calls (dynamic batching; the model's batch
-   * axis must be free). Default 8 on an accelerator (any provider but `cpu`), 1 on the CPU,
-   * where batching gains nothing.
+   * axis must be free). Every run is padded to this size, so an accelerator's session sees one
+   * shape (see batching.ts). Default 1: off (measured on an H100, the server's per-call work, not
+   * the GPU, was the limit; see batching.ts).
    */
   maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
+  /**
+   * Largest value a free dimension (other than the batch) of an input may take, e.g. the height
+   * and width of a model that takes any size. Bounds the model's working memory, which grows
+   * with the image's area far faster than the message does. Default 2048.
+   */
+  maxFreeDim?: number;
   /** Connections are closed (gracefully) after this long, so clients rebalance onto new servers. Default 5 minutes. */
   maxConnectionAgeMs?: number;
   /** How long shutdown waits for calls in flight before it cuts them off. Default 30 s. */
@@ -66,6 +83,12 @@ export interface InferenceServerOptions {
   tls?: ServerTls;
   /** Port of the Prometheus /metrics HTTP endpoint; absent for none. */
   metricsPort?: number;
+  /**
+   * Port of a second, plaintext gRPC listener that serves grpc.health.v1 alone, for probes that
+   * cannot speak (m)TLS, such as Kubernetes' gRPC probe; absent for none. It reports what the
+   * main port's health service reports.
+   */
+  healthPort?: number;
   /** Log lines go here. Default console.log. */
   log?: (line: string) => void;
 }
@@ -73,6 +96,7 @@ export interface InferenceServerOptions {
 export interface RunningInferenceServer {
   port: number;
   metricsPort: number | undefined;
+  healthPort: number | undefined;
   models: Record<string, ModelSignature & { version: string; sha256: string }>;
   /** Stops serving: NOT_SERVING, refuse new calls, finish in-flight ones, then close. */
   shutdown(): Promise<void>;
@@ -85,6 +109,9 @@ const SERVER_VERSION = '0.1.0';
  * metadata's properties. A client that asks for no version gets this one.
  */
 const MODEL_VERSION = '1';
+
+/** How long, at shutdown, a worker may go on with a job after the calls were cut off. */
+const POOL_CLOSE_GRACE_MS = 5_000;
 
 export function resolveServerOptions(options: InferenceServerOptions) {
   const workers = options.workers ?? 1;
@@ -100,13 +127,15 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     maxQueueSet: options.maxQueue !== undefined,
     maxBatch: options.maxBatch,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
+    maxFreeDim: options.maxFreeDim ?? 2048,
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
     tls: options.tls,
     metricsPort: options.metricsPort,
+    healthPort: options.healthPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
-  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
+  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxFreeDim', 'maxConnectionAgeMs'] as const;
   for (const key of positiveInts) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
@@ -126,6 +155,11 @@ export function resolveServerOptions(options: InferenceServerOptions) {
   return resolved;
 }
 
+function metadataText(metadata: grpc.Metadata, key: string): string | undefined {
+  const value = metadata.get(key)[0];
+  return typeof value === 'string' ? value : undefined;
+}
+
 function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceError> {
   return { code, details, message: details };
 }
@@ -136,6 +170,8 @@ interface LoadedModel {
   sha256: string;
   pool: SessionPool;
   signature: ModelSignature;
+  /** Family, licence and preparation of a family model, reported in the metadata. */
+  properties: Record<string, string>;
 }
 
 /**
@@ -164,7 +200,12 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   const models = new Map<string, LoadedModel>();
   let shuttingDown = false;
   let loaded = false;
-  const ready = () => loaded && !shuttingDown;
+  /** Models whose pool has no live worker (all crashed, restarts pending). */
+  const down = new Set<string>();
+  const ready = () => loaded && !shuttingDown && down.size === 0;
+  // SERVING only while every model has a live worker: a load balancer then sends no calls to a
+  // server that would refuse them all.
+  const updateHealth = () => setHealth(ready() ? 'SERVING' : 'NOT_SERVING');
 
   const known = (name: string) => config.models.some((m) => m.name === name);
   /**
@@ -211,16 +252,19 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         platform: 'onnxruntime_onnx',
         inputs: model.signature.inputs,
         outputs: model.signature.outputs,
-        properties: { execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
+        properties: { ...model.properties, execution_provider: model.signature.provider, source: model.source, sha256: model.sha256 },
       });
     },
     ModelInfer(call, callback) {
       const request = call.request;
       const model = models.get(request.modelName);
       const provider = model?.signature.provider ?? 'none';
-      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse) => {
+      const answer = (error: Partial<grpc.ServiceError> | null, response?: ModelInferResponse, runMs?: number) => {
         metrics.calls.inc({ model: modelLabel(request.modelName), provider, status: error ? grpc.status[error.code!] : 'OK' });
-        callback(error, response);
+        // The run time again as a trailer, for the client's load balancer (least-request-balancer.ts).
+        const trailer = new grpc.Metadata();
+        if (runMs !== undefined) trailer.set(RUN_TIME_TRAILER, String(Math.round(runMs * 1000)));
+        callback(error, response, trailer);
       };
       const notFound = missing(request.modelName, request.modelVersion);
       if (notFound) {
@@ -234,7 +278,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       let inputs: TensorData[];
       let outputNames: string[];
       try {
-        inputs = decodeInputs(request, model.signature.inputs);
+        inputs = decodeInputs(request, model.signature.inputs, config.maxFreeDim);
         // No outputs named: every output of the model, as the protocol says.
         outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
         if (new Set(outputNames).size !== outputNames.length) throw new Error('an output is named twice');
@@ -242,7 +286,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         for (const name of outputNames) {
           const spec = model.signature.outputs.find((o) => o.name === name);
           if (!spec) throw new Error(`unknown output ${name} (outputs: ${model.signature.outputs.map((o) => o.name).join(', ')})`);
-          responseBytes += spec.shape.reduce((a, d) => a * (d > 0 ? d : (inputs[0]?.shape[0] ?? 1)), 1) * DATATYPE_BYTES[spec.datatype];
+          responseBytes += elementCount(outputShapeEstimate(spec.shape, model.signature.inputs[0]?.shape ?? [], inputs[0]?.shape ?? [])) * DATATYPE_BYTES[spec.datatype];
         }
         // Refused before the inference runs, not after: the answer could never be sent.
         if (responseBytes > config.maxMessageBytes) {
@@ -272,7 +316,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         return;
       }
 
-      const run = model.pool.run(inputs, outputNames, abort.signal);
+      // Continues the caller's trace, when it sent W3C trace context and this process traces.
+      const traceHeaders = { traceparent: metadataText(call.metadata, 'traceparent'), tracestate: metadataText(call.metadata, 'tracestate') };
+      const run = traceIncoming(
+        MODEL_INFER_SPAN,
+        traceHeaders,
+        async (span) => {
+          span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model.name, 'bgcut.provider': provider });
+          return model.pool.run(inputs, outputNames, abort.signal);
+        },
+        (result, _start, end) => [{ name: 'session.run', start: end - result.runMs, end, attributes: { 'bgcut.model': model.name, 'bgcut.provider': provider } }],
+      );
       metrics.queueDepth.set({ model: model.name }, model.pool.queued);
       // Calls inside session.run: the gauge was declared but never set.
       metrics.running.set({ model: model.name }, model.pool.running);
@@ -291,13 +345,14 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
-          });
+          }, result.runMs);
         },
         (error: Error) => {
           clearTimeout(deadlineTimer);
           metrics.queueDepth.set({ model: model.name }, model.pool.queued);
           metrics.running.set({ model: model.name }, model.pool.running);
           if (error instanceof QueueFullError) answer(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
+          else if (error instanceof WorkersDownError) answer(grpcError(grpc.status.UNAVAILABLE, error.message));
           else if (error instanceof JobAbortedError) {
             const expired = Number.isFinite(deadlineMs) && Date.now() >= deadlineMs;
             answer(grpcError(expired ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED, error.message));
@@ -321,7 +376,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   log(`inference server listening on ${config.host}:${port} (${security}; health NOT_SERVING while the models load)`);
 
   let metricsServer: http.Server | undefined;
+  let healthServer: grpc.Server | undefined;
+  let healthPort: number | undefined;
   try {
+    if (config.healthPort !== undefined) {
+      healthServer = new grpc.Server();
+      health.addToServer(healthServer);
+      healthPort = await new Promise<number>((resolve, reject) => {
+        healthServer!.bindAsync(`${config.host}:${config.healthPort}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+      });
+      log(`health (grpc.health.v1 only, plaintext) on ${config.host}:${healthPort}`);
+    }
     if (config.metricsPort !== undefined) {
       metricsServer = await metrics.listen(config.metricsPort, config.host);
       const address = metricsServer.address() as { port: number };
@@ -329,7 +394,11 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     }
     for (const source of config.models) {
       const started = Date.now();
-      const modelFile = await resolveModelFile(source.source);
+      const served = await resolveServedModel(source).catch((error: Error) => {
+        throw new Error(`model ${source.name}: ${error.message}`);
+      });
+      for (const note of served.notes) log(`model ${source.name}: ${note}`);
+      const modelFile = served.file;
       const sha256 = await fileDigest(modelFile);
       const pool = new SessionPool({
         modelFile,
@@ -337,15 +406,22 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         workers: config.workers,
         intraOpThreads: config.intraOpThreads,
         maxQueue: config.maxQueue,
+        log: (line) => log(`model ${source.name}: ${line}`),
+        onStart: () => metrics.started.inc({ model: source.name }),
+        onServingChange: (serving) => {
+          if (serving) down.delete(source.name);
+          else down.add(source.name);
+          updateHealth();
+        },
       });
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
       const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
-      const maxBatch = batchAxisFree ? (config.maxBatch ?? (batchesByDefault(signature.provider) ? 8 : 1)) : 1;
+      const maxBatch = batchAxisFree ? (config.maxBatch ?? 1) : 1;
       const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
       if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
-      await warmUp(pool, signature, config.workers);
-      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
+      await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
+      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature, properties: served.properties });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
@@ -354,17 +430,19 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       );
     }
     loaded = true;
-    setHealth('SERVING');
+    updateHealth();
   } catch (error) {
     server.forceShutdown();
+    healthServer?.forceShutdown();
     metricsServer?.close();
-    await Promise.all([...models.values()].map((m) => m.pool.close()));
+    await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     throw error;
   }
 
   return {
     port,
     metricsPort: metricsServer ? (metricsServer.address() as { port: number }).port : undefined,
+    healthPort,
     models: Object.fromEntries([...models.values()].map((m) => [m.name, { ...m.signature, version: MODEL_VERSION, sha256: m.sha256 }])),
     async shutdown() {
       if (shuttingDown) return;
@@ -381,17 +459,45 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           resolve();
         });
       });
+      // NOT_SERVING stayed visible on the health port while calls drained.
+      healthServer?.forceShutdown();
       metricsServer?.close();
-      await Promise.all([...models.values()].map((m) => m.pool.close()));
+      // Calls were cut off above; what a worker still runs gets a short grace, then the thread ends.
+      await Promise.all([...models.values()].map((m) => m.pool.close(POOL_CLOSE_GRACE_MS)));
     },
   };
 }
 
+/**
+ * An output's shape for the call about to run: a free batch (first dimension) is the input's
+ * batch, and the other free dimensions take, in order, the values of the input's free
+ * dimensions (a segmentation model's mask has its image's height and width). An estimate, for
+ * refusing answers that could never be sent before running the model.
+ */
+export function outputShapeEstimate(output: number[], inputSpec: number[], input: number[]): number[] {
+  const freeInput = inputSpec.map((d, i) => (i > 0 && d < 0 ? input[i] ?? 1 : undefined)).filter((d): d is number => d !== undefined);
+  return output.map((d, i) => (d > 0 ? d : i === 0 ? (input[0] ?? 1) : (freeInput.shift() ?? 1)));
+}
+
+/**
+ * Free sizes warm up at this value: large enough that ONNX Runtime sets up what a real image
+ * needs, small enough to keep start-up quick.
+ */
+const WARM_UP_FREE_DIM = 256;
+
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
-async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number): Promise<void> {
+/**
+ * Runs every session once at each batch size it may be given (on accelerators the first run of a
+ * shape is the slow one), so the first callers never pay for it.
+ */
+async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number, batches: number[] = [1]): Promise<void> {
+  for (const batch of batches) await warmUpAt(pool, signature, workers, batch);
+}
+
+async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: number, batch: number): Promise<void> {
   const inputs = () =>
     signature.inputs.map((spec) => {
-      const shape = spec.shape.map((d) => (d > 0 ? d : 1));
+      const shape = spec.shape.map((d, axis) => (d > 0 ? d : axis === 0 ? batch : WARM_UP_FREE_DIM));
       const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
       return { name: spec.name, datatype: spec.datatype, shape, data: new ArrayBuffer(bytes) };
     });
@@ -403,7 +509,7 @@ async function warmUp(pool: SessionPool, signature: ModelSignature, workers: num
  * Checks each input against the model's signature and copies its bytes into a transferable
  * buffer. Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
  */
-function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): TensorData[] {
+function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], maxFreeDim: number): TensorData[] {
   if (request.inputs.length !== specs.length) {
     throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
@@ -423,6 +529,9 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): 
     const shape = input.shape.map(Number);
     if (shape.length !== spec.shape.length || shape.some((d, i) => d < 1 || (spec.shape[i]! > 0 && d !== spec.shape[i]))) {
       throw new Error(`input ${input.name} must have shape [${spec.shape}], got [${shape}]`);
+    }
+    if (shape.some((d, i) => i > 0 && spec.shape[i]! < 0 && d > maxFreeDim)) {
+      throw new Error(`input ${input.name} has shape [${shape}]: its free dimensions may be at most ${maxFreeDim} (the server's maxFreeDim)`);
     }
     const elements = elementCount(shape);
     const typed = typedValueCount(input.contents);

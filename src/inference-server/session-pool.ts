@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { batchKey, splitOutputs, stackInputs } from './batching.js';
+import { batchKey, padInputs, paddedBatchSize, splitOutputs, stackInputs } from './batching.js';
 import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
 export interface SessionPoolOptions {
@@ -17,6 +17,19 @@ export interface SessionPoolOptions {
    * (see batching.ts). 1 (the default) runs every call alone, as a CPU should.
    */
   maxBatch?: number;
+  /**
+   * Delay before a crashed worker is replaced: `initialMs`, doubled for each crash in a row up to
+   * `maxMs`; a worker that has completed a job resets it. Default 250 ms to 30 s.
+   */
+  restartBackoff?: { initialMs: number; maxMs: number };
+  /** Told when the pool can serve (at least one live worker) and when it cannot. */
+  onServingChange?: (serving: boolean) => void;
+  /** Log lines (crashes, restarts). Default console.error. */
+  log?: (line: string) => void;
+  /** Told each time a job is handed to a worker (an inference starts). */
+  onStart?: () => void;
+  /** The worker thread's script; tests replace it to crash or hang on purpose. Default session-worker.js. */
+  workerUrl?: URL;
 }
 
 export interface ModelSignature {
@@ -43,6 +56,11 @@ export class JobAbortedError extends Error {
   override readonly name = 'JobAbortedError';
 }
 
+/** No worker is alive (all crashed, restarts pending): the job is refused at once, not queued until its deadline. */
+export class WorkersDownError extends Error {
+  override readonly name = 'WorkersDownError';
+}
+
 interface PendingJob {
   inputs: TensorData[];
   outputNames: string[];
@@ -54,6 +72,8 @@ interface PendingJob {
 interface Slot {
   worker: Worker;
   busy: { id: number; job: PendingJob } | undefined;
+  /** Resolves when the worker has exited. */
+  exited: Promise<void>;
 }
 
 const WORKER_URL = new URL('./session-worker.js', import.meta.url);
@@ -62,6 +82,13 @@ const WORKER_URL = new URL('./session-worker.js', import.meta.url);
  * A fixed set of worker threads, each with its own onnxruntime session, behind a bounded FIFO
  * queue. A job whose signal has aborted while it waited is dropped before it reaches a worker,
  * so no inference starts for a call that is already cancelled or past its deadline.
+ *
+ * A worker that dies is replaced after a backoff that grows while replacements keep dying; while
+ * no worker is alive the pool refuses jobs at once (WorkersDownError) and says it cannot serve.
+ *
+ * Hand-written rather than piscina: piscina replaces a crashed worker at once (no backoff), has
+ * no "no live worker" state to report, and aborting a running task terminates its worker, which
+ * here would mean reloading the model (seconds) for a call that could simply finish.
  */
 export class SessionPool {
   private readonly slots: Slot[] = [];
@@ -69,13 +96,22 @@ export class SessionPool {
   private nextId = 1;
   private closed = false;
   private signature: ModelSignature | undefined;
+  /** Crashes in a row since a worker last completed a job: the exponent of the restart delay. */
+  private crashesInARow = 0;
+  private readonly restarts = new Set<NodeJS.Timeout>();
+  private serving = false;
+  private readonly backoff: { initialMs: number; maxMs: number };
+  private readonly log: (line: string) => void;
   /**
    * Jobs handed to a worker, jobs dropped unrun because they were cancelled while queued, and the
    * session runs that served them (fewer than `started` when calls were batched).
    */
   readonly stats = { started: 0, dropped: 0, runs: 0 };
 
-  constructor(private readonly options: SessionPoolOptions) {}
+  constructor(private readonly options: SessionPoolOptions) {
+    this.backoff = options.restartBackoff ?? { initialMs: 250, maxMs: 30_000 };
+    this.log = options.log ?? ((line) => console.error(line));
+  }
 
   /** Starts every worker and resolves with the model's signature once all sessions are loaded. */
   async start(): Promise<ModelSignature> {
@@ -101,39 +137,71 @@ export class SessionPool {
     return this.slots.filter((s) => s.busy).length;
   }
 
+  /** Workers alive and loaded. */
+  get workers(): number {
+    return this.slots.length;
+  }
+
   run(inputs: TensorData[], outputNames: string[], signal?: AbortSignal): Promise<RunResult> {
     if (this.closed) return Promise.reject(new JobAbortedError('the session pool is closed'));
     if (signal?.aborted) return Promise.reject(new JobAbortedError('cancelled before it was queued'));
+    if (this.slots.length === 0) return Promise.reject(new WorkersDownError('no inference worker is running (restarting after a crash)'));
     const idle = this.slots.find((s) => !s.busy);
     if (!idle && this.queue.length >= this.options.maxQueue) {
       return Promise.reject(new QueueFullError(`all ${this.slots.length} workers busy and ${this.queue.length} jobs queued`));
     }
     return new Promise<RunResult>((resolve, reject) => {
       const job: PendingJob = { inputs, outputNames, signal, resolve, reject };
-      if (idle) this.dispatch(idle, job);
-      else {
+      if (idle) {
+        this.queue.unshift(job);
+        this.pump(idle);
+      } else {
         this.queue.push(job);
         signal?.addEventListener('abort', () => this.dropQueued(job), { once: true });
       }
     });
   }
 
-  /** Stops taking jobs, lets running ones finish, then ends the workers. */
-  async close(): Promise<void> {
+  /**
+   * Stops taking jobs, lets running ones finish for up to `graceMs`, then ends the workers (a job
+   * still running then is rejected with JobAbortedError).
+   */
+  async close(graceMs = 10_000): Promise<void> {
     this.closed = true;
+    for (const timer of this.restarts) clearTimeout(timer);
+    this.restarts.clear();
     for (const job of this.queue.splice(0)) job.reject(new JobAbortedError('the session pool is closing'));
-    await Promise.all(
-      this.slots.map(async (slot) => {
-        while (slot.busy) await new Promise((r) => setTimeout(r, 20));
-        await slot.worker.terminate();
-      }),
-    );
+    const slots = [...this.slots];
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+    await Promise.race([Promise.all(slots.map((slot) => this.idle(slot))), graceOver]);
+    clearTimeout(timer);
+    for (const slot of slots) {
+      slot.busy?.job.reject(new JobAbortedError(`the session pool closed after a ${graceMs} ms grace`));
+      slot.busy = undefined;
+    }
+    await Promise.all(slots.map((slot) => slot.worker.terminate().then(() => slot.exited)));
+  }
+
+  /** Resolves once the slot has no job (it finished, failed, or the worker exited). */
+  private idle(slot: Slot): Promise<void> {
+    if (!slot.busy) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const check = () => {
+        if (slot.busy) return;
+        slot.worker.off('message', check);
+        resolve();
+      };
+      slot.worker.on('message', check);
+      void slot.exited.then(resolve);
+    });
   }
 
   private spawn(): Promise<ModelSignature> {
     const init: WorkerInit = { modelFile: this.options.modelFile, intraOpThreads: this.options.intraOpThreads, providers: this.options.providers };
-    const worker = new Worker(WORKER_URL, { workerData: init });
-    const slot: Slot = { worker, busy: undefined };
+    const worker = new Worker(this.options.workerUrl ?? WORKER_URL, { workerData: init });
+    let exited!: () => void;
+    const slot: Slot = { worker, busy: undefined, exited: new Promise<void>((resolve) => (exited = resolve)) };
     return new Promise<ModelSignature>((resolve, reject) => {
       let ready = false;
       worker.on('message', (reply: WorkerReply) => {
@@ -141,6 +209,7 @@ export class SessionPool {
           case 'ready':
             ready = true;
             this.slots.push(slot);
+            this.setServing();
             resolve({ inputs: reply.inputs, outputs: reply.outputs, provider: reply.provider, skipped: reply.skipped });
             this.pump(slot);
             break;
@@ -152,6 +221,8 @@ export class SessionPool {
             const busy = slot.busy;
             if (!busy || busy.id !== reply.id) break;
             slot.busy = undefined;
+            // A worker that gets through a job is healthy: the next crash starts the backoff afresh.
+            this.crashesInARow = 0;
             if (reply.type === 'result') busy.job.resolve({ outputs: reply.outputs, runMs: reply.runMs, batchSize: 1 });
             else busy.job.reject(new Error(reply.message));
             this.pump(slot);
@@ -163,17 +234,42 @@ export class SessionPool {
         if (!ready) reject(error);
       });
       worker.on('exit', (code) => {
+        exited();
         const index = this.slots.indexOf(slot);
         if (index >= 0) this.slots.splice(index, 1);
         slot.busy?.job.reject(new Error(`inference worker exited with code ${code}`));
         slot.busy = undefined;
-        // A worker that dies while serving (out of memory, native crash) is replaced, so the
-        // pool keeps its size; one that fails to load stays down and start() reports it.
-        if (ready && !this.closed) {
-          this.spawn().catch((error: unknown) => console.error('inference worker restart failed:', error));
+        if (this.closed) return;
+        if (!ready && this.signature === undefined) return; // start() reports a worker that never loaded
+        this.setServing();
+        // No worker left: queued jobs would wait until their deadline for a restart that may
+        // keep failing; they are refused now, so their callers can go to another server.
+        if (this.slots.length === 0) {
+          for (const job of this.queue.splice(0)) job.reject(new WorkersDownError('every inference worker crashed'));
         }
+        this.scheduleRestart(ready ? `exited with code ${code}` : 'failed to load');
       });
     });
+  }
+
+  /** Replaces a dead worker after the backoff's delay; a replacement that fails schedules the next, later. */
+  private scheduleRestart(why: string): void {
+    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.crashesInARow);
+    this.crashesInARow++;
+    this.log(`inference worker ${why}; restarting in ${delay} ms (${this.slots.length} of ${this.options.workers} running)`);
+    const timer = setTimeout(() => {
+      this.restarts.delete(timer);
+      if (this.closed) return;
+      this.spawn().catch(() => {}); // its exit handler logs and schedules the next try
+    }, delay);
+    this.restarts.add(timer);
+  }
+
+  private setServing(): void {
+    const serving = this.slots.length > 0;
+    if (serving === this.serving) return;
+    this.serving = serving;
+    this.options.onServingChange?.(serving);
   }
 
   private dispatch(slot: Slot, job: PendingJob): void {
@@ -181,6 +277,7 @@ export class SessionPool {
     slot.busy = { id, job };
     this.stats.started++;
     this.stats.runs++;
+    this.options.onStart?.();
     const message: RunJob = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
     slot.worker.postMessage(
       message,
@@ -196,9 +293,10 @@ export class SessionPool {
         job.reject(new JobAbortedError('cancelled while queued'));
         continue;
       }
-      const batch = this.companions(job);
-      if (batch.length === 1) this.dispatch(slot, job);
-      else this.dispatchBatch(slot, batch);
+      // When batching, even a lone call goes through dispatchBatch: it is padded to the one batch
+      // size the session is kept at.
+      if ((this.options.maxBatch ?? 1) > 1 && batchKey(job.inputs, job.outputNames) !== undefined) this.dispatchBatch(slot, this.companions(job));
+      else this.dispatch(slot, job);
     }
   }
 
@@ -224,29 +322,34 @@ export class SessionPool {
     return batch;
   }
 
-  /** One session.run over the batch's stacked images; each call gets its own rows back. */
+  /**
+   * One session.run over the batch's stacked images, padded to a batch size the session has seen
+   * (see paddedBatchSize); each call gets its own rows back and the padding is dropped.
+   */
   private dispatchBatch(slot: Slot, batch: PendingJob[]): void {
     const sizes = batch.map((j) => j.inputs[0]!.shape[0]!);
     const images = sizes.reduce((a, b) => a + b, 0);
+    const padding = paddedBatchSize(images, this.options.maxBatch ?? 1) - images;
     const merged: PendingJob = {
-      inputs: stackInputs(batch.map((j) => j.inputs)),
+      inputs: padInputs(stackInputs(batch.map((j) => j.inputs)), padding),
       outputNames: batch[0]!.outputNames,
       signal: undefined,
       resolve: (result) => {
         let parts: TensorData[][];
         try {
-          parts = splitOutputs(result.outputs, sizes);
+          parts = splitOutputs(result.outputs, padding > 0 ? [...sizes, padding] : sizes);
         } catch (error) {
           for (const j of batch) j.reject(error as Error);
           return;
         }
-        batch.forEach((j, i) => j.resolve({ outputs: parts[i]!, runMs: result.runMs, batchSize: images }));
+        batch.forEach((j, i) => j.resolve({ outputs: parts[i]!, runMs: result.runMs, batchSize: images + padding }));
       },
       reject: (error) => {
         for (const j of batch) j.reject(error);
       },
     };
     this.stats.started += batch.length - 1;
+    for (let i = 1; i < batch.length; i++) this.options.onStart?.();
     this.dispatch(slot, merged);
   }
 

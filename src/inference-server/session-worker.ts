@@ -11,6 +11,12 @@ import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './
 const port = parentPort;
 if (!port) throw new Error('session-worker must run in a worker thread');
 const init = workerData as WorkerInit;
+/**
+ * Tests and benchmarks only: every run holds its worker this many ms longer, as a slower machine
+ * would (bench/balancing.ts slows one of three servers this way). Set by the CLI's
+ * --test-run-delay-ms; never in production.
+ */
+const testRunDelayMs = Number(process.env.BGCUT_INFERENCE_TEST_RUN_DELAY_MS ?? 0);
 
 function post(reply: WorkerReply, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(reply, transfer);
@@ -67,6 +73,7 @@ async function run(session: ort.InferenceSession, job: RunJob): Promise<void> {
     }
     const started = performance.now();
     const results = await session.run(feeds, job.outputNames);
+    if (testRunDelayMs > 0) await new Promise((r) => setTimeout(r, testRunDelayMs));
     const runMs = performance.now() - started;
     const outputs: TensorData[] = [];
     for (const name of job.outputNames) {

@@ -18,10 +18,11 @@ export type JsonObject = { [key: string]: unknown };
 
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
-export const OPERATION_CODES: Record<'removeBackground' | 'getAccount', ErrorCode[]> = {
+export const OPERATION_CODES: Record<'removeBackground' | 'getAccount' | 'listModels', ErrorCode[]> = {
   // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
   removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed'),
   getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'],
+  listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'],
 };
 
 const RATE_LIMIT_HEADERS = {
@@ -39,6 +40,13 @@ const IMAGE_HEADERS = {
   'X-Foreground-Left': { description: 'See X-Foreground-Top.', required: true, schema: { type: 'string', pattern: '^\\d+$' } },
   'X-Foreground-Width': { description: 'See X-Foreground-Top.', required: true, schema: { type: 'string', pattern: '^\\d+$' } },
   'X-Foreground-Height': { description: 'See X-Foreground-Top.', required: true, schema: { type: 'string', pattern: '^\\d+$' } },
+  'X-Confidence': {
+    description:
+      'How sure the model was of this cutout, 0.00 to 1.00: the share of the object\'s mask that is decided (probability outside 0.1..0.9) ' +
+      'and on which the passes of `best` agree; 0 when nothing was found. A ranking, not a probability: send the lowest-scoring cutouts to a person.',
+    required: true,
+    schema: { type: 'string', pattern: '^(0\\.\\d\\d|1\\.00)$' },
+  },
   'Server-Timing': { description: 'Milliseconds per stage (decode, preprocess, inference, postprocess, encode).', schema: { type: 'string' } },
 } as const;
 
@@ -79,6 +87,17 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           parameters: [
             ...OUTPUT_OPTION_NAMES.map((name) => ({ name, in: 'query', required: false, schema: optionProperties[name] })),
             { name: 'Accept', in: 'header', required: false, description: '`application/json` for the JSON answer.', schema: { type: 'string' } },
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              required: false,
+              description:
+                'Makes retries safe: the first request with a key is run and charged; a retry with the same key within 24 hours is not charged again and ' +
+                'gets the first answer (with `Idempotent-Replayed: true`) while it is kept (10 minutes by default), `409 idempotency_key_in_use` while the first is still running, ' +
+                'and `422 idempotency_key_reused` if the request differs (another image, options or path). Keys are per account; a request that fails is not charged and frees its key. ' +
+                'Use a new random UUID per request and keep it across that request\'s retries.',
+              schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
+            },
           ],
           requestBody: {
             required: true,
@@ -113,6 +132,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
                 ...Object.fromEntries(Object.keys(IMAGE_HEADERS).map((name) => [name, headerRef(name)])),
                 ...rateLimitHeaderRefs(true),
                 'Content-Disposition': { description: 'inline, with a file name derived from the upload\'s.', schema: { type: 'string' } },
+                'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key (not charged again).', schema: { type: 'string', enum: ['true'] } },
               },
               content: {
                 ...Object.fromEntries(Object.values(FORMATS).map((format) => [format.contentType, { schema: { type: 'string', contentMediaType: format.contentType } }])),
@@ -134,6 +154,18 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
               content: { 'application/json': { schema: ref('Account') } },
             },
             ...problemResponses(OPERATION_CODES.getAccount),
+          },
+        },
+      },
+      '/v1/models': {
+        get: {
+          operationId: 'listModels',
+          summary: 'The models this API serves: family, input size, licence and what each quality mode costs',
+          description: 'Public, like this document. Which models an account\'s plan allows is in `GET /v1/account`.',
+          security: [],
+          responses: {
+            '200': { description: 'Every model a request may name with `model`, the default first.', content: { 'application/json': { schema: ref('ModelList') } } },
+            ...problemResponses(OPERATION_CODES.listModels),
           },
         },
       },
@@ -168,17 +200,19 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
         },
         Cutout: {
           type: 'object',
-          required: ['contentType', 'filename', 'width', 'height', 'foreground', 'data'],
+          required: ['contentType', 'filename', 'width', 'height', 'foreground', 'confidence', 'data'],
           properties: {
             contentType: { type: 'string', enum: Object.values(FORMATS).map((f) => f.contentType) },
             filename: { type: 'string' },
             width: { type: 'integer' },
             height: { type: 'integer' },
             foreground: { oneOf: [ref('Box'), { type: 'null' }] },
+            confidence: { type: 'number', minimum: 0, maximum: 1, description: 'As the X-Confidence header.' },
             data: { type: 'string', contentEncoding: 'base64' },
           },
         },
         Account: accountSchema(context),
+        ModelList: modelListSchema(context),
       },
     },
   };
@@ -244,6 +278,33 @@ function accountSchema(context: OpenApiContext): JsonObject {
       }),
       rate: { type: 'object', required: ['limit', 'remaining', 'resetSeconds'], properties: { limit: int, remaining: int, resetSeconds: int } },
       inProgress: int,
+    },
+  };
+}
+
+function modelListSchema(context: OpenApiContext): JsonObject {
+  const mode = { type: 'object', required: ['size', 'passes'], properties: { size: { type: 'integer', description: 'Model input size, px.' }, passes: { type: 'integer', description: 'Most model passes per cutout.' } } };
+  return {
+    type: 'object',
+    required: ['models'],
+    properties: {
+      models: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['name', 'default', 'family', 'input', 'licence', 'commercialUse', 'modes'],
+          properties: {
+            name: { type: 'string', description: 'What `model` names.', examples: context.models },
+            default: { type: 'boolean', description: 'Used when a request names no model.' },
+            family: { type: 'string', description: '`u2net`, `isnet`, `birefnet`, `bria-rmbg`, `ben2`, or `custom`.' },
+            input: { type: 'object', required: ['width', 'height'], properties: { width: { type: 'integer' }, height: { type: 'integer' } } },
+            licence: { type: 'string', description: 'The weights\' licence (SPDX where there is one).' },
+            commercialUse: { oneOf: [{ type: 'boolean' }, { type: 'null' }], description: 'False when the licence forbids commercial use; null when unknown.' },
+            notice: { type: 'string', description: 'Present when the licence restricts use.' },
+            modes: { type: 'object', required: ['fast', 'balanced', 'best'], properties: { fast: mode, balanced: mode, best: mode } },
+          },
+        },
+      },
     },
   };
 }

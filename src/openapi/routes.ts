@@ -1,13 +1,22 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
-import type { Route } from '../core/handler.js';
+import type { RemoveBgHandler } from '../core/handler.js';
 import { ApiError, problemOf } from '../core/errors.js';
-import type { CoreRequest, CoreResponse } from '../core/http-types.js';
+import type { CoreRequest, CoreResponse, Route } from '../core/http-types.js';
 import { buildOpenApiDocument, type OpenApiContext } from './document.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';
 export const DOCS_PATH = '/docs';
+
+/**
+ * Everything an adapter mounts for a handler: its API routes, and the API reference's routes
+ * unless the handler was created with `apiDocs: false`. The core knows nothing of OpenAPI; the
+ * reference is built here from what the handler says about its configuration.
+ */
+export function mountedRoutes(handler: Pick<RemoveBgHandler, 'routes' | 'apiDocs'>): Route[] {
+  return handler.apiDocs ? [...handler.routes, ...apiDocsRoutes(handler.apiDocs)] : handler.routes;
+}
 
 /**
  * `GET /v1/openapi.json` (the document) and `GET /docs` (a Swagger UI reference page, served from

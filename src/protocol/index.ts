@@ -14,6 +14,14 @@ export type { GRPCInferenceServiceHandlers } from './generated/inference/GRPCInf
 
 /** The Open Inference Protocol service name, as health checks and reflection know it. */
 export const INFERENCE_SERVICE_NAME = 'inference.GRPCInferenceService';
+/**
+ * Trailer of each ModelInfer answer from bgcut's server: microseconds inside session.run, as in
+ * the answer's `session_run_us` parameter, where a client's load balancer (which sees trailers,
+ * not messages) can weigh the server by it.
+ */
+export const RUN_TIME_TRAILER = 'bgcut-session-run-us';
+/** Name of the client's and the server's span of a ModelInfer call (OpenTelemetry's `{service}/{method}`). */
+export const MODEL_INFER_SPAN = 'inference.GRPCInferenceService/ModelInfer';
 
 /**
  * The .proto file ships with the package (`proto/`); it is loaded at run time, as grpc-node's own

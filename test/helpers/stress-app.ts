@@ -41,6 +41,7 @@ export async function startStressApp(options: {
   redis?: Redis;
   limits?: RemoveBgOptions['limits'];
   inference?: RemoveBgOptions['inference'];
+  concurrencyLeaseMs?: number;
 }): Promise<StressApp> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-stress-keys-'));
   const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
@@ -53,6 +54,7 @@ export async function startStressApp(options: {
     keyStore: store,
     plans: STRESS_PLANS,
     ...(options.redis ? { redis: options.redis } : {}),
+    ...(options.concurrencyLeaseMs ? { concurrencyLeaseMs: options.concurrencyLeaseMs } : {}),
     inference: { address: options.inferenceAddress, timeoutMs: 30_000, retryAfterSeconds: 1, ...options.inference },
     limits: { maxUploadBytes: 2 * 1024 * 1024, maxInFlight: 2_000, maxConcurrentInferences: 1, uploadTimeoutMs: 10_000, ...options.limits },
     onInternalError: (error) => {

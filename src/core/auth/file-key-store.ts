@@ -3,7 +3,7 @@ import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
 import { hashesEqual, keyIdOf } from './api-key.js';
-import { expireBy, newKey, NotFoundError } from './key-records.js';
+import { expireBy, newKey, NotFoundError, TooManyKeysError } from './key-records.js';
 import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
 
 export interface KeyFile {
@@ -62,6 +62,12 @@ export class FileKeyStore implements KeyAdmin {
       const account = data.accounts.find((a) => a.id === options.accountId);
       if (account) account.plan = options.plan;
       else data.accounts.push({ id: options.accountId, plan: options.plan, status: 'active' });
+      const now = created.record.createdAt;
+      const active = data.keys.filter((k) => k.accountId === options.accountId && !k.revokedAt && !(k.expiresAt && k.expiresAt <= now));
+      // Checked under the file's lock, with the write: parallel creations cannot both pass it.
+      if (!options.revokeOthers && options.maxActiveKeys !== undefined && active.length >= options.maxActiveKeys) {
+        throw new TooManyKeysError(options.maxActiveKeys);
+      }
       if (options.revokeOthers) {
         for (const other of data.keys) {
           if (other.accountId === options.accountId && !other.revokedAt) other.revokedAt = created.record.createdAt;

@@ -36,3 +36,11 @@ export function expireBy(record: KeyRecord, until: Date): KeyRecord {
 export class NotFoundError extends Error {
   override readonly name = 'NotFoundError';
 }
+
+/** The account already has as many active keys as it may (CreateKeyOptions.maxActiveKeys). */
+export class TooManyKeysError extends Error {
+  override readonly name = 'TooManyKeysError';
+  constructor(readonly maxActiveKeys: number) {
+    super(`An account may have at most ${maxActiveKeys} active keys: revoke one first.`);
+  }
+}

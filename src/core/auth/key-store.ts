@@ -50,6 +50,12 @@ export interface CreateKeyOptions {
   allowedOrigins?: string[];
   /** Revoke the account's other keys in the same write (used for the demo key). */
   revokeOthers?: boolean;
+  /**
+   * Refuse (TooManyKeysError) when the account already has this many active keys (not revoked,
+   * not expired), checked in the same step as the write, so parallel creations cannot pass it.
+   * Not checked with `revokeOthers`. Default: no ceiling.
+   */
+  maxActiveKeys?: number;
 }
 
 /** The write side of a key store, used by the `bgcut-keys` CLI and by apps that issue keys. */

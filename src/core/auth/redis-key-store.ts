@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import { hashesEqual } from './api-key.js';
-import { newKey, NotFoundError } from './key-records.js';
+import { newKey, NotFoundError, TooManyKeysError } from './key-records.js';
 import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
 
 export interface RedisKeyStoreOptions {
@@ -17,6 +18,8 @@ export interface RedisKeyStoreOptions {
    * others get 503. Default 10 minutes; 0 to fail every lookup at once.
    */
   maxStaleMs?: number;
+  /** Most keys remembered; the least recently used is forgotten first. Default 100 000. */
+  cacheMaxEntries?: number;
 }
 
 // Changes to a stored record are read-modify-writes done inside Redis (Lua, one step each), so two
@@ -41,20 +44,6 @@ redis.call('SET', KEYS[1], out)
 return out
 `;
 
-/** KEYS: account. ARGV: id, plan. Creates the account (active) or moves it to the plan, keeping its status. */
-const UPSERT_ACCOUNT = `
-local raw = redis.call('GET', KEYS[1])
-local account
-if raw then
-  account = cjson.decode(raw)
-  account.plan = ARGV[2]
-else
-  account = { id = ARGV[1], plan = ARGV[2], status = 'active' }
-end
-redis.call('SET', KEYS[1], cjson.encode(account))
-return 1
-`;
-
 /** KEYS: account. ARGV: status. The new account, nil if none. */
 const SET_STATUS = `
 local raw = redis.call('GET', KEYS[1])
@@ -64,6 +53,90 @@ account.status = ARGV[1]
 local out = cjson.encode(account)
 redis.call('SET', KEYS[1], out)
 return out
+`;
+
+// A new key is one script: the account (created, or moved to the plan), the ceiling on its
+// active keys, the revocation of its other keys (`revokeOthers`) and the key's records are read,
+// checked and written in one step, reads and checks before any write (a script that fails
+// half-way keeps what it wrote), so two creations cannot both pass the ceiling and a failed one
+// writes nothing.
+const ACTIVE_KEYS = `
+local function activeKeys(prefix, accountKeys, now, except)
+  local count = 0
+  local records = {}
+  for _, id in ipairs(redis.call('SMEMBERS', accountKeys)) do
+    local hash = redis.call('GET', prefix .. ':keyid:' .. id)
+    local raw = hash and redis.call('GET', prefix .. ':key:' .. hash)
+    if raw then
+      local record = cjson.decode(raw)
+      local revoked = record.revokedAt ~= nil and record.revokedAt ~= cjson.null
+      local expired = record.expiresAt ~= nil and record.expiresAt ~= cjson.null and record.expiresAt <= now
+      if not revoked and not expired and record.id ~= except then
+        count = count + 1
+        records[#records + 1] = { key = prefix .. ':key:' .. hash, record = record }
+      end
+    end
+  end
+  return count, records
+end
+`;
+
+/**
+ * KEYS: account, accounts set, account-keys set, new key record, new key id.
+ * ARGV: prefix, account id, plan, record JSON, hash, key id, now ISO, max active (0: none), revoke others ('1').
+ * Error 'too_many_keys' when the account already has `max active` keys.
+ */
+const CREATE_KEY = `${ACTIVE_KEYS}
+local raw = redis.call('GET', KEYS[1])
+local account
+if raw then
+  account = cjson.decode(raw)
+  account.plan = ARGV[3]
+else
+  account = { id = ARGV[2], plan = ARGV[3], status = 'active' }
+end
+local count, others = activeKeys(ARGV[1], KEYS[3], ARGV[7], nil)
+if ARGV[9] ~= '1' and tonumber(ARGV[8]) > 0 and count >= tonumber(ARGV[8]) then return redis.error_reply('too_many_keys') end
+if ARGV[9] == '1' then
+  for _, other in ipairs(others) do
+    other.record.revokedAt = ARGV[7]
+    redis.call('SET', other.key, cjson.encode(other.record))
+  end
+end
+redis.call('SET', KEYS[1], cjson.encode(account))
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[4], ARGV[4])
+redis.call('SET', KEYS[5], ARGV[5])
+redis.call('SADD', KEYS[3], ARGV[6])
+return 1
+`;
+
+/**
+ * Rotation is one script: the old key's end is brought forward and its successor stored in the
+ * same step, so there is no moment (and no failure) that leaves the old key shortened with no
+ * new one, and a revocation that came first makes the whole rotation fail.
+ * KEYS: old key record, account, account-keys set, new key record, new key id.
+ * ARGV: overlap end ISO, new record JSON (its expiresAt is set here to the old key's), hash, key id.
+ * The old record as changed and the new one (JSON), or nil when either is missing; error 'revoked'.
+ */
+const ROTATE_KEY = `
+local raw = redis.call('GET', KEYS[1])
+if not raw then return nil end
+local old = cjson.decode(raw)
+if old.revokedAt ~= nil and old.revokedAt ~= cjson.null then return redis.error_reply('revoked') end
+if not redis.call('GET', KEYS[2]) then return nil end
+local created = cjson.decode(ARGV[2])
+created.expiresAt = old.expiresAt
+if created.expiresAt == nil then created.expiresAt = cjson.null end
+local current = old.expiresAt
+if current == nil or current == cjson.null or ARGV[1] < current then old.expiresAt = ARGV[1] end
+local oldOut = cjson.encode(old)
+local createdOut = cjson.encode(created)
+redis.call('SET', KEYS[1], oldOut)
+redis.call('SET', KEYS[4], createdOut)
+redis.call('SET', KEYS[5], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[4])
+return { oldOut, createdOut }
 `;
 
 /**
@@ -76,13 +149,15 @@ export class RedisKeyStore implements KeyAdmin {
   private readonly prefix: string;
   private readonly cacheTtlMs: number;
   private readonly maxStaleMs: number;
-  private readonly cache = new Map<string, { lookup: KeyLookup | undefined; at: number }>();
+  /** Keys looked up lately, least recently used forgotten first (unknown keys are never kept). */
+  private readonly cache: LRUCache<string, { lookup: KeyLookup; at: number }>;
 
   constructor(options: RedisKeyStoreOptions) {
     this.redis = options.redis;
     this.prefix = options.keyPrefix ?? 'bgcut';
     this.cacheTtlMs = options.cacheTtlMs ?? 5000;
     this.maxStaleMs = options.maxStaleMs ?? 10 * 60_000;
+    this.cache = new LRUCache({ max: options.cacheMaxEntries ?? 100_000 });
   }
 
   async findByHash(hash: string): Promise<KeyLookup | undefined> {
@@ -100,19 +175,16 @@ export class RedisKeyStore implements KeyAdmin {
 
   async createKey(options: CreateKeyOptions): Promise<{ key: string; record: KeyRecord }> {
     const created = newKey(options);
-    const multi = this.redis.multi();
-    if (options.revokeOthers) {
-      for (const other of await this.listKeys(options.accountId)) {
-        if (!other.revokedAt) multi.eval(PATCH_KEY, 1, this.k('key', other.hash), 'revoke', created.record.createdAt);
-      }
-    }
-    multi
-      .set(this.k('key', created.record.hash), JSON.stringify(created.record))
-      .set(this.k('keyid', created.record.id), created.record.hash)
-      .eval(UPSERT_ACCOUNT, 1, this.k('account', options.accountId), options.accountId, options.plan)
-      .sadd(this.k('accounts'), options.accountId)
-      .sadd(this.k('account-keys', options.accountId), created.record.id);
-    await multi.exec();
+    const { record } = created;
+    await this.script(
+      CREATE_KEY,
+      [this.k('account', options.accountId), this.k('accounts'), this.k('account-keys', options.accountId), this.k('key', record.hash), this.k('keyid', record.id)],
+      [this.prefix, options.accountId, options.plan, JSON.stringify(record), record.hash, record.id, record.createdAt, options.maxActiveKeys ?? 0, options.revokeOthers ? '1' : '0'],
+    ).catch((error: Error) => {
+      if (isScriptError(error, 'too_many_keys')) throw new TooManyKeysError(options.maxActiveKeys!);
+      throw error;
+    });
+    if (options.revokeOthers) this.cache.clear();
     return created;
   }
 
@@ -138,20 +210,19 @@ export class RedisKeyStore implements KeyAdmin {
   async rotateKey(keyId: string, overlapMs: number): Promise<{ key: string; record: KeyRecord; old: KeyRecord }> {
     const old = await this.getKeyById(keyId);
     if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
-    const account = await this.getAccount(old.accountId);
-    if (!account) throw new NotFoundError(`no account ${old.accountId}`);
-    // The old key's end is set first, in one step that fails if it was revoked meanwhile.
-    const ending = await this.patchKey(old, 'expire-by', new Date(Date.now() + overlapMs));
+    const created = newKey({ accountId: old.accountId, plan: '', allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
+    const { record } = created;
+    const written = (await this.script(
+      ROTATE_KEY,
+      [this.k('key', old.hash), this.k('account', old.accountId), this.k('account-keys', old.accountId), this.k('key', record.hash), this.k('keyid', record.id)],
+      [new Date(Date.now() + overlapMs).toISOString(), JSON.stringify(record), record.hash, record.id],
+    ).catch((error: Error) => {
+      if (isScriptError(error, 'revoked')) throw new Error(`key ${keyId} is revoked`);
+      throw error;
+    })) as [string, string] | null;
+    if (!written) throw new NotFoundError(`no key ${keyId} or no account ${old.accountId}`);
     this.cache.delete(old.hash);
-    const created = await this.createKey({
-      accountId: old.accountId,
-      plan: account.plan,
-      expiresAt: old.expiresAt ? new Date(old.expiresAt) : null,
-      allowedIps: old.allowedIps,
-      allowedOrigins: old.allowedOrigins,
-      label: old.label,
-    });
-    return { ...created, old: ending };
+    return { key: created.key, record: JSON.parse(written[1]) as KeyRecord, old: JSON.parse(written[0]) as KeyRecord };
   }
 
   async listAccounts(): Promise<Account[]> {
@@ -182,18 +253,22 @@ export class RedisKeyStore implements KeyAdmin {
 
   private remember(hash: string, lookup: KeyLookup | undefined): void {
     if (this.cacheTtlMs <= 0 && this.maxStaleMs <= 0) return;
-    // Bounded: unknown keys are not cached, so guessing cannot grow it without limit.
+    // Unknown keys are not cached, so guessing cannot fill it.
     if (!lookup) {
       this.cache.delete(hash);
       return;
     }
-    if (this.cache.size >= 100_000) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(hash, { lookup, at: Date.now() });
+  }
+
+  /** One script; its error reply (a check that failed) rejects with the reply's text as message. */
+  private script(source: string, keys: string[], args: (string | number)[]): Promise<unknown> {
+    return this.redis.eval(source, keys.length, ...keys, ...args);
   }
 
   private async patchKey(record: KeyRecord, op: 'revoke' | 'expire-by', at: Date): Promise<KeyRecord> {
     const raw = await (this.redis.eval(PATCH_KEY, 1, this.k('key', record.hash), op, at.toISOString()) as Promise<string | null>).catch((error: Error) => {
-      if (error.message === 'revoked') throw new Error(`key ${record.id} is revoked`);
+      if (isScriptError(error, 'revoked')) throw new Error(`key ${record.id} is revoked`);
       throw error;
     });
     if (!raw) throw new NotFoundError(`no key ${record.id}`);
@@ -215,4 +290,9 @@ export class RedisKeyStore implements KeyAdmin {
   private k(...parts: string[]): string {
     return [this.prefix, ...parts].join(':');
   }
+}
+
+/** An error reply of one of the scripts above (Redis 7 prefixes it with `ERR `). */
+function isScriptError(error: Error, code: string): boolean {
+  return error.message === code || error.message === `ERR ${code}`;
 }

@@ -1,7 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { ApiError } from '../errors.js';
+import { BodyReadError, readBody } from '../../util/read-body.js';
+import { ApiError, type ErrorCode } from '../errors.js';
 import { checkAddress } from './address-policy.js';
 import { hostAllowed, MAX_REDIRECTS, MAX_URL_LENGTH, type ResolvedImageUrlOptions } from './options.js';
 
@@ -14,45 +15,86 @@ export interface FetchedImage {
 }
 
 /**
- * Fetches an image by URL on a caller's behalf without letting the caller reach anything the
- * API's host can but they should not (server-side request forgery). Each hop: http(s) only, no
- * credentials, the allow-list; the name resolved once and every address checked; the
- * connection made to that checked address (no second lookup for DNS rebinding to switch); at
- * most MAX_REDIRECTS redirects, each checked the same way; the body capped at `maxBytes` and
- * everything at `timeoutMs`. The image type is left to the caller to sniff from the bytes.
+ * What the API refused or failed to fetch, with the specifics the caller is not told (which
+ * address a name resolved to, the errno): for the operator, through onInternalError.
  */
-export async function fetchImage(rawUrl: string, options: ResolvedImageUrlOptions & { maxBytes: number; signal: AbortSignal }): Promise<FetchedImage> {
+export class ImageUrlRefusal extends Error {
+  override readonly name = 'ImageUrlRefusal';
+}
+
+export interface FetchImageOptions extends ResolvedImageUrlOptions {
+  maxBytes: number;
+  signal: AbortSignal;
+  /** Told the specifics of a refusal whose answer to the caller is generic. */
+  onRefusal?: ((refusal: ImageUrlRefusal) => void) | undefined;
+}
+
+/**
+ * Fetches an image by URL on a caller's behalf without letting the caller reach anything the
+ * API's host can but they should not (server-side request forgery), nor use the API to map the
+ * network (a scanner). Each hop: http(s) only, no https->http downgrade, no credentials, the
+ * allowed ports (80 and 443 by default), the host allow-list; the name resolved once and every
+ * address checked; the connection made to that checked address (no second lookup for DNS
+ * rebinding to switch); at most MAX_REDIRECTS redirects, each checked the same way; the body
+ * capped at `maxBytes` and everything at `timeoutMs`. Refusals are one generic answer per class
+ * (a name that does not resolve, a private address and a refused connection all read
+ * `image_url_unreachable`); the specifics go to `onRefusal`. The image type is left to the
+ * caller to sniff from the bytes.
+ */
+export async function fetchImage(rawUrl: string, options: FetchImageOptions): Promise<FetchedImage> {
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const signal = AbortSignal.any([options.signal, timeout]);
-  let url = parseUrl(rawUrl);
+  const refuse = (code: ErrorCode, specifics: string, cause?: unknown): ApiError => {
+    options.onRefusal?.(new ImageUrlRefusal(`image_url refused as ${code}: ${specifics}`, { cause }));
+    return new ApiError(code, { cause });
+  };
+  let url = parseUrl(rawUrl, options);
   try {
     for (let redirects = 0; ; redirects++) {
-      const target = await checkTarget(url, options);
+      const target = await checkTarget(url, options, refuse);
       signal.throwIfAborted();
       const response = await get(url, target, signal);
+      const status = response.statusCode ?? 0;
       const location = response.headers.location;
-      if ([301, 302, 303, 307, 308].includes(response.statusCode ?? 0) && location) {
+      if ([301, 302, 303, 307, 308].includes(status) && location) {
         response.destroy();
-        if (redirects >= MAX_REDIRECTS) throw new ApiError('image_url_too_many_redirects', { detail: `More than ${MAX_REDIRECTS} redirects.` });
-        url = parseUrl(location, url);
+        if (redirects >= MAX_REDIRECTS) throw new ApiError('image_url_too_many_redirects');
+        url = nextHop(url, location, options, refuse);
         continue;
       }
-      if ((response.statusCode ?? 0) < 200 || (response.statusCode ?? 0) > 299) {
+      if (status < 200 || status > 299) {
         response.destroy();
-        throw new ApiError('image_url_http_error', { detail: `The image's server answered ${response.statusCode}.` });
+        throw refuse('image_url_http_error', `${url.host} answered ${status}`);
       }
-      const file = await readCapped(response, options.maxBytes);
-      return { file, filename: decodeURIComponent(url.pathname.split('/').pop() || '') || 'image', declaredType: String(response.headers['content-type'] ?? '') };
+      const file = await readImageBody(response, options.maxBytes, signal, refuse);
+      return { file, filename: filenameOf(url), declaredType: String(response.headers['content-type'] ?? '') };
     }
   } catch (error) {
     if (options.signal.aborted) throw options.signal.reason;
     if (timeout.aborted) throw new ApiError('image_url_timeout', { detail: `The image did not arrive within ${options.timeoutMs} ms.` });
     if (error instanceof ApiError) throw error;
-    throw new ApiError('image_url_unreachable', { detail: `The image's server could not be reached (${(error as NodeJS.ErrnoException).code ?? 'connection failed'}).`, cause: error });
+    throw refuse('image_url_unreachable', `connecting to ${url.host} failed (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
   }
 }
 
-function parseUrl(raw: string, base?: URL): URL {
+/** Where a redirect leads, checked as the first URL was, and never from https down to http. */
+export function nextHop(from: URL, location: string, options: ResolvedImageUrlOptions, refuse: Refuse): URL {
+  const next = parseUrl(location, options, from);
+  if (from.protocol === 'https:' && next.protocol === 'http:') throw refuse('image_url_scheme_not_allowed', `a redirect from ${from.origin} downgrades to ${next.origin}`);
+  return next;
+}
+
+/** The last path segment of the URL, decoded when it decodes (a stray `%` is kept as it is), for the result's file name. */
+function filenameOf(url: URL): string {
+  const segment = url.pathname.split('/').pop() || '';
+  try {
+    return decodeURIComponent(segment) || 'image';
+  } catch {
+    return segment;
+  }
+}
+
+function parseUrl(raw: string, options: ResolvedImageUrlOptions, base?: URL): URL {
   if (raw.length > MAX_URL_LENGTH) throw new ApiError('image_url_invalid', { detail: `image_url is longer than ${MAX_URL_LENGTH} characters.` });
   let url: URL;
   try {
@@ -60,39 +102,36 @@ function parseUrl(raw: string, base?: URL): URL {
   } catch {
     throw new ApiError('image_url_invalid', { detail: `${base ? 'A redirect\'s Location' : 'image_url'} is not a URL.` });
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ApiError('image_url_scheme_not_allowed', { detail: `Only http and https URLs are fetched, not ${url.protocol.slice(0, 20)}` });
-  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ApiError('image_url_scheme_not_allowed');
   if (url.username || url.password) throw new ApiError('image_url_invalid', { detail: 'image_url may not carry a user name or password.' });
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+  if (!options.allowedPorts.includes(port)) throw new ApiError('image_url_port_not_allowed');
   return url;
 }
 
+export type Refuse = (code: ErrorCode, specifics: string, cause?: unknown) => ApiError;
+
 /** The address to connect to for this URL, once the name is resolved and every address checked. */
-async function checkTarget(url: URL, options: ResolvedImageUrlOptions): Promise<{ address: string; family: number }> {
+async function checkTarget(url: URL, options: ResolvedImageUrlOptions, refuse: Refuse): Promise<{ address: string; family: number }> {
   // The WHATWG parser has already turned 2130706433, 0x7f.1 and 127.1 into 127.0.0.1.
   const hostname = url.hostname.replace(/^\[|\]$/g, '');
-  if (!hostAllowed(hostname, options.allowedHosts)) {
-    throw new ApiError('image_url_host_not_allowed', { detail: `The host "${hostname.slice(0, 100)}" is not on this API's list of image hosts.` });
-  }
+  if (!hostAllowed(hostname, options.allowedHosts)) throw new ApiError('image_url_host_not_allowed');
   let addresses: { address: string; family: number }[];
   if (isIP(hostname)) addresses = [{ address: hostname, family: isIP(hostname) }];
   else {
     try {
       addresses = await options.resolver(hostname);
     } catch (error) {
-      throw new ApiError('image_url_unresolvable', { detail: `The host "${hostname.slice(0, 100)}" could not be resolved.`, cause: error });
+      throw refuse('image_url_unreachable', `"${hostname.slice(0, 100)}" could not be resolved (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})`, error);
     }
-    if (addresses.length === 0) throw new ApiError('image_url_unresolvable', { detail: `The host "${hostname.slice(0, 100)}" has no address.` });
+    if (addresses.length === 0) throw refuse('image_url_unreachable', `"${hostname.slice(0, 100)}" has no address`);
   }
   for (const { address } of addresses) {
     const verdict = checkAddress(address, { allowLoopback: options.allowLoopbackForTesting });
-    if (!verdict.allowed) {
-      throw new ApiError('image_url_address_not_allowed', { detail: `The host "${hostname.slice(0, 100)}" is ${verdict.reason}, which this API does not fetch from.` });
-    }
+    if (!verdict.allowed) throw refuse('image_url_unreachable', `"${hostname.slice(0, 100)}" is ${address}, ${verdict.reason}, which is never fetched`);
   }
   return addresses[0]!;
 }
-
 /** One GET to the checked address, naming the host in Host and (for TLS) SNI and the certificate check. */
 function get(url: URL, target: { address: string; family: number }, signal: AbortSignal): Promise<http.IncomingMessage> {
   const secure = url.protocol === 'https:';
@@ -115,29 +154,14 @@ function get(url: URL, target: { address: string; family: number }, signal: Abor
   });
 }
 
-function readCapped(response: http.IncomingMessage, maxBytes: number): Promise<Buffer> {
-  const tooLarge = () => new ApiError('image_url_too_large', { detail: `The image is larger than ${maxBytes} bytes.` });
-  const declared = Number(response.headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
+/** The image's bytes, within the cap; a connection that ends mid-image is `image_url_unreachable`. */
+async function readImageBody(response: http.IncomingMessage, maxBytes: number, signal: AbortSignal, refuse: Refuse): Promise<Buffer> {
+  try {
+    return await readBody(response, { maxBytes, declaredLength: response.headers['content-length'], signal });
+  } catch (error) {
     response.destroy();
-    return Promise.reject(tooLarge());
+    if (!(error instanceof BodyReadError)) throw error;
+    if (error.reason === 'too_large') throw new ApiError('image_url_too_large', { detail: `The image is larger than ${maxBytes} bytes.` });
+    throw refuse('image_url_unreachable', `the image's server ended the body early (${error.message})`, error);
   }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    response.on('data', (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > maxBytes) {
-        response.destroy();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    response.once('end', () => resolve(Buffer.concat(chunks)));
-    response.once('error', reject);
-    response.once('close', () => {
-      if (!response.complete) reject(new ApiError('image_url_unreachable', { detail: 'The image\'s server closed the connection mid-image.' }));
-    });
-  });
 }

@@ -11,6 +11,11 @@ export interface ImageUrlOptions {
    * own CDN. Off by default: any host whose addresses are all public. Addresses are checked either way.
    */
   allowedHosts?: string[];
+  /**
+   * Ports fetched from, on every hop. Default [80, 443]: the API does not let its callers probe
+   * other services on public hosts. Add a port only for an image host that needs it.
+   */
+  allowedPorts?: number[];
   /** Longest the whole fetch may take, redirects included, in ms. Default 10 000. */
   timeoutMs?: number;
   /** How names are resolved (once per hop). Default: the system resolver (dns.lookup). */
@@ -34,11 +39,15 @@ export function resolveImageUrlOptions(options: ImageUrlOptions = {}, warn: (mes
   const resolved = {
     enabled: options.enabled ?? true,
     allowedHosts: options.allowedHosts?.map((host) => host.trim().toLowerCase()),
+    allowedPorts: [...new Set(options.allowedPorts ?? [80, 443])],
     timeoutMs: options.timeoutMs ?? 10_000,
     resolver: options.resolver ?? systemResolver,
     allowLoopbackForTesting: options.allowLoopbackForTesting ?? false,
   };
   if (!Number.isInteger(resolved.timeoutMs) || resolved.timeoutMs <= 0) throw new RangeError('imageUrl.timeoutMs must be a positive integer');
+  if (resolved.allowedPorts.length === 0 || resolved.allowedPorts.some((port) => !Number.isInteger(port) || port < 1 || port > 65535)) {
+    throw new RangeError('imageUrl.allowedPorts must be a non-empty list of ports 1-65535');
+  }
   for (const host of resolved.allowedHosts ?? []) {
     if (!/^(\*\.)?[a-z0-9.-]+$/.test(host) || host.startsWith('.')) throw new RangeError(`imageUrl.allowedHosts: "${host}" is not a host name or *.domain`);
   }

@@ -2,7 +2,8 @@ import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
-import { fetchImage } from './fetch-image.js';
+import { BodyReadError, readBody } from '../../util/read-body.js';
+import { fetchImage, type ImageUrlRefusal } from './fetch-image.js';
 import type { ResolvedImageUrlOptions } from './options.js';
 
 export const IMAGE_URL_FIELD = 'image_url';
@@ -16,7 +17,7 @@ export async function readImageInput(
   body: Readable,
   headers: IncomingHeaders,
   limits: UploadLimits,
-  imageUrl: ResolvedImageUrlOptions,
+  imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: ImageUrlRefusal) => void) | undefined },
   signal: AbortSignal,
 ): Promise<Upload> {
   const json = imageUrl.enabled && /^application\/json\s*(;|$)/i.test(String(headers['content-type'] ?? ''));
@@ -37,32 +38,14 @@ export async function readImageInput(
  * A small JSON object of strings, numbers and booleans, read within the form's field limits.
  * The request's signal ends it when the upload takes too long or the client leaves.
  */
-async function readJsonFields(body: Readable, headers: IncomingHeaders, limits: UploadLimits, signal: AbortSignal): Promise<Upload> {
+export async function readJsonFields(body: Readable, headers: IncomingHeaders, limits: UploadLimits, signal: AbortSignal): Promise<Upload> {
   const maxBytes = 4096 + limits.maxFields * limits.maxFieldBytes;
-  if (Number(headers['content-length']) > maxBytes) throw new ApiError('upload_too_large', { detail: `A JSON body may be at most ${maxBytes} bytes.` });
-  // Never wait for a body someone else has read: it would never end.
-  if (body.readableEnded) throw new ApiError('malformed_json', { detail: 'The body was already read before bgcut got it (a body parser ahead of it?).' });
-  const raw = await new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onAbort = () => finish(signal.reason);
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) finish(new ApiError('upload_too_large', { detail: `A JSON body may be at most ${maxBytes} bytes.` }));
-      else chunks.push(chunk);
-    };
-    const onEnd = () => finish();
-    const onError = (error: Error) => finish(new ApiError('malformed_json', { detail: 'The body could not be read.', cause: error }));
-    function finish(error?: unknown): void {
-      signal.removeEventListener('abort', onAbort);
-      body.off('data', onData).off('end', onEnd).off('error', onError);
-      if (error) reject(error);
-      else resolve(Buffer.concat(chunks));
-    }
-    if (signal.aborted) return finish(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    body.on('data', onData).on('end', onEnd).on('error', onError);
-  });
+  let raw: Buffer;
+  try {
+    raw = await readBody(body, { maxBytes, declaredLength: headers['content-length'] as string | undefined, signal });
+  } catch (error) {
+    throw asApiError(error, `A JSON body may be at most ${maxBytes} bytes.`);
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw.toString('utf8'));
@@ -70,11 +53,24 @@ async function readJsonFields(body: Readable, headers: IncomingHeaders, limits: 
     throw new ApiError('malformed_json', { detail: 'The body is not valid JSON.' });
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ApiError('malformed_json', { detail: 'The body must be a JSON object.' });
-  const fields: Record<string, string> = {};
+  const fields: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(parsed)) {
     if (!['string', 'number', 'boolean'].includes(typeof value)) throw new ApiError('invalid_option', { detail: `${name.slice(0, 100)}: must be a string, number or boolean` });
     fields[name] = String(value);
   }
   if (Object.keys(fields).length > limits.maxFields) throw new ApiError('too_many_fields');
   return { file: Buffer.alloc(0), filename: '', declaredType: '', fields };
+}
+
+/** A failed read of the request's own body as the API answers it; the signal's reasons pass through. */
+function asApiError(error: unknown, tooLargeDetail: string): unknown {
+  if (!(error instanceof BodyReadError)) return error;
+  switch (error.reason) {
+    case 'already_read':
+      return new ApiError('body_already_read', { detail: error.message });
+    case 'too_large':
+      return new ApiError('upload_too_large', { detail: tooLargeDetail });
+    default:
+      return new ApiError('malformed_json', { detail: 'The body could not be read.', cause: error });
+  }
 }

@@ -61,8 +61,9 @@ export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: numb
   for (let i = 0; i < n; i++) a[i] = smallAlpha[i]! / 255;
 
   const unit = Math.max(w, h) / 1000;
-  const first = blurFusion(image, image, image, a, w, h, Math.max(3, Math.round(90 * unit)));
-  const second = blurFusion(image, first.foreground, first.blurredBackground, a, w, h, Math.max(3, Math.round(6 * unit)));
+  const scratch: BlurScratch = { tmp: new Float32Array(n), columns: new Float64Array(w) };
+  const first = blurFusion(image, image, image, a, w, h, Math.max(3, Math.round(90 * unit)), 'foreground', scratch);
+  const second = blurFusion(image, first.foreground, first.blurredBackground, a, w, h, Math.max(3, Math.round(6 * unit)), 'blurred', scratch);
 
   // The final per-pixel correction, at full size and only where alpha is soft, samples the
   // smooth blurred estimates bilinearly from the working size.
@@ -115,10 +116,24 @@ export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: numb
   return out;
 }
 
-/** One blur-fusion pass (equation 7 of the paper) on planar RGB in 0..1. */
-function blurFusion(image: Float32Array[], f: Float32Array[], b: Float32Array[], a: Float32Array, w: number, h: number, size: number) {
+/**
+ * One blur-fusion pass (equation 7 of the paper) on planar RGB in 0..1. The first pass's
+ * blurred foreground and the second pass's foreground are never read, so they are not kept
+ * (`keep`); every value that is kept is computed exactly as before.
+ */
+function blurFusion(
+  image: Float32Array[],
+  f: Float32Array[],
+  b: Float32Array[],
+  a: Float32Array,
+  w: number,
+  h: number,
+  size: number,
+  keep: 'foreground' | 'blurred',
+  scratch: BlurScratch,
+) {
   const n = w * h;
-  const blurredA = boxBlur(a, w, h, size);
+  const blurredA = boxBlur(a, w, h, size, scratch);
   // 1 / blurred alpha and 1 / (1 - blurred alpha), shared by the three channels.
   const invA = new Float32Array(n);
   const invB = new Float32Array(n);
@@ -135,37 +150,52 @@ function blurFusion(image: Float32Array[], f: Float32Array[], b: Float32Array[],
     const bc = b[c]!;
     const ic = image[c]!;
     for (let i = 0; i < n; i++) weighted[i] = fc[i]! * a[i]!;
-    const bf = boxBlur(weighted, w, h, size);
+    const bf = boxBlur(weighted, w, h, size, scratch);
     for (let i = 0; i < n; i++) weighted[i] = bc[i]! * (1 - a[i]!);
-    const bb = boxBlur(weighted, w, h, size);
-    const fg = new Float32Array(n);
+    const bb = boxBlur(weighted, w, h, size, scratch);
+    if (keep === 'blurred') {
+      for (let i = 0; i < n; i++) {
+        bf[i] = bf[i]! * invA[i]!;
+        bb[i] = bb[i]! * invB[i]!;
+      }
+      blurredForeground.push(bf);
+      blurredBackground.push(bb);
+      continue;
+    }
+    // The foreground, from the unrounded blurred estimates; the blurred background is kept.
+    const fg = bf;
     for (let i = 0; i < n; i++) {
       const fi = bf[i]! * invA[i]!;
       const bi = bb[i]! * invB[i]!;
-      bf[i] = fi;
       bb[i] = bi;
       const ai = a[i]!;
       const value = fi + ai * (ic[i]! - ai * fi - (1 - ai) * bi);
       fg[i] = value < 0 ? 0 : value > 1 ? 1 : value;
     }
-    blurredForeground.push(bf);
     blurredBackground.push(bb);
     foreground.push(fg);
   }
   return { foreground, blurredForeground, blurredBackground };
 }
 
+/** Working buffers of the box blur, shared by the blurs of one estimate. */
+interface BlurScratch {
+  tmp: Float32Array;
+  columns: Float64Array;
+}
+
 /**
  * Mean over a size x size box (clipped at the borders) of one plane: separable running sums,
  * O(pixels) whatever the size, walking memory in order (rows, then whole rows at a time).
  */
-function boxBlur(src: Float32Array, w: number, h: number, size: number): Float32Array {
+function boxBlur(src: Float32Array, w: number, h: number, size: number, scratch: BlurScratch): Float32Array {
   const radius = size >> 1;
-  const tmp = new Float32Array(src.length);
+  const tmp = scratch.tmp;
   for (let y = 0; y < h; y++) blurLine(src, tmp, y * w, 1, w, radius);
   // Columns: running sums for a whole row of columns at once, so memory is read in order.
   const out = new Float32Array(src.length);
-  const columns = new Float64Array(w);
+  const columns = scratch.columns;
+  columns.fill(0);
   let count = 0;
   for (let y = 0; y < Math.min(radius, h); y++, count++) for (let x = 0; x < w; x++) columns[x]! += tmp[y * w + x]!;
   for (let y = 0; y < h; y++) {

@@ -1,3 +1,5 @@
+import type { BestPasses, Quality } from './multi-pass.js';
+
 /**
  * How to turn an image into a model's input tensor and its output back into a mask. Any ONNX
  * segmentation model that takes one RGB tensor (8-bit pixels, or normalised floats) and returns
@@ -33,6 +35,48 @@ export interface PreprocessingProfile {
    * does (the prepared ISNet).
    */
   minMaxNormalize: boolean;
+  /**
+   * What each quality mode runs when the served model's input height and width are free (-1 in
+   * its metadata): the whole image's size and, for `best`, its passes. One table per model, so a
+   * model family brings its own. A fixed-size model, or a mode not listed, runs at width x height
+   * (and `best` with BEST_PASSES).
+   */
+  modes?: Partial<Record<Quality, ModePlan>>;
+  /**
+   * `sigmoid`: the FP32 output holds logits (BiRefNet), turned into probabilities before the
+   * stretch. Default `none`: the output already holds probabilities. Only for FP32 outputs: a
+   * prepared model applies it inside its graph.
+   */
+  outputActivation?: OutputActivation;
+  /** What `GET /v1/models` says about the model (family, licence); absent for a custom one. */
+  about?: ModelAbout;
+}
+
+/** What one quality mode runs on a model that takes any size. */
+export interface ModePlan {
+  /** Side of the square model input for the whole image, in pixels (ISNet: a multiple of 32). */
+  size: number;
+  /** `best`: the passes after the first (crop, mirrors, other sizes of the whole image). */
+  passes?: BestPasses;
+}
+
+export type OutputActivation = 'none' | 'sigmoid';
+
+/** What a quality mode costs on a model, as `GET /v1/models` lists it. */
+export interface ModeCost {
+  /** Model input width and height, in pixels, for the whole image. */
+  size: number;
+  /** Most model passes one cutout runs in this mode. */
+  passes: number;
+}
+
+export interface ModelAbout {
+  /** The model family (`u2net`, `isnet`, `birefnet`, `bria-rmbg`, `ben2`). */
+  family: string;
+  /** The weights' licence, SPDX where there is one (e.g. `MIT`, `Apache-2.0`, `CC-BY-NC-4.0`). */
+  licence: string;
+  /** False when the licence forbids commercial use (bria-rmbg 2.0); null when unknown (a custom file). */
+  commercialUse: boolean | null;
 }
 
 export type InputDatatype = 'FP32' | 'UINT8';
@@ -55,6 +99,15 @@ export const ISNET_PROFILE: PreprocessingProfile = {
   std: [1, 1, 1],
   outputDatatype: 'UINT8',
   minMaxNormalize: false,
+  // Sizes and passes per mode when the prepared model takes any size (docs/quality.md).
+  modes: {
+    fast: { size: 512 },
+    balanced: { size: 1024 },
+    best: {
+      size: 1024,
+      passes: { mirror: false, cropMaxArea: 1, cropMargin: 0.1, cropMirror: true, cropMerge: 'replace', cropWeight: 1, mirrorMerge: 'max', tileMinSide: Infinity },
+    },
+  },
 };
 
 /** ISNet (DIS) as shipped in @imgly/background-removal-data (`isnet-fp16`, `isnet-quint8`): FP32 NCHW in, FP32 out. */
@@ -93,4 +146,8 @@ export function validateProfile(profile: PreprocessingProfile): void {
   if (!['FP32', 'UINT8', undefined].includes(profile.inputDatatype)) throw new RangeError('profile inputDatatype must be FP32 or UINT8');
   if (!['NCHW', 'NHWC', undefined].includes(profile.inputLayout)) throw new RangeError('profile inputLayout must be NCHW or NHWC');
   if (!['FP32', 'UINT8', 'UINT16', undefined].includes(profile.outputDatatype)) throw new RangeError('profile outputDatatype must be FP32, UINT8 or UINT16');
+  if (!['none', 'sigmoid', undefined].includes(profile.outputActivation)) throw new RangeError('profile outputActivation must be none or sigmoid');
+  if (profile.outputActivation === 'sigmoid' && (profile.outputDatatype ?? 'FP32') !== 'FP32') {
+    throw new RangeError('profile outputActivation sigmoid needs an FP32 output (a fixed-point mask is already a probability)');
+  }
 }

@@ -48,9 +48,16 @@ export const MIN_STRETCH_PEAK = 0.25;
 /**
  * A mask to 8-bit grey, optionally stretched to the full range first. Fixed-point masks count
  * as value / 255 (UINT8) or value / 65535 (UINT16); an 8-bit mask that needs no stretch is
- * used as it is, without a copy.
+ * used as it is, without a copy. `sigmoid`: the FP32 mask holds logits, made probabilities
+ * first (as rembg does for BiRefNet, before its stretch).
  */
-export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean): Buffer {
+export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid = false): Buffer {
+  if (sigmoid) {
+    if (!(mask instanceof Float32Array)) throw new Error('sigmoid applies to FP32 masks only');
+    const probabilities = new Float32Array(mask.length);
+    for (let i = 0; i < mask.length; i++) probabilities[i] = 1 / (1 + Math.exp(-mask[i]!));
+    mask = probabilities;
+  }
   const unit = mask instanceof Uint8Array ? 255 : mask instanceof Uint16Array ? 65535 : 1;
   if (unit === 255 && !minMaxNormalize) return Buffer.from(mask.buffer, mask.byteOffset, mask.byteLength);
   let lo = 0;

@@ -1,6 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import {
   DATATYPE_BYTES,
+  INFERENCE_SERVICE_NAME,
+  MODEL_INFER_SPAN,
   elementCount,
   isDatatype,
   loadInferenceProto,
@@ -15,6 +17,8 @@ import { ApiError } from '../errors.js';
 import type { MaskModel } from '../image/pipeline.js';
 import { inputShape, maskShape, type PreprocessingProfile } from '../image/profile.js';
 import type { InputTensor, MaskTensor } from '../image/tensor.js';
+import { traceContextHeaders, traceStep } from '../../tracing/otel.js';
+import { LEAST_REQUEST_POLICY, MODEL_METADATA_KEY, registerLeastRequestPolicy } from './least-request-balancer.js';
 
 export interface InferenceTls {
   /** PEM of the CA that signed the servers' certificates. */
@@ -27,9 +31,14 @@ export interface InferenceTls {
 export interface InferenceClientOptions {
   /**
    * Where the Open Inference Protocol (KServe v2) servers are: `host:port`, a `dns:///name:port`
-   * that resolves to several, or a list of `ip:port` addresses. Calls are balanced round-robin.
+   * that resolves to several, or a list of `ip:port` addresses.
    */
   address: string | string[];
+  /**
+   * How calls are spread over several servers (least-request-balancer.ts). Default
+   * `least-request`; `least-outstanding` counts calls open alone, without their times (for comparison).
+   */
+  balancing?: Balancing;
   /** Deadline of each ModelInfer call, in ms. */
   timeoutMs: number;
   /** Largest message sent or received, in bytes. */
@@ -41,6 +50,12 @@ export interface InferenceClientOptions {
 
 /** How long "all servers full" is assumed to last before requests are let through to try again. */
 const SATURATION_WINDOW_MS = 1000;
+
+/** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
+const QUEUE_FULL_ATTEMPTS = 4;
+
+/** grpc-js's RESOURCE_EXHAUSTED for a message over `max_{send,receive}_message_length`, on either side. */
+const OVERSIZED_MESSAGE = /message larger than max/i;
 
 /** Largest ModelInfer request kept for a retry (the FP32 input of a 1024x1024 model is 12 MiB). */
 const RETRY_BUFFER_BYTES = 64 * 1024 * 1024;
@@ -59,12 +74,13 @@ export function grpcTarget(address: string | string[]): string {
 }
 
 /**
- * Round-robin over every resolved server, and transparent retries of UNAVAILABLE (a server that
- * went away or is draining) on another one: inference is idempotent, and the retries stay
- * within the call's deadline.
+ * Least outstanding requests (or round-robin) over every resolved server, and transparent
+ * retries of UNAVAILABLE (a server that went away or is draining) on another one: inference is
+ * idempotent, and the retries stay within the call's deadline.
  */
-const SERVICE_CONFIG = {
-  loadBalancingConfig: [{ round_robin: {} }],
+export type Balancing = 'least-request' | 'least-outstanding' | 'round-robin';
+const serviceConfig = (balancing: Balancing) => ({
+  loadBalancingConfig: [balancing === 'round-robin' ? { round_robin: {} } : { [LEAST_REQUEST_POLICY]: { weighted: balancing === 'least-request' } }],
   methodConfig: [
     {
       name: [{ service: 'inference.GRPCInferenceService' }],
@@ -73,12 +89,13 @@ const SERVICE_CONFIG = {
         initialBackoff: '0.05s',
         maxBackoff: '0.5s',
         backoffMultiplier: 2,
-        // RESOURCE_EXHAUSTED: that server's queue is full, another may have room.
-        retryableStatusCodes: ['UNAVAILABLE', 'RESOURCE_EXHAUSTED'],
+        // Not RESOURCE_EXHAUSTED: grpc-js also answers it for a message over the size limit,
+        // which no retry fixes; a full queue is retried by infer() itself (QUEUE_FULL_ATTEMPTS).
+        retryableStatusCodes: ['UNAVAILABLE'],
       },
     },
   ],
-};
+});
 
 /**
  * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
@@ -90,16 +107,19 @@ export class InferenceClient {
   private saturatedUntil = 0;
   /** The execution provider each checked model runs on, as the server reports it (bgcut servers do). */
   readonly providers = new Map<string, string>();
+  /** Models whose input height and width are free (see freeSize()). */
+  private readonly freeSizes = new Set<string>();
 
   constructor(private readonly options: InferenceClientOptions) {
     const Service = loadInferenceProto().inference.GRPCInferenceService;
+    registerLeastRequestPolicy();
     const credentials = options.tls
       ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
       : grpc.credentials.createInsecure();
     this.client = new Service(grpcTarget(options.address), credentials, {
       'grpc.max_receive_message_length': options.maxMessageBytes,
       'grpc.max_send_message_length': options.maxMessageBytes,
-      'grpc.service_config': JSON.stringify(SERVICE_CONFIG),
+      'grpc.service_config': JSON.stringify(serviceConfig(options.balancing ?? 'least-request')),
       'grpc.per_rpc_retry_buffer_size': RETRY_BUFFER_BYTES,
       'grpc.retry_buffer_size': 4 * RETRY_BUFFER_BYTES,
       // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
@@ -122,14 +142,27 @@ export class InferenceClient {
     });
   }
 
-  /** The profile's model as the image pipeline calls it: its input tensor in, its mask out. */
+  /**
+   * The profile's model as the image pipeline calls it: its input tensor in (at the size the
+   * call names, else the profile's), its mask out.
+   */
   maskModel(model: string, profile: PreprocessingProfile): MaskModel {
-    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32', shape: inputShape(profile) };
+    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32' };
     const output = { name: profile.outputName, datatype: profile.outputDatatype ?? 'FP32' };
-    return async (data, signal) => {
-      const result = await this.infer(model, { ...input, data }, output, signal);
+    return async (data, signal, size) => {
+      const shape = inputShape(size ? { ...profile, ...size } : profile);
+      const result = await this.infer(model, { ...input, shape, data }, output, signal);
       return { mask: result.data, serverRunMs: result.serverRunMs };
     };
+  }
+
+  /**
+   * True when the model's metadata (read by verifyModel) says its input's height and width are
+   * free (-1): it runs at whatever size a quality mode asks for. False for fixed-size models and
+   * models not verified yet.
+   */
+  freeSize(model: string): boolean {
+    return this.freeSizes.has(model);
   }
 
   /**
@@ -142,33 +175,53 @@ export class InferenceClient {
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
-    return new Promise((resolve, reject) => {
-      // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
-      const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
-      const call = this.client.ModelInfer(
-        {
-          modelName: model,
-          inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
-          outputs: [{ name: output.name }],
-          rawInputContents: [raw],
-        },
-        { deadline: Date.now() + this.options.timeoutMs },
-        (error, response) => {
-          signal.removeEventListener('abort', cancel);
-          if (error) reject(this.toApiError(error));
-          else {
-            try {
-              resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent: raw.length });
-            } catch (failure) {
-              reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
-            }
-          }
-        },
-      );
-      // The HTTP client went away: cancel, so a queued inference is dropped on the server.
-      const cancel = () => call.cancel();
-      signal.addEventListener('abort', cancel, { once: true });
+    // The request already ended (a `best` pass after its client left): nothing is sent.
+    if (signal.aborted) return Promise.reject(abortReason(signal));
+    // A client span when the app traces (src/tracing/otel.ts); its context goes in the metadata.
+    return traceStep(MODEL_INFER_SPAN, () => this.inferCall(model, input, output, signal), {
+      kind: 'client',
+      attributes: { 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model },
     });
+  }
+
+  private inferCall(
+    model: string,
+    input: { name: string; datatype: Datatype; shape: number[]; data: InputTensor },
+    output: { name: string; datatype: Datatype },
+    signal: AbortSignal,
+  ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
+    // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
+    const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
+    const request = {
+      modelName: model,
+      inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
+      outputs: [{ name: output.name }],
+      rawInputContents: [raw],
+    };
+    const deadline = Date.now() + this.options.timeoutMs;
+    type Result = Awaited<ReturnType<InferenceClient['infer']>>;
+    const attempt = (left: number): Promise<Result> =>
+      new Promise<Result>((resolve, reject) => {
+        // The balancer counts calls in flight per model (least-request-balancer.ts).
+        const call = this.client.ModelInfer(request, modelMetadata(model), { deadline }, (error, response) => {
+          signal.removeEventListener('abort', cancel);
+          if (error) {
+            // That server's queue is full: round-robin puts the next try on another server.
+            if (isQueueFull(error) && left > 1 && !signal.aborted && Date.now() < deadline) resolve(attempt(left - 1));
+            else reject(this.toApiError(error, signal));
+            return;
+          }
+          try {
+            resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent: raw.length });
+          } catch (failure) {
+            reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
+          }
+        });
+        // The HTTP client went away: cancel, so a queued inference is dropped on the server.
+        const cancel = () => call.cancel();
+        signal.addEventListener('abort', cancel, { once: true });
+      });
+    return attempt(QUEUE_FULL_ATTEMPTS);
   }
 
   /** Checks that the served model takes and returns what the profile expects (datatype, layout, size). */
@@ -193,6 +246,11 @@ export class InferenceClient {
     }
     // Only bgcut's server reports its execution provider; Triton and KServe need not.
     this.providers.set(model, meta.properties?.execution_provider ?? 'unknown');
+    // Height and width: where the profile's layout puts them in the input's shape.
+    const hw = (profile.inputLayout ?? 'NCHW') === 'NHWC' ? [1, 2] : [2, 3];
+    const inShape = input?.shape.map(Number) ?? [];
+    if (hw.every((i) => inShape[i] === -1)) this.freeSizes.add(model);
+    else this.freeSizes.delete(model);
     if (problems.length > 0) {
       throw new ModelMismatchError(`model "${model}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
     }
@@ -210,10 +268,13 @@ export class InferenceClient {
     this.client.close();
   }
 
-  private toApiError(error: grpc.ServiceError): ApiError {
+  private toApiError(error: grpc.ServiceError, signal: AbortSignal): ApiError {
     const retryAfter = { 'retry-after': String(this.options.retryAfterSeconds) };
     switch (error.code) {
       case grpc.status.RESOURCE_EXHAUSTED:
+        if (OVERSIZED_MESSAGE.test(error.details ?? '')) {
+          return new ApiError('internal_error', { detail: 'The inference message is larger than the gRPC message limit of the API or of the inference server.', cause: error });
+        }
         this.saturatedUntil = Date.now() + SATURATION_WINDOW_MS;
         return new ApiError('inference_unavailable', { headers: retryAfter, cause: error, detail: 'Every inference server is busy. Retry after the time in Retry-After.' });
       case grpc.status.UNAVAILABLE:
@@ -221,11 +282,28 @@ export class InferenceClient {
       case grpc.status.DEADLINE_EXCEEDED:
         return new ApiError('inference_timeout', { headers: retryAfter, cause: error });
       case grpc.status.CANCELLED:
-        return new ApiError('upload_timeout', { detail: 'The request was cancelled.', cause: error });
+        // Our own cancel (the request ended) carries the request's reason; a server that
+        // cancelled the call (it is shutting down) is unavailable, and another may answer.
+        if (signal.aborted) return abortReason(signal);
+        return new ApiError('inference_unavailable', { headers: retryAfter, cause: error, detail: 'The inference server cancelled the call. Retry after the time in Retry-After.' });
       default:
         return new ApiError('internal_error', { detail: 'Inference failed.', cause: error });
     }
   }
+}
+
+const isQueueFull = (error: grpc.ServiceError) => error.code === grpc.status.RESOURCE_EXHAUSTED && !OVERSIZED_MESSAGE.test(error.details ?? '');
+
+/** Why the request ended, as the pipeline put it (client_closed, upload_timeout, service_unavailable). */
+function abortReason(signal: AbortSignal): ApiError {
+  return signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed', { cause: signal.reason });
+}
+
+function modelMetadata(model: string): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  metadata.set(MODEL_METADATA_KEY, model);
+  for (const [name, value] of Object.entries(traceContextHeaders())) metadata.set(name, value);
+  return metadata;
 }
 
 export class ModelMismatchError extends Error {

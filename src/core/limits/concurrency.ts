@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { untilAborted } from '../pipeline/abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 
 /** One account concurrency slot, held from admission until `release()`. */
 export interface SlotLease {

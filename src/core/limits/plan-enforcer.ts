@@ -1,127 +1,61 @@
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import {
-  BurstyRateLimiter,
-  RateLimiterMemory,
-  RateLimiterRedis,
-  RateLimiterRes,
-  type RateLimiterAbstract,
-} from 'rate-limiter-flexible';
 import { ApiError } from '../errors.js';
-import { untilAborted } from '../pipeline/abortable.js';
-import { MemoryConcurrencyStore, RedisConcurrencyStore, type ConcurrencyStore } from './concurrency.js';
+import { ConcurrencyLimiter } from './concurrency-limiter.js';
+import { MemoryConcurrencyStore, RedisConcurrencyStore } from './concurrency.js';
+import { validateEnforcerOptions, type PlanEnforcerOptions } from './enforcer-options.js';
+import { Insurance } from './insurance.js';
+import { neverSent, PendingUsage } from './pending-usage.js';
+import type { Plan } from './plans.js';
+import { nextMonth, QUOTA_TTL_SECONDS, QuotaLimiter } from './quota-limiter.js';
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './quota-store.js';
-import { PendingUsage } from './pending-usage.js';
-import { quotaCost, type Plan, type Plans } from './plans.js';
+import { PlanRates, rateLimitHeaders, type RateState } from './rate-limiter.js';
 import { MemoryUsageMeter, monthOf, RedisUsageMeter, type Usage, type UsageMeter } from './usage-meter.js';
 
-/**
- * What to do while Redis cannot be reached:
- * - `fail-closed`: answer 503 (never 401 or 429), so no limit is ever exceeded;
- * - `insurance`: keep serving under per-instance in-memory limits, each instance allowing
- *   `1 / insuranceInstances` of every plan's rate, burst, quota and concurrency.
- * Either way, the shared limits take over again by themselves once Redis is back.
- */
-export type RedisFailureMode = 'fail-closed' | 'insurance';
-
-export interface PlanEnforcerOptions {
-  plans: Plans;
-  /** Shared state for many API instances; absent for in-memory limits (one instance). */
-  redis?: Redis;
-  redisFailureMode?: RedisFailureMode;
-  /** How many API instances share the limits, for sizing insurance limits. Default 1. */
-  insuranceInstances?: number;
-  /** Prefix of every Redis key. Default `bgcut`. */
-  keyPrefix?: string;
-  /**
-   * Lease of a concurrency slot in Redis: its holder renews it every third of this time, and a
-   * slot whose release was lost (a Redis blip, a crashed instance) is free again after it.
-   * Default 10 000 ms.
-   */
-  concurrencyLeaseMs?: number;
-}
+export type { PlanEnforcerOptions } from './enforcer-options.js';
+export type { RedisFailureMode } from './insurance.js';
+export { rateLimitHeaders, type RateState } from './rate-limiter.js';
 
 export interface AdmitOptions {
   /** The request's signal: aborting rejects admission with its reason, holding nothing. */
   signal?: AbortSignal | undefined;
 }
 
-export interface RateState {
-  limit: number;
-  remaining: number;
-  resetSeconds: number;
-}
-
-interface PlanLimiters {
-  plan: Plan;
-  rate: RateLimiterAbstract | BurstyRateLimiter;
-  /** The per-minute limiter alone, read for headers and GET /v1/account. */
-  minute: RateLimiterAbstract;
-}
-
-/** The IETF RateLimit / RateLimit-Policy fields plus the common X-RateLimit-* ones. */
-export function rateLimitHeaders(state: RateState): Record<string, string> {
-  return {
-    'ratelimit-policy': `"minute";q=${state.limit};w=60`,
-    ratelimit: `"minute";r=${state.remaining};t=${state.resetSeconds}`,
-    'x-ratelimit-limit': String(state.limit),
-    'x-ratelimit-remaining': String(state.remaining),
-    'x-ratelimit-reset': String(state.resetSeconds),
-  };
-}
-
-/** Quota counters outlive any month (their key names the month). */
-const QUOTA_TTL_SECONDS = 32 * 86400;
-
-const unavailable = (what: string, cause: unknown) =>
-  new ApiError('service_unavailable', { detail: `The ${what} cannot be reached.`, headers: { 'retry-after': '5' }, cause });
-
 /**
- * Enforces each plan: request rate (with burst), concurrent requests and monthly quota, and
- * meters usage. In memory by default; with Redis, through rate-limiter-flexible's atomic Redis
- * limiters (one Lua script per check) and Lua scripts of our own for concurrency, so that the
- * limits hold exactly across instances.
+ * Enforces each plan through one limiter per concern, each over a store interface with a memory
+ * and a Redis implementation: request rate with burst (rate-limiter.ts), concurrent requests
+ * (concurrency-limiter.ts), monthly quota (quota-limiter.ts) and usage metering (usage-meter.ts).
+ * With Redis the limits hold exactly across instances; while Redis fails, `Insurance` decides
+ * between 503 and this instance's memory stores, and `PendingUsage` carries what Redis missed to
+ * it once it is back.
  */
 export class PlanEnforcer {
-  private readonly limiters = new Map<string, PlanLimiters>();
-  private readonly concurrency: ConcurrencyStore;
-  private readonly fallbackConcurrency = new MemoryConcurrencyStore();
+  private readonly plans: PlanEnforcerOptions['plans'];
+  private readonly rates: PlanRates;
+  private readonly concurrency: ConcurrencyLimiter;
   private readonly quotas: QuotaStore;
-  private readonly fallbackQuotas: QuotaStore = new MemoryQuotaStore();
+  private readonly quota: QuotaLimiter;
   private readonly usageMeter: UsageMeter;
-  private readonly insurance: boolean;
-  private readonly share: number;
-  private readonly shared: boolean;
+  private readonly insurance: Insurance;
   /** Usage the shared stores missed while Redis was away, added to them when it is back. */
   private readonly pending = new PendingUsage();
   private readonly detach: () => void = () => {};
 
   constructor(options: PlanEnforcerOptions) {
+    validateEnforcerOptions(options);
     const prefix = options.keyPrefix ?? 'bgcut';
-    this.insurance = options.redisFailureMode === 'insurance';
-    this.share = options.insuranceInstances ?? 1;
     const redis = options.redis;
-    this.shared = Boolean(redis);
-    const limiter = (name: string, points: number, duration: number): RateLimiterAbstract => {
-      if (!redis) return new RateLimiterMemory({ keyPrefix: `${prefix}:${name}`, points, duration });
-      return new RateLimiterRedis({
-        storeClient: redis,
-        keyPrefix: `${prefix}:${name}`,
-        points,
-        duration,
-        // Fail at once while disconnected, instead of queueing until some timeout.
-        rejectIfRedisNotReady: true,
-        ...(this.insurance
-          ? { insuranceLimiter: new RateLimiterMemory({ keyPrefix: `${prefix}:insurance:${name}`, points: this.insuranceShare(points), duration }) }
-          : {}),
-      });
-    };
-    for (const [name, plan] of Object.entries(options.plans)) {
-      const minute = limiter(`rate:${name}`, plan.requestsPerMinute, 60);
-      const rate = plan.burst ? new BurstyRateLimiter(minute, limiter(`burst:${name}`, plan.burst, 3600)) : minute;
-      this.limiters.set(name, { plan, rate, minute });
-    }
-    this.concurrency = redis ? new RedisConcurrencyStore(redis, prefix, { leaseMs: options.concurrencyLeaseMs }) : new MemoryConcurrencyStore();
+    this.plans = options.plans;
+    this.insurance = new Insurance(options.redisFailureMode ?? 'fail-closed', options.insuranceInstances ?? 1, Boolean(redis));
+    this.rates = new PlanRates(options.plans, { redis, prefix, insurance: this.insurance });
+    const memoryConcurrency = new MemoryConcurrencyStore();
+    this.concurrency = new ConcurrencyLimiter(
+      redis ? new RedisConcurrencyStore(redis, prefix, { leaseMs: options.concurrencyLeaseMs }) : memoryConcurrency,
+      memoryConcurrency,
+      this.insurance,
+    );
     this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
+    this.quota = new QuotaLimiter(this.quotas, new MemoryQuotaStore(), this.insurance, this.pending, () => this.flushSoon());
     this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
     if (redis) {
       const onReady = () => void this.flushPending();
@@ -131,107 +65,65 @@ export class PlanEnforcer {
   }
 
   plan(name: string): Plan {
-    const entry = this.limiters.get(name);
-    if (!entry) throw new ApiError('internal_error', { detail: `The account's plan "${name}" is not configured.` });
-    return entry.plan;
+    const plan = Object.hasOwn(this.plans, name) ? this.plans[name] : undefined;
+    if (!plan) throw new ApiError('internal_error', { detail: `The account's plan "${name}" is not configured.` });
+    return plan;
   }
 
   /**
-   * Admits one request: takes one from the rate allowance (429 `rate_limited` when none is
-   * left) and a concurrency slot (429 `concurrency_limited`). Resolves with the rate headers
-   * and a release for the slot, to call when the response is done. Rejects with the signal's
-   * reason as soon as it aborts, holding nothing.
+   * Admits one request: a concurrency slot first (429 `concurrency_limited`, costing no rate
+   * point), then one from the rate allowance (429 `rate_limited`, giving the slot back). Resolves
+   * with the rate headers and a release for the slot, to call when the response is done. Rejects
+   * with the signal's reason as soon as it aborts, holding nothing.
    */
   async admit(accountId: string, planName: string, options: AdmitOptions = {}): Promise<{ headers: Record<string, string>; release: () => Promise<void> }> {
     const { signal } = options;
-    const { plan, rate } = this.entry(planName);
+    const plan = this.plan(planName);
     signal?.throwIfAborted();
-    let state: RateState;
-    try {
-      const consumed = rate.consume(accountId, 1);
-      const res = await (signal ? untilAborted(consumed, signal) : consumed);
-      state = { limit: plan.requestsPerMinute, remaining: Math.max(0, res.remainingPoints), resetSeconds: Math.ceil(res.msBeforeNext / 1000) };
-    } catch (rejection) {
-      if (signal?.aborted) throw signal.reason;
-      if (!(rejection instanceof RateLimiterRes)) throw unavailable('rate limiter', rejection);
-      const resetSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
-      throw new ApiError('rate_limited', {
-        headers: { 'retry-after': String(resetSeconds), ...rateLimitHeaders({ limit: plan.requestsPerMinute, remaining: 0, resetSeconds }) },
-      });
-    }
-    const headers = rateLimitHeaders(state);
     const maxConcurrent = plan.maxConcurrent;
-    if (!maxConcurrent) return { headers, release: async () => {} };
-
-    const lease = await this.sharedOrInsurance(
-      'concurrency store',
-      signal,
-      () => this.concurrency.acquire(accountId, maxConcurrent, { signal }),
-      () => this.fallbackConcurrency.acquire(accountId, this.insuranceShare(maxConcurrent), { signal }),
-    );
-    if (!lease) {
+    const lease = maxConcurrent ? await this.concurrency.acquire(accountId, maxConcurrent, signal) : undefined;
+    if (maxConcurrent && !lease) {
+      const rate = await this.rates.peek(accountId, planName).catch(() => undefined);
       throw new ApiError('concurrency_limited', {
         detail: `The plan allows ${maxConcurrent} request(s) in progress at once.`,
-        headers: { 'retry-after': '1', ...headers },
+        headers: { 'retry-after': '1', ...(rate ? rateLimitHeaders(rate) : {}) },
       });
     }
-    return { headers, release: () => lease.release() };
+    const release = lease ? () => lease.release() : async () => {};
+    try {
+      const state = await this.rates.consume(accountId, planName, signal);
+      return { headers: rateLimitHeaders(state), release };
+    } catch (error) {
+      await release();
+      throw error;
+    }
   }
 
   /**
    * Reserves the cutout's cost from the month's quota before the work is done (429
    * `quota_exceeded` when it does not fit). Resolves with a refund, to call if the cutout fails:
-   * only successful cutouts are charged.
+   * only cutouts that are delivered are charged.
    */
   async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date(), weight = 1): Promise<() => Promise<void>> {
-    const { plan } = this.entry(planName);
-    const quota = plan.monthlyQuota;
+    const quota = this.plan(planName).monthlyQuota;
     if (!quota) return async () => {};
-    const cost = quotaCost(quota, pixels, weight);
-    // The key carries the month, so each calendar month starts afresh.
-    const key = `${accountId}:${monthOf(now)}`;
-    let inMemory = false;
-    const charged = await this.sharedOrInsurance(
-      'quota store',
-      undefined,
-      () => this.quotas.charge(key, cost, quota.amount, QUOTA_TTL_SECONDS),
-      async () => {
-        inMemory = true;
-        return this.fallbackQuotas.charge(key, cost, this.insuranceShare(quota.amount), QUOTA_TTL_SECONDS);
-      },
-    );
-    if (!charged) {
-      throw new ApiError('quota_exceeded', {
-        detail: `The plan's monthly quota of ${quota.amount} ${quota.unit} is used up.`,
-        headers: { 'retry-after': String(secondsToNextMonth(now)) },
-      });
-    }
-    if (inMemory) {
-      // Charged to this instance's insurance share: Redis hears of it when it is back.
-      this.pending.addQuota(key, cost);
-      return async () => {
-        await this.fallbackQuotas.refund(key, cost);
-        this.pending.addQuota(key, -cost);
-      };
-    }
-    this.flushSoon();
-    return async () => {
-      // A refund Redis misses is made when it is back: only successful cutouts are charged.
-      await this.quotas.refund(key, cost).catch(() => this.pending.addQuota(key, -cost));
-    };
+    return this.quota.reserve(accountId, quota, pixels, now, weight);
   }
 
   /**
-   * Meters one successful cutout. While Redis is away the record is kept and added to Redis when
-   * it is back, so this does not reject for an outage.
+   * Meters one successful cutout, once (under an op of its own). While Redis is away the record
+   * is kept and added to Redis when it is back, so this does not reject for an outage.
    */
   async recordUsage(accountId: string, pixels: number, now = new Date()): Promise<void> {
+    const op = randomUUID();
+    const month = monthOf(now);
     try {
-      await this.usageMeter.add(accountId, monthOf(now), pixels / 1e6);
+      await this.usageMeter.add(accountId, month, pixels / 1e6, 1, op);
       this.flushSoon();
     } catch (error) {
-      if (!this.shared) throw error;
-      this.pending.addUsage(accountId, monthOf(now), pixels / 1e6);
+      if (!this.insurance.shared) throw error;
+      if (neverSent(error)) this.pending.addUsage(accountId, month, pixels / 1e6);
+      else this.pending.inDoubt(op, { kind: 'usage', accountId, month, megapixels: pixels / 1e6, images: 1 });
     }
   }
 
@@ -241,53 +133,36 @@ export class PlanEnforcer {
     await this.pending.flush(this.quotas, this.usageMeter, QUOTA_TTL_SECONDS).catch(() => {}); // still away: next time
   }
 
-  /** Stops listening to the Redis client (it is the caller's to close). Usage still pending is lost. */
-  close(): void {
+  /** Whether usage is still waiting for Redis (for shutdown reports and tests). */
+  get hasPendingUsage(): boolean {
+    return !this.pending.empty;
+  }
+
+  /**
+   * Stops listening to the Redis client (it is the caller's to close) after one last try to add
+   * what is pending. Usage still pending after that (Redis away) is lost.
+   */
+  async close(): Promise<void> {
     this.detach();
+    await this.flushPending();
   }
 
   private flushSoon(): void {
     if (!this.pending.empty) void this.flushPending();
   }
 
-  /**
-   * One step against the shared (Redis) store; when that fails, `insurance` mode does it against
-   * this instance's memory store instead, and `fail-closed` answers 503. An abort is passed on.
-   */
-  private async sharedOrInsurance<T>(what: string, signal: AbortSignal | undefined, shared: () => Promise<T>, insurance: () => Promise<T>): Promise<T> {
-    try {
-      return await shared();
-    } catch (error) {
-      if (signal?.aborted) throw signal.reason;
-      if (!this.shared) throw error; // in-memory limits: not an outage
-      if (!this.insurance) throw unavailable(what, error);
-      return insurance();
-    }
-  }
-
-  /** This instance's part of a plan limit while Redis is away (at least 1). */
-  private insuranceShare(amount: number): number {
-    return Math.max(1, Math.floor(amount / this.share));
-  }
-
-
   /** The account's standing, without consuming anything: for GET /v1/account. */
   async standing(accountId: string, planName: string, now = new Date()) {
-    const { plan, minute } = this.entry(planName);
+    const plan = this.plan(planName);
     try {
       const [rate, quotaUsed, usage, inProgress] = await Promise.all([
-        minute.get(accountId),
-        plan.monthlyQuota ? this.quotas.used(`${accountId}:${monthOf(now)}`) : 0,
+        this.rates.peek(accountId, planName),
+        plan.monthlyQuota ? this.quota.used(accountId, now) : 0,
         this.usageMeter.get(accountId, monthOf(now)),
         this.concurrency.inUse(accountId),
       ]);
-      const rateState: RateState = {
-        limit: plan.requestsPerMinute,
-        remaining: rate ? Math.max(0, rate.remainingPoints) : plan.requestsPerMinute,
-        resetSeconds: rate ? Math.ceil(rate.msBeforeNext / 1000) : 60,
-      };
       return {
-        rate: rateState,
+        rate: rate satisfies RateState,
         usage: usage satisfies Usage,
         inProgress,
         quota: plan.monthlyQuota
@@ -296,20 +171,7 @@ export class PlanEnforcer {
       };
     } catch (error) {
       if (error instanceof ApiError) throw error;
-      throw unavailable('usage store', error);
+      throw new ApiError('service_unavailable', { detail: 'The usage store cannot be reached.', headers: { 'retry-after': '5' }, cause: error });
     }
   }
-
-  private entry(planName: string): PlanLimiters {
-    this.plan(planName);
-    return this.limiters.get(planName)!;
-  }
-}
-
-function nextMonth(now: Date): Date {
-  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
-}
-
-function secondsToNextMonth(now: Date): number {
-  return Math.max(1, Math.ceil((nextMonth(now).getTime() - now.getTime()) / 1000));
 }

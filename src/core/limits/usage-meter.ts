@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { OP_MEMORY_SECONDS } from './quota-store.js';
 
 export interface Usage {
   /** Calendar month, UTC, as YYYY-MM. */
@@ -9,8 +11,11 @@ export interface Usage {
 
 /** Successful cutouts per account and month. */
 export interface UsageMeter {
-  /** Records `images` cutouts (default 1) of `megapixels` in all. */
-  add(accountId: string, month: string, megapixels: number, images?: number): Promise<void>;
+  /**
+   * Records `images` cutouts (default 1) of `megapixels` in all, once per `op` however often it
+   * is sent (a record whose reply was lost is retried under the same op).
+   */
+  add(accountId: string, month: string, megapixels: number, images?: number, op?: string): Promise<void>;
   get(accountId: string, month: string): Promise<Usage>;
 }
 
@@ -35,21 +40,27 @@ export class MemoryUsageMeter implements UsageMeter {
   }
 }
 
-/** One hash per account and month; kept for 400 days for billing. */
+/** Usage is kept 400 days, for billing. */
+const USAGE_TTL_SECONDS = 400 * 86400;
+
+// KEYS: usage hash, operation record. ARGV: images, megapixels, hash ttl, op ttl.
+const ADD = `
+if not redis.call('SET', KEYS[2], 'recorded', 'NX', 'EX', ARGV[4]) then return 0 end
+redis.call('HINCRBY', KEYS[1], 'images', ARGV[1])
+redis.call('HINCRBYFLOAT', KEYS[1], 'megapixels', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+`;
+
+/** One hash per account and month, written by one script per record (applied once per op). */
 export class RedisUsageMeter implements UsageMeter {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
   ) {}
 
-  async add(accountId: string, month: string, megapixels: number, images = 1): Promise<void> {
-    const key = this.key(accountId, month);
-    await this.redis
-      .multi()
-      .hincrby(key, 'images', images)
-      .hincrbyfloat(key, 'megapixels', round(megapixels))
-      .expire(key, 400 * 86400)
-      .exec();
+  async add(accountId: string, month: string, megapixels: number, images = 1, op: string = randomUUID()): Promise<void> {
+    await this.redis.eval(ADD, 2, this.key(accountId, month), `${this.prefix}:op:${op}`, images, round(megapixels), USAGE_TTL_SECONDS, OP_MEMORY_SECONDS);
   }
 
   async get(accountId: string, month: string): Promise<Usage> {

@@ -4,7 +4,7 @@ import { ApiError } from '../errors.js';
 import type { InFlight } from '../limits/in-flight.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { Plan } from '../limits/plans.js';
-import { untilAborted } from './abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import type { RequestScope } from './request-scope.js';
 
 export interface AdmissionDeps {
@@ -57,6 +57,7 @@ export async function admit(scope: RequestScope, deps: AdmissionDeps, known?: Id
   );
   scope.hold(admission.release);
   scope.rateHeaders = admission.headers;
+  scope.admitted = true;
   return { identity, plan };
 }
 

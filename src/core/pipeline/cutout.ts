@@ -1,13 +1,14 @@
 import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
-import { QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
-import { decodeFullSize, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
+import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { Admitted } from './admission.js';
-import { untilAborted } from './abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
+import { traceStep } from '../../tracing/otel.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -18,6 +19,8 @@ export interface CutoutDeps {
   profiles: Record<string, PreprocessingProfile>;
   /** The model by name, as a function from input tensor to mask. */
   model: (name: string) => MaskModel;
+  /** Whether the served model takes any input size (its metadata says so): then each quality runs at its profile's size. */
+  freeSize: (name: string) => boolean;
   imageLimits: ImageLimits;
   render: { pngCompressionLevel: number; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
@@ -25,6 +28,8 @@ export interface CutoutDeps {
 
 export interface Cutout {
   rendered: Rendered;
+  /** How sure the model was of this cutout, 0..1 (see image/confidence.ts). */
+  confidence: number;
   /** Milliseconds per stage: the segmentation's, then the rendering's. */
   timings: Record<string, number>;
 }
@@ -40,6 +45,9 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   const quota = scope.hold(refund);
 
   const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
+  // The mask alone of an opaque image needs no full-size decode at all: only the model's input
+  // is decoded (an image with alpha is decoded for its own alpha, folded into the mask).
+  const needsFullDecode = order.output.channels !== 'alpha' || order.probe.hasAlpha;
   // Decode the full size while the model runs when there is memory for it now; else later.
   const early = deps.pixelBudget.tryTake(order.pixels);
   let pixels = early ? scope.hold(early) : undefined;
@@ -47,16 +55,23 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   try {
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
-    segmentation = await segmentAtQuality(
-      order.output.quality,
-      order.upload.file,
-      order.probe,
-      deps.profiles[order.modelName]!,
-      deps.model(order.modelName),
-      deps.imageLimits,
-      signal,
-      Boolean(pixels),
-    );
+    const profile = deps.profiles[order.modelName]!;
+    const segment = () =>
+      segmentAtQuality(
+        order.output.quality,
+        order.upload.file,
+        order.probe,
+        profile,
+        deps.model(order.modelName),
+        deps.imageLimits,
+        signal,
+        Boolean(pixels) && needsFullDecode,
+        planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
+      );
+    // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
+    segmentation = await traceStep('bgcut.segment', segment, {
+      past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0), attributes: stageAttributes(seg.timings) }],
+    });
   } finally {
     await slot.release();
   }
@@ -66,15 +81,25 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
-  await decodeFullSize(segmentation, deps.imageLimits);
-  const rendered = await renderOutput(segmentation, order.output, render);
+  if (needsFullDecode) await decodeFullSize(segmentation, deps.imageLimits);
+  else fullSizeAlpha(segmentation);
+  // Encoding is the last step of renderOutput.
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
+    attributes: { 'bgcut.output.format': order.output.format },
+    past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
+  });
   await pixels.release();
 
   // Charged for good only if the client is still there to get the cutout.
   signal.throwIfAborted();
   quota.keep();
   await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
-  return { rendered, timings: stageTimings(segmentation, rendered) };
+  return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
+}
+
+/** Milliseconds per stage, as span attributes. */
+function stageAttributes(timings: Segmentation['timings']): Record<string, number> {
+  return Object.fromEntries(Object.entries(timings).map(([stage, ms]) => [`bgcut.stage.${stage}_ms`, Math.round((ms ?? 0) * 10) / 10]));
 }
 
 function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {

@@ -7,7 +7,7 @@ import type { Upload, UploadLimits } from '../multipart.js';
 import { readImageInput } from '../image-url/read-input.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import { parseOutputOptions, type OutputOptions } from '../output-options.js';
-import { untilAborted } from './abortable.js';
+import { untilAborted } from '../../util/abortable.js';
 import type { RequestScope } from './request-scope.js';
 
 export interface OrderDeps {
@@ -18,7 +18,8 @@ export interface OrderDeps {
   upload: UploadLimits;
   maxInputPixels: number;
   metrics: ApiMetrics;
-  imageUrl: ResolvedImageUrlOptions;
+  /** `onRefusal` hears the specifics of an image_url refusal, which the caller is not told. */
+  imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: Error) => void) | undefined };
 }
 
 /** What the caller asked for, checked against its plan. */

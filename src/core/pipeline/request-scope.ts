@@ -26,6 +26,8 @@ export interface RequestScope {
   identity?: Identity;
   /** Rate-limit headers of the caller's account, once admitted. */
   rateHeaders: Record<string, string>;
+  /** True once admission let the request in (key, capacity, rate and concurrency all passed). */
+  admitted: boolean;
   /** Registers something taken; the scope gives it back at the end unless released or kept before. */
   hold(release: () => unknown): Lease;
   /** The upload is in: its timer stops. */
@@ -52,6 +54,7 @@ export function openRequestScope(request: CoreRequest, uploadTimeoutMs: number):
     request,
     signal: controller.signal,
     rateHeaders: {},
+    admitted: false,
     hold(release) {
       let done = false;
       const giveBack = async () => {

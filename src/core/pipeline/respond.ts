@@ -3,7 +3,7 @@ import type { CoreRequest, CoreResponse } from '../http-types.js';
 import { rateLimitHeaders, type PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { ApiMetrics } from '../metrics.js';
 import type { AccessLogEntry } from '../options.js';
-import { settleBody } from './settle-body.js';
+import { settleBody } from '../../util/settle-body.js';
 import { openRequestScope, type RequestScope } from './request-scope.js';
 import { problemResponse } from './responses.js';
 
@@ -11,7 +11,7 @@ export interface RespondDeps {
   enforcer: PlanEnforcer;
   metrics: ApiMetrics;
   uploadTimeoutMs: number;
-  /** Most bytes of a refused body read and discarded before the connection is dropped. */
+  /** Most bytes of an admitted request's body read and discarded, when it is refused, before the connection is dropped. */
   drainCapBytes: number;
   problemTypeBase: string;
   onResponse?: ((entry: AccessLogEntry) => void) | undefined;
@@ -19,6 +19,9 @@ export interface RespondDeps {
   /** Open scopes, so a shutdown that runs out of time can end them. */
   open: Set<AbortController>;
 }
+
+/** Most bytes of a refused, never admitted request's body read before its connection is closed. */
+export const UNADMITTED_DRAIN_BYTES = 64 * 1024;
 
 /** 5xx answers that report the service's state (busy, down, slow), not a fault to investigate. */
 const SERVICE_STATE = new Set(['inference_unavailable', 'inference_timeout', 'server_busy']);
@@ -50,7 +53,10 @@ export async function respond(
   try {
     response = await steps(scope);
   } catch (thrown) {
-    settleBody(request.body, deps.drainCapBytes);
+    // A request refused before admission (no key, a bad one, over a limit) is counted nowhere:
+    // reading its body for it must cost little. One that was let in may be answered mid-upload
+    // (a file over the limit), so its client, still sending, gets more room to read the answer.
+    settleBody(request.body, scope.admitted ? deps.drainCapBytes : UNADMITTED_DRAIN_BYTES);
     const reason: unknown = scope.signal.reason;
     const error = reason instanceof ApiError && reason.code === 'client_closed' ? reason : asApiError(thrown, report);
     code = error.code;

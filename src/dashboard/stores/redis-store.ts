@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { dayOf, type ActivityBatch } from '../../core/activity/recorder.js';
 import type { Account } from '../../core/auth/key-store.js';
+import { execAll } from '../../core/redis.js';
 import { EmailTakenError, type AccountHolder, type DashboardStore, type SessionRecord } from '../store.js';
 
 export interface RedisDashboardStoreOptions {
@@ -53,16 +54,17 @@ export class RedisDashboardStore implements DashboardStore {
     const previousEmail = await this.redis.get(this.k('holder-of', holder.accountId));
     const multi = this.redis.multi();
     if (previousEmail && previousEmail !== holder.email) multi.del(this.k('holder', previousEmail));
-    await multi.set(this.k('holder', holder.email), JSON.stringify(holder)).set(this.k('holder-of', holder.accountId), holder.email).exec();
+    await execAll(multi.set(this.k('holder', holder.email), JSON.stringify(holder)).set(this.k('holder-of', holder.accountId), holder.email));
   }
 
   async createSession(idHash: string, session: SessionRecord): Promise<void> {
     const ttlMs = Math.max(1, Date.parse(session.expiresAt) - Date.now());
-    await this.redis
-      .multi()
-      .set(this.k('session', idHash), JSON.stringify(session), 'PX', ttlMs)
-      .sadd(this.k('sessions-of', session.accountId), idHash)
-      .exec();
+    await execAll(
+      this.redis
+        .multi()
+        .set(this.k('session', idHash), JSON.stringify(session), 'PX', ttlMs)
+        .sadd(this.k('sessions-of', session.accountId), idHash),
+    );
   }
 
   async findSession(idHash: string): Promise<SessionRecord | undefined> {
@@ -74,17 +76,18 @@ export class RedisDashboardStore implements DashboardStore {
     const session = await this.findSession(idHash);
     const multi = this.redis.multi().del(this.k('session', idHash));
     if (session) multi.srem(this.k('sessions-of', session.accountId), idHash);
-    await multi.exec();
+    await execAll(multi);
   }
 
   async deleteSessionsOf(accountId: string, keepIdHash?: string): Promise<void> {
     const ids = (await this.redis.smembers(this.k('sessions-of', accountId))).filter((id) => id !== keepIdHash);
     if (ids.length === 0) return;
-    await this.redis
-      .multi()
-      .del(...ids.map((id) => this.k('session', id)))
-      .srem(this.k('sessions-of', accountId), ...ids)
-      .exec();
+    await execAll(
+      this.redis
+        .multi()
+        .del(...ids.map((id) => this.k('session', id)))
+        .srem(this.k('sessions-of', accountId), ...ids),
+    );
   }
 
   async addActivity(batch: ActivityBatch): Promise<void> {
@@ -96,7 +99,7 @@ export class RedisDashboardStore implements DashboardStore {
       multi.hincrby(key, day, count).hdel(key, dropped).expire(key, DAILY_TTL_SECONDS);
     }
     if (batch.lastUsed.length > 0) multi.eval(MAX_TIMES, 1, this.k('key-last-used'), ...batch.lastUsed.flatMap((u) => [u.keyId, u.at]));
-    await multi.exec();
+    await execAll(multi);
   }
 
   async dailyCounts(accountId: string, days: string[]): Promise<number[]> {

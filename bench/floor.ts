@@ -1,0 +1,131 @@
+/**
+ * The `floor` section of `npm run bench`: the API's own CPU per image against the least work its
+ * libraries need for the same photo and the same output, done directly in one process.
+ *
+ * The floor, per output variant, is the sum of the medians (warm) of:
+ * - the model input: the upload decoded and resized to the model's size. Two ways, the cheaper
+ *   one counts: (a) straight from the encoded bytes (JPEG shrink-on-load), the output decoding
+ *   the bytes again; (b) one full-size decode to raw pixels, resized from there, the output
+ *   reading those pixels;
+ * - the mask upscale from a ready model-size mask (the model's real answer) to the full size,
+ *   bilinear: the cheaper of sharp's resize (kernel `linear`) and the project's own kernel
+ *   (upscaleMask, the same formula), since the floor is the least work;
+ * - the encode of the cutout: sharp joins the colour and the upscaled alpha as it encodes
+ *   (PNG, WebP), or flattens them over the colour (JPEG on a colour); `channels=alpha` encodes
+ *   the mask alone and needs no full-size decode at all.
+ * CPU time is process.cpuUsage() around each awaited call: user + system of every thread of the
+ * process, so libvips's and libuv's threads count.
+ *
+ * The API's CPU per image is its process's user + system time from /proc over `runs` requests
+ * (the mean: /proc counts in 10 ms ticks), after unmeasured warm-up requests, the inference
+ * server excluded. Both include everything each side does; the API's also its HTTP, multipart,
+ * key check, gRPC and foreground colour estimation, which the floor leaves out.
+ */
+import sharp, { type Sharp } from 'sharp';
+import type { PreprocessingProfile } from '../src/core/image/profile.js';
+import { upscaleMask } from '../src/core/image/tensor.js';
+
+export interface FloorVariant {
+  name: string;
+  /** Query string of the API request. */
+  query: string;
+}
+
+export const FLOOR_VARIANTS: FloorVariant[] = [
+  { name: 'png', query: 'format=png' },
+  { name: 'webp', query: 'format=webp' },
+  { name: 'jpg on colour', query: 'format=jpg&bg_color=%231e90ff' },
+  { name: 'channels=alpha', query: 'channels=alpha' },
+];
+const COLOUR = { r: 0x1e, g: 0x90, b: 0xff };
+/** The API's default PNG level (RemoveBgOptions.pngCompressionLevel). */
+const PNG_LEVEL = 4;
+
+const cpuNow = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+const medianOf = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+/** Median CPU ms of `fn` over `runs` calls, after two unmeasured ones. */
+async function cpuMedian<T>(runs: number, fn: () => Promise<T>): Promise<{ ms: number; result: T }> {
+  let result = await fn();
+  await fn();
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const before = cpuNow();
+    result = await fn();
+    samples.push(cpuNow() - before);
+  }
+  return { ms: medianOf(samples), result };
+}
+
+function encodeVariant(source: Sharp, alpha: Buffer, width: number, height: number, variant: FloorVariant): Promise<Buffer> {
+  const joined = source.removeAlpha().joinChannel(alpha, { raw: { width, height, channels: 1 } });
+  switch (variant.name) {
+    case 'png':
+      return joined.png({ compressionLevel: PNG_LEVEL }).toBuffer();
+    case 'webp':
+      return joined.webp({ quality: 90, alphaQuality: 100, effort: 4 }).toBuffer();
+    case 'jpg on colour':
+      return joined.flatten({ background: COLOUR }).jpeg({ quality: 90, chromaSubsampling: '4:4:4' }).toBuffer();
+    default:
+      throw new Error(`no encode for ${variant.name}`);
+  }
+}
+
+export interface FloorResult {
+  /** The floor: CPU ms per image. */
+  ms: number;
+  /** Its parts (medians, ms) and which way of making the model input was cheaper. */
+  parts: Record<string, number>;
+  inputWay: 'shrink-on-load' | 'one decode';
+}
+
+/**
+ * The floor for one upright opaque image (a photo: JPEG) and one output variant, given the
+ * model's mask at its own size.
+ */
+export async function measureFloor(bytes: Buffer, modelMask: Buffer, profile: PreprocessingProfile, variant: FloorVariant, runs: number): Promise<FloorResult> {
+  const { width, height } = await sharp(bytes).metadata();
+  if (!width || !height) throw new Error('image without a size');
+  const { width: mw, height: mh } = profile;
+  const toModel = (s: Sharp) => s.removeAlpha().resize(mw, mh, { fit: 'fill' }).raw().toBuffer();
+
+  const viaSharp = await cpuMedian(runs, () => sharp(modelMask, { raw: { width: mw, height: mh, channels: 1 } }).resize(width, height, { fit: 'fill', kernel: 'linear' }).extractChannel(0).raw().toBuffer());
+  const viaKernel = await cpuMedian(runs, async () => upscaleMask(modelMask, mw, mh, width, height));
+  const upscale = Math.min(viaSharp.ms, viaKernel.ms);
+  const alpha = viaKernel.result;
+
+  // (a) from the encoded bytes, twice.
+  const inputA = await cpuMedian(runs, () => toModel(sharp(bytes)));
+  if (variant.name === 'channels=alpha') {
+    const encode = await cpuMedian(runs, () => sharp(alpha, { raw: { width, height, channels: 1 } }).toColourspace('b-w').png({ compressionLevel: PNG_LEVEL }).toBuffer());
+    return {
+      ms: inputA.ms + upscale + encode.ms,
+      parts: { modelInput: inputA.ms, upscaleSharp: viaSharp.ms, upscaleKernel: viaKernel.ms, encode: encode.ms },
+      inputWay: 'shrink-on-load',
+    };
+  }
+  const encodeA = await cpuMedian(runs, () => encodeVariant(sharp(bytes), alpha, width, height, variant));
+  // (b) one decode, resized and encoded from the raw pixels.
+  const decode = await cpuMedian(runs, () => sharp(bytes).removeAlpha().raw().toBuffer());
+  const rgb = decode.result;
+  const raw = () => sharp(rgb, { raw: { width, height, channels: 3 } });
+  const resizeB = await cpuMedian(runs, () => toModel(raw()));
+  const encodeB = await cpuMedian(runs, () => encodeVariant(raw(), alpha, width, height, variant));
+  const a = inputA.ms + encodeA.ms;
+  const b = decode.ms + resizeB.ms + encodeB.ms;
+  const parts: Record<string, number> =
+    a <= b
+      ? { modelInput: inputA.ms, encodeFromBytes: encodeA.ms }
+      : { decode: decode.ms, resizeToModel: resizeB.ms, encodeFromRaw: encodeB.ms };
+  return {
+    ms: Math.min(a, b) + upscale,
+    parts: { ...parts, upscaleSharp: viaSharp.ms, upscaleKernel: viaKernel.ms },
+    inputWay: a <= b ? 'shrink-on-load' : 'one decode',
+  };
+}
