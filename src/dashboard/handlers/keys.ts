@@ -1,4 +1,4 @@
-import { NotFoundError } from '../../core/auth/key-records.js';
+import { NotFoundError, TooManyKeysError } from '../../core/auth/key-records.js';
 import type { DashboardContext } from '../context.js';
 import { htmlResponse, redirect } from '../http.js';
 import { parseKeyForm } from '../key-form.js';
@@ -41,11 +41,13 @@ export function keysRoutes(ctx: DashboardContext): Route[] {
       csrf: 'form',
       handle: async ({ request, visitor, account, form }) => {
         const parsed = parseKeyForm(form);
-        const rows = await keyRows(account.id);
-        const active = rows.filter((r) => keyStatus(r.record) === 'active').length;
-        const error = 'error' in parsed ? parsed.error : active >= MAX_ACTIVE_KEYS ? `An account may have at most ${MAX_ACTIVE_KEYS} active keys: revoke one first.` : undefined;
-        if (error) return htmlResponse(400, keysPage(ctx.page(visitor), { keys: rows, error, form }));
-        const created = await keyStore.createKey({ accountId: account.id, plan: account.plan, ...(parsed as Exclude<typeof parsed, { error: string }>) });
+        if ('error' in parsed) return htmlResponse(400, keysPage(ctx.page(visitor), { keys: await keyRows(account.id), error: parsed.error, form }));
+        // The ceiling is checked by the store in the same step as the write: parallel posts cannot pass it.
+        const created = await keyStore.createKey({ accountId: account.id, plan: account.plan, ...parsed, maxActiveKeys: MAX_ACTIVE_KEYS }).catch((error: unknown) => {
+          if (error instanceof TooManyKeysError) return error;
+          throw error;
+        });
+        if (created instanceof TooManyKeysError) return htmlResponse(400, keysPage(ctx.page(visitor), { keys: await keyRows(account.id), error: created.message, form }));
         return htmlResponse(201, newKeyPage(ctx.page(visitor), { ...created, endpointUrl: ctx.endpointUrl(request) }));
       },
     }),
