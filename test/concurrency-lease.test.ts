@@ -85,6 +85,19 @@ describe('account concurrency slots in Redis are short leases', () => {
     expect(freedMs).toBeLessThan(2_500);
   });
 
+  it('an acquire that timed out while Redis stalled leaves no slot behind once Redis wakes', async () => {
+    const enforcer = new PlanEnforcer({ plans: PLANS, redis: await client(), concurrencyLeaseMs: 30_000 });
+    const reader = new RedisConcurrencyStore(admin, 'bgcut', { leaseMs: 30_000 });
+    // Redis stalls past the client's 1 s command timeout: the acquire is answered 503, but Redis
+    // still runs it when it wakes.
+    await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+    const refused = await enforcer.admit('acct_stall', 'single').catch((error: ApiError) => error);
+    expect((refused as ApiError).code).toBe('service_unavailable');
+    await admin.ping(); // answered once the pause is over
+    expect(await until(() => reader.inUse('acct_stall'), (n) => n === 0, 5_000)).toBe(0);
+    expect(await tryAdmit(enforcer, 'acct_stall')).toBe('admitted');
+  });
+
   it('a holder that died (no release, no refresh) loses its slot when its lease ends', async () => {
     const dying = await client();
     const holder = new PlanEnforcer({ plans: PLANS, redis: dying, concurrencyLeaseMs: 1500 });

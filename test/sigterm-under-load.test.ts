@@ -9,6 +9,19 @@ import { startLoad, tally } from './helpers/load.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
 import { photoForm } from './helpers/stress-app.js';
 
+/** Resolves once the process has printed `text` (the helper's own listener has appended each chunk to its output before this one runs). */
+function printed(api: ApiProcess, text: string): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (!api.output().includes(text)) return;
+      api.child.stdout!.off('data', check);
+      resolve();
+    };
+    api.child.stdout!.on('data', check);
+    check();
+  });
+}
+
 describe('SIGTERM to an API process under load (handler.close() drains)', () => {
   let api: ApiProcess | undefined;
   afterAll(async () => {
@@ -32,7 +45,9 @@ describe('SIGTERM to an API process under load (handler.close() drains)', () => 
     const inFlightAtSignal = before.inFlight;
     const signalledAt = load.now();
     api.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 200));
+    // Event-based: the process says it has begun draining (examples/graceful-shutdown.ts logs it
+    // as it calls handler.close()), rather than a sleep that guesses how long a signal takes.
+    await printed(api, 'SIGTERM: draining requests in progress');
     // A new request while draining: 503 at once.
     const late = await fetch(url, { method: 'POST', headers: { 'x-api-key': key, 'content-type': form.contentType }, body: form.body });
     const lateProblem = (await late.json()) as { code: string };

@@ -163,24 +163,35 @@ export class SessionPool {
   }
 
   /**
-   * Stops taking jobs, lets running ones finish for up to `graceMs`, then ends the workers (a job
-   * still running then is rejected with JobAbortedError).
+   * Stops taking jobs, lets running ones finish for up to `graceMs`, and ends the workers. A job
+   * still running after the grace is rejected (JobAbortedError) and close() resolves; its worker
+   * is ended once session.run returns, since ending a thread inside onnxruntime, by terminate()
+   * or by the process exiting, aborts the whole process ("terminate called after throwing an
+   * instance of 'Napi::Error'", seen with isnet-fp16 on CPU): a process that ends naturally waits
+   * for that run.
    */
   async close(graceMs = 10_000): Promise<void> {
     this.closed = true;
     for (const timer of this.restarts) clearTimeout(timer);
     this.restarts.clear();
     for (const job of this.queue.splice(0)) job.reject(new JobAbortedError('the session pool is closing'));
-    const slots = [...this.slots];
+    const slots = this.slots.splice(0);
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
     await Promise.race([Promise.all(slots.map((slot) => this.idle(slot))), graceOver]);
     clearTimeout(timer);
+    const ended: Promise<unknown>[] = [];
     for (const slot of slots) {
-      slot.busy?.job.reject(new JobAbortedError(`the session pool closed after a ${graceMs} ms grace`));
+      if (!slot.busy) {
+        ended.push(slot.worker.terminate());
+        continue;
+      }
+      slot.busy.job.reject(new JobAbortedError(`the session pool closed after a ${graceMs} ms grace`));
       slot.busy = undefined;
+      // Not waited for, but still keeping the process alive (an exit now would abort it): ended when its run returns.
+      slot.worker.once('message', () => void slot.worker.terminate());
     }
-    await Promise.all(slots.map((slot) => slot.worker.terminate().then(() => slot.exited)));
+    await Promise.all(ended);
   }
 
   /** Resolves once the slot has no job (it finished, failed, or the worker exited). */

@@ -111,7 +111,16 @@ export class RedisConcurrencyStore implements ConcurrencyStore {
     signal?.throwIfAborted();
     const key = this.key(accountId);
     const token = randomUUID();
-    const taken = this.redis.eval(ACQUIRE, 1, key, this.leaseMs, limit, token).then((result) => result === 1);
+    const taken = this.redis.eval(ACQUIRE, 1, key, this.leaseMs, limit, token).then(
+      (result) => result === 1,
+      (error: unknown) => {
+        // Sent but unanswered (a timeout while Redis stalls): Redis may still grant the slot when
+        // it wakes, to a request that was already answered 503. Taking the token back (ZREM,
+        // retried like a release) undoes that; it runs after the acquire on the same connection.
+        void this.giveBack(key, token);
+        throw error;
+      },
+    );
     // After an abort the script may still run: a slot it grants then is given back.
     const granted = signal ? await untilAborted(taken, signal, (late) => late && this.lease(accountId, token).release()) : await taken;
     return granted ? this.lease(accountId, token) : undefined;
