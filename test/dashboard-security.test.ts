@@ -103,6 +103,14 @@ describe('sign-in throttle', () => {
   });
 });
 
+describe('throttle options', () => {
+  it('refuses the perEmail option of earlier versions instead of ignoring it', async () => {
+    const { SignInThrottle } = await import('../src/dashboard/throttle.js');
+    expect(() => new SignInThrottle({ perEmail: 5 } as never, undefined, 'x')).toThrow('throttle.perEmail is gone');
+    expect(() => new SignInThrottle({ perEmailPerDay: 0 }, undefined, 'x')).toThrow('perEmailPerDay must be a positive integer');
+  });
+});
+
 describe('password-change throttle', () => {
   it('counts wrong current passwords per account, apart from sign-in: the holder can still sign in, another account can still change its password', async () => {
     const app = await start({ throttle: { perAddress: 5 } });

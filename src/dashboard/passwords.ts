@@ -12,7 +12,7 @@ export interface ScryptCost {
  * one of five equivalent minimums (N=2^17/r=8/p=1, 2^16/8/2, 2^15/8/3, 2^14/8/5, 2^13/8/10).
  * Of those it was picked for its memory: 32 MiB per check (128 * N * r), so the four checks
  * libuv runs at once hold 128 MiB, where N = 2^17 would hold 512 MiB in the process that also
- * serves the API. The work is about that of 2^17 (Node runs the p lanes one after another).
+ * serves the API. The work is three quarters of 2^17's (Node runs the p lanes one after another).
  */
 export const DEFAULT_SCRYPT_COST: Readonly<ScryptCost> = Object.freeze({ N: 2 ** 15, r: 8, p: 3 });
 

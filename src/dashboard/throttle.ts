@@ -61,6 +61,10 @@ export class SignInThrottle {
   private readonly byAccountPasswordChange: Counter;
 
   constructor(options: SignInThrottleOptions, redis: Redis | undefined, prefix: string) {
+    // The one option of earlier versions that no longer exists: refused rather than ignored.
+    if ('perEmail' in options) {
+      throw new RangeError('dashboard throttle.perEmail is gone: failures are counted per email and client address (perEmailAndAddress, default 5) and per email over a day (perEmailPerDay, default 50)');
+    }
     this.perEmailAndAddress = positive('perEmailAndAddress', options.perEmailAndAddress ?? 5);
     this.perAddress = positive('perAddress', options.perAddress ?? 20);
     this.perEmailPerDay = positive('perEmailPerDay', options.perEmailPerDay ?? 50);

@@ -27,7 +27,10 @@ export function signInRoutes(ctx: DashboardContext): Route[] {
     const lockedFor = await attempt.settle(check.valid && holder !== undefined);
     if (!check.valid || !holder) return lockedFor > 0 ? tooMany(lockedFor) : page(401, 'Wrong email or password.');
     // Stored at another cost (an older default): store it again at today's while the password is at hand.
-    if (check.needsRehash) await config.store.setHolder({ ...holder, passwordHash: await passwords.hash(password), updatedAt: new Date().toISOString() });
+    // A failed rewrite is reported, not shown: the old hash still works, the next sign-in tries again.
+    if (check.needsRehash) {
+      await config.store.setHolder({ ...holder, passwordHash: await passwords.hash(password), updatedAt: new Date().toISOString() }).catch(config.onInternalError);
+    }
     await sessions.start(visitor, holder.accountId, holder.email);
     return redirect(next ?? `${base}/keys`);
   }
