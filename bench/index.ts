@@ -1,6 +1,7 @@
 /**
  * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
  *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
+ *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
  * same machine load:
@@ -10,7 +11,10 @@
  * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
  *   the single-stream rate of raw session.run;
  * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads;
- * - soak: RSS of the inference server after request 50 and after request N (default 500).
+ * - soak: RSS of the inference server after request 50 and after request N (default 500);
+ * - int8 (not in the default set): session.run of the prepared built-ins named by --models
+ *   (default isnet, isnet-int8), each in a worker thread as the server runs it, alternating, on
+ *   the same photo; ratio of each to the first (bench/model-speed.ts). Runs alone, no API.
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
@@ -36,6 +40,7 @@ import { imageToTensor } from '../src/core/image/tensor.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
+import { compareModelSpeed, printModelSpeed } from './model-speed.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,6 +52,7 @@ const { values } = parseArgs({
     only: { type: 'string', default: 'latency,large,concurrency,memory,soak' },
     model: { type: 'string', default: 'isnet' },
     warmup: { type: 'string', default: '10' },
+    models: { type: 'string', default: 'isnet,isnet-int8' },
   },
 });
 const warmup = Number(values.warmup);
@@ -57,6 +63,15 @@ const sections = new Set(values.only!.split(','));
 const threads = os.availableParallelism();
 if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
 const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+if (sections.has('int8')) {
+  // Model against model, session.run alone: no API nor inference server started.
+  if (sections.size > 1) throw new Error('--only int8 runs alone');
+  const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
+  const speed = await compareModelSpeed(photo, values.models!.split(','), runs);
+  printModelSpeed(speed);
+  if (values.json) await writeFile(values.json, `${JSON.stringify({ machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}`, int8: speed }, null, 2)}\n`);
+  process.exit(0);
+}
 const CLOCK_TICKS_PER_S = 100;
 /** User + system CPU time of a process so far, in ms, from /proc (Linux reports it in 1/100 s). */
 function cpuMs(pid: number): number {

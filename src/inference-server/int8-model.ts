@@ -1,0 +1,48 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import onnxProto from 'onnx-proto';
+import { toFloat32 } from './float32-model.js';
+import { quantizeModel, type CalibrationTable, type QuantizeOptions, type QuantizeReport } from './quantize-model.js';
+
+const { onnx } = onnxProto;
+
+/**
+ * The 8-bit ISNet (`isnet-int8`): ISNet's FP16 weights widened to FP32, then statically
+ * quantized with the committed calibration table (bench/calibrate.ts measured it on the MIT
+ * photos of smoke/, never on the evaluation set). What stays in float and why: docs/model-int8.md.
+ */
+export interface Int8Recipe {
+  /** File name of the calibration table in src/inference-server/calibration/. */
+  table: string;
+  quantize: QuantizeOptions;
+}
+
+export const ISNET_INT8: Int8Recipe = {
+  table: 'isnet-int8.json',
+  quantize: {
+    range: 'minmax',
+    // The mask head: the 1-channel side output, its 2x upscale to the input size, and the
+    // final Sigmoid run in float (they are cheap, and the mask's edges are made there).
+    keepFloat: ['/side1/Conv', '/Resize_5'],
+  },
+};
+
+/** Where the committed tables are: beside the compiled module when packaged, else in the sources. */
+export function calibrationDir(): URL {
+  return [new URL('./calibration/', import.meta.url), new URL('../../../src/inference-server/calibration/', import.meta.url)].find((url) =>
+    existsSync(url),
+  )!;
+}
+
+export async function loadCalibrationTable(file: string): Promise<{ table: CalibrationTable; sha256: string }> {
+  const bytes = await readFile(new URL(file, calibrationDir()));
+  return { table: JSON.parse(bytes.toString('utf8')) as CalibrationTable, sha256: createHash('sha256').update(bytes).digest('hex') };
+}
+
+/** The source model (FP16 ISNet) as the 8-bit trunk, ready for prepareModel. */
+export function quantizedTrunk(source: Uint8Array, table: CalibrationTable, options: QuantizeOptions): { bytes: Uint8Array; report: QuantizeReport } {
+  const model = toFloat32(onnx.ModelProto.decode(source));
+  const report = quantizeModel(model, table, options);
+  return { bytes: onnx.ModelProto.encode(model).finish(), report };
+}
