@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import onnxProto from 'onnx-proto';
-import { toFloat32 } from './float32-model.js';
+import { toFloat32Bytes } from './float32-model.js';
+import { prepareModel, type PrepareOptions } from './prepare-model.js';
 import { quantizeModel, type CalibrationTable, type QuantizeOptions, type QuantizeReport } from './quantize-model.js';
 
 const { onnx } = onnxProto;
@@ -40,9 +41,16 @@ export async function loadCalibrationTable(file: string): Promise<{ table: Calib
   return { table: JSON.parse(bytes.toString('utf8')) as CalibrationTable, sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
-/** The source model (FP16 ISNet) as the 8-bit trunk, ready for prepareModel. */
-export function quantizedTrunk(source: Uint8Array, table: CalibrationTable, options: QuantizeOptions): { bytes: Uint8Array; report: QuantizeReport } {
-  const model = toFloat32(onnx.ModelProto.decode(source));
+/**
+ * The 8-bit model from the source (FP16 ISNet): widened to FP32, prepared exactly as the float
+ * built-ins are (8-bit pixels in, the mask alone out, any other graph pass prepareModel runs),
+ * then quantized. Quantizing last means the calibration table (measured on the FP32 model
+ * prepared the same way) names the tensors of this very graph, and that graph passes which add
+ * Shape readers (free input size) need not know about QuantizeLinear/DequantizeLinear.
+ */
+export function makeInt8Model(source: Uint8Array, prepare: PrepareOptions, table: CalibrationTable, options: QuantizeOptions): { bytes: Uint8Array; report: QuantizeReport } {
+  const prepared = prepareModel(toFloat32Bytes(source), prepare).bytes;
+  const model = onnx.ModelProto.decode(prepared);
   const report = quantizeModel(model, table, options);
   return { bytes: onnx.ModelProto.encode(model).finish(), report };
 }

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { toFloat32Bytes } from './float32-model.js';
-import { ISNET_INT8, loadCalibrationTable, quantizedTrunk, type Int8Recipe } from './int8-model.js';
+import { ISNET_INT8, loadCalibrationTable, makeInt8Model, type Int8Recipe } from './int8-model.js';
 import { prepareModel, type PrepareOptions } from './prepare-model.js';
 
 /**
@@ -36,9 +36,9 @@ const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
   'isnet-int8': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
 };
 const PREPARE_REVISION = 2;
-/** Built-ins whose trunk is rewritten before preparation; bump TRUNK_REVISION when a rewrite changes. */
+/** Built-ins whose trunk is rewritten (FP32, or 8-bit: see int8-model.ts); bump TRUNK_REVISION when a rewrite changes. */
 const TRUNKS: Partial<Record<BuiltinModelName, 'fp32' | Int8Recipe>> = { 'isnet-fp32': 'fp32', 'isnet-int8': ISNET_INT8 };
-const TRUNK_REVISION = 1;
+const TRUNK_REVISION = 2;
 
 /** How the built-in `spec` is prepared (undefined: served as assembled). */
 export function preparedOptions(spec: BuiltinModelName): PrepareOptions | undefined {
@@ -132,24 +132,25 @@ export async function resolveModelFile(spec: string, options: ResolveModelOption
 
   const prepare = PREPARED[spec];
   if (!prepare) return source;
-  // The 8-bit trunk is made from the source and the committed calibration table: the table's
+  // The 8-bit model is made from the source and the committed calibration table: the table's
   // hash (with the recipe's) is part of the file name, so a new table never reuses an old quantization.
   const trunk = TRUNKS[spec];
-  let trunkBytes: Uint8Array = assembled;
+  let bytes: Uint8Array;
   let trunkKey = '';
   if (trunk === 'fp32') {
-    trunkBytes = toFloat32Bytes(assembled);
+    bytes = prepareModel(toFloat32Bytes(assembled), prepare).bytes;
     trunkKey = `-t${TRUNK_REVISION}`;
   } else if (trunk) {
     const { table, sha256: tableHash } = await loadCalibrationTable(trunk.table);
     if (table.source.chunkListHash !== listHash) {
       throw new Error(`calibration table ${trunk.table} was measured on another ${BUILTIN_MODELS[spec]} (${table.source.chunkListHash}, installed ${listHash}): run npm run calibrate`);
     }
-    trunkBytes = quantizedTrunk(assembled, table, trunk.quantize).bytes;
+    bytes = makeInt8Model(assembled, prepare, table, trunk.quantize).bytes;
     const recipeHash = createHash('sha256').update(tableHash).update(JSON.stringify(trunk.quantize)).digest('hex');
     trunkKey = `-t${TRUNK_REVISION}-${recipeHash.slice(0, 16)}`;
+  } else {
+    bytes = prepareModel(assembled, prepare).bytes;
   }
-  const { bytes } = prepareModel(trunkBytes, prepare);
   const digest = sha256(bytes);
   const target = path.join(cacheDir, `${spec}-${listHash}-r${PREPARE_REVISION}${trunkKey}.onnx`);
   const cached = await readFile(target).catch(() => undefined);

@@ -152,6 +152,9 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
     return name;
   };
 
+  // Each Conv's input before the rewiring below (its bias scale is that tensor's scale x the weight's).
+  const convInput = new Map(graph.node.filter((n) => n.opType === 'Conv').map((n) => [n, n.input![0]!]));
+
   // QuantizeLinear -> DequantizeLinear after each such tensor; readers are rewired to the pair.
   const producer = new Map<string, Node>();
   for (const n of graph.node) for (const o of n.output ?? []) producer.set(o, n);
@@ -209,7 +212,7 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
     const biasName = conv.input![2];
     if (biasName) {
       const bias = floatsOf(initializers.get(biasName)!);
-      const inScale = params.get(dataInputs(conv)[0]!)!.scale;
+      const inScale = params.get(convInput.get(conv)!)!.scale;
       const bScale = new Float32Array(channels);
       const bq = new Int32Array(channels);
       for (let c = 0; c < channels; c++) {
