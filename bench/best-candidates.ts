@@ -15,7 +15,7 @@ import { ISNET_PROFILE } from '../src/core/index.js';
 import { BEST_PASSES, segmentAtQuality, type BestPasses } from '../src/core/image/multi-pass.js';
 import { fullSizeAlpha, probeImage, type MaskModel } from '../src/core/image/pipeline.js';
 import { modelRunner } from './model-runner.js';
-import { score } from './quality-metrics.js';
+import { score, spearman } from './quality-metrics.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -69,6 +69,10 @@ export const CANDIDATES: Record<string, BestPasses> = {
   'crop-all-m0.05+cropmirror-replace': { ...none, cropMaxArea: 1, cropMargin: 0.05, cropMirror: true, cropMerge: 'replace' },
   'crop-all-m0.2+cropmirror-replace': { ...none, cropMaxArea: 1, cropMargin: 0.2, cropMirror: true, cropMerge: 'replace' },
   shipped: BEST_PASSES,
+  // With a model that takes any size: other scales of the whole image, the crop at more pixels.
+  'shipped+whole768': { ...BEST_PASSES, scales: [768] },
+  'crop1280+cropmirror(max)-replace': { ...BEST_PASSES, cropSize: 1280 },
+  'crop1280+cropmirror(max)-replace+whole768': { ...BEST_PASSES, cropSize: 1280, scales: [768] },
 };
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -78,7 +82,7 @@ async function main() {
   const names = all.filter((f) => f.endsWith('.mask.png')).map((f) => f.replace(/\.mask\.png$/, '')).sort();
   const runner = modelRunner(values.model!, values['mask-cache']);
   const chosen = values.only ? values.only.split(',') : Object.keys(CANDIDATES);
-  const results: Record<string, { name: string; iou: number; mae: number; boundaryF: number; passes: number }[]> = {};
+  const results: Record<string, { name: string; iou: number; mae: number; boundaryF: number; passes: number; confidence: number }[]> = {};
   try {
     for (const name of names) {
       const imageFile = all.find((f) => f.startsWith(`${name}.`) && !f.endsWith('.mask.png') && /\.(jpe?g|png)$/i.test(f))!;
@@ -87,12 +91,12 @@ async function main() {
       const probe = await probeImage(bytes, { maxInputPixels: 100_000_000 });
       for (const candidate of ['balanced', ...chosen.filter((c) => c !== 'balanced')]) {
         let passes = 0;
-        const counting: MaskModel = (input, signal) => {
+        const counting: MaskModel = (input, signal, size) => {
           passes++;
-          return runner.model(input, signal);
+          return runner.model(input, signal, size);
         };
-        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, CANDIDATES[candidate]!);
-        (results[candidate] ??= []).push({ name, passes, ...score(fullSizeAlpha(seg), truth.data, seg.width, seg.height) });
+        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, { size: ISNET_PROFILE.width, passes: CANDIDATES[candidate]! });
+        (results[candidate] ??= []).push({ name, passes, confidence: seg.confidence, ...score(fullSizeAlpha(seg), truth.data, seg.width, seg.height) });
       }
       process.stderr.write('.');
     }
@@ -101,15 +105,16 @@ async function main() {
   }
   process.stderr.write(`\nmodel calls not in the cache: ${runner.calls()}\n`);
   const base = new Map(results.balanced!.map((r) => [r.name, r]));
-  console.log('| candidate | whole IoU | whole MAE | whole bF | worst IoU drop vs balanced (image) | passes/image | dimcrop IoU | dimcrop MAE |');
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('| candidate | whole IoU | whole MAE | whole bF | worst IoU drop vs balanced (image) | passes/image | dimcrop IoU | dimcrop MAE | confidence vs 1-IoU (Spearman, whole) |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const [candidate, rows] of Object.entries(results)) {
     const whole = rows.filter((r) => !r.name.startsWith('dimcrop_'));
     const dim = rows.filter((r) => r.name.startsWith('dimcrop_'));
     const worst = whole.map((r) => ({ name: r.name, drop: base.get(r.name)!.iou - r.iou })).sort((a, b) => b.drop - a.drop)[0]!;
     console.log(
       `| ${candidate} | ${mean(whole.map((r) => r.iou)).toFixed(4)} | ${mean(whole.map((r) => r.mae)).toFixed(4)} | ${mean(whole.map((r) => r.boundaryF)).toFixed(4)} | ` +
-        `${worst.drop.toFixed(3)} (${worst.name}) | ${mean(rows.map((r) => r.passes)).toFixed(2)} | ${mean(dim.map((r) => r.iou)).toFixed(4)} | ${mean(dim.map((r) => r.mae)).toFixed(4)} |`,
+        `${worst.drop.toFixed(3)} (${worst.name}) | ${mean(rows.map((r) => r.passes)).toFixed(2)} | ${mean(dim.map((r) => r.iou)).toFixed(4)} | ${mean(dim.map((r) => r.mae)).toFixed(4)} | ` +
+        `${spearman(whole.map((r) => 1 - r.confidence), whole.map((r) => 1 - r.iou)).toFixed(3)} |`,
     );
   }
   if (values['per-image']) {

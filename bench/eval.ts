@@ -1,6 +1,6 @@
 /**
  * npm run eval -- <folder> [--quality fast,balanced,best|all] [--json] [--check quality/] [--write quality/]
- *                 [--model isnet] [--limit N] [--composites DIR] [--mask-cache DIR]
+ *                 [--model isnet] [--limit N] [--composites DIR] [--mask-cache DIR] [--size 320,512,1024]
  *
  * Cutout quality on pairs NAME.jpg|png + NAME.mask.png (8-bit grey, same size), through the same
  * pipeline the endpoint uses (probe, segment at the quality on a real inference server, render),
@@ -12,6 +12,10 @@
  * when a mode's whole-object IoU drops by more than 0.01 or MAE rises by more than 0.005 against
  * the committed figures, or (modes run beside balanced) one image loses more than 0.05 IoU to balanced; `--write` writes them. `--mask-cache` keeps the model's answers on disk
  * (outside the project) so a rerun costs no inference (its times then mean nothing).
+ * Each cutout's confidence figure (src/core/image/confidence.ts) is reported beside its scores,
+ * with its Spearman rank correlation with 1 - IoU per mode (whole-object pairs).
+ * `--size` (a model that takes any size) runs each asked mode with the whole image at each of
+ * these sizes instead of the mode's own (rows `mode@size`): the size table. Not with --check/--write.
  */
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -19,10 +23,10 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { DEFAULT_OUTPUT, ISNET_PROFILE } from '../src/core/index.js';
 import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
-import { QUALITIES, renderSettingsFor, segmentAtQuality, type Quality } from '../src/core/image/multi-pass.js';
+import { planFor, QUALITIES, renderSettingsFor, segmentAtQuality, type Quality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
 import { modelRunner } from './model-runner.js';
-import { score, type Scores } from './quality-metrics.js';
+import { score, spearman, type Scores } from './quality-metrics.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -35,6 +39,7 @@ const { values, positionals } = parseArgs({
     composites: { type: 'string' },
     quality: { type: 'string', default: 'balanced' },
     'mask-cache': { type: 'string' },
+    size: { type: 'string' },
   },
 });
 const folder = positionals[0];
@@ -50,16 +55,25 @@ for (const q of asked) {
   }
 }
 // `best` is judged against `balanced` image by image, so it brings balanced along.
-const modes = QUALITIES.filter((q) => asked.includes(q) || (q === 'balanced' && asked.includes('best')));
+const qualities = QUALITIES.filter((q) => asked.includes(q) || (q === 'balanced' && asked.includes('best')));
+const sizes = values.size ? values.size.split(',').map(Number) : [];
+if (sizes.some((n) => !Number.isInteger(n) || n < 32 || n > 4096) || (sizes.length > 0 && (values.check || values.write))) {
+  console.error('--size takes sizes in 32..4096, and not with --check or --write');
+  process.exit(2);
+}
+/** What is run: each quality, or each quality at each --size (labelled `quality@size`). */
+const modes: string[] = sizes.length === 0 ? [...qualities] : qualities.flatMap((q) => sizes.map((n) => `${q}@${n}`));
+const qualityOf = (mode: string) => mode.split('@')[0] as Quality;
+const sizeOf = (mode: string) => (mode.includes('@') ? Number(mode.split('@')[1]) : undefined);
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 /** The server's defaults (src/core/options.ts). */
 const RENDER = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
 
-type Row = { name: string; group: 'whole' | 'dimcrop'; quality: Quality; ms: number; inferenceMs: number; passes: number; bytes: number } & Scores;
+type Row = { name: string; group: 'whole' | 'dimcrop'; quality: string; ms: number; inferenceMs: number; passes: number; bytes: number; confidence: number } & Scores;
 
 /** Where the figures of a mode live: the file itself, or in a folder `<model>.json` (balanced) / `<model>.<mode>.json`. */
-async function figuresFile(target: string, quality: Quality): Promise<string> {
+async function figuresFile(target: string, quality: string): Promise<string> {
   const isDir = await stat(target).then((s) => s.isDirectory(), () => target.endsWith('/'));
   if (!isDir) {
     if (modes.length > 1) throw new Error('--check/--write with several modes needs a folder');
@@ -73,6 +87,7 @@ async function main(): Promise<number> {
   const names = all.filter((f) => /\.mask\.png$/.test(f)).sort().map((f) => f.replace(/\.mask\.png$/, '')).slice(0, values.limit ? Number(values.limit) : undefined);
   const runner = modelRunner(values.model!, values['mask-cache']);
   const profile = ISNET_PROFILE;
+  const freeSize = await runner.freeSize();
   if (values.composites) await mkdir(values.composites, { recursive: true });
 
   const rows: Row[] = [];
@@ -83,23 +98,27 @@ async function main(): Promise<number> {
       const bytes = await readFile(path.join(folder!, imageFile));
       const truth = await sharp(path.join(folder!, `${name}.mask.png`)).extractChannel(0).raw().toBuffer({ resolveWithObject: true });
       // Modes side by side, image by image, so a busy machine slows them alike.
-      for (const quality of modes) {
+      for (const mode of modes) {
+        const quality = qualityOf(mode);
         let passes = 0;
-        const counting: MaskModel = (input, signal) => {
+        const counting: MaskModel = (input, signal, size) => {
           passes++;
-          return runner.model(input, signal);
+          return runner.model(input, signal, size);
         };
+        const own = planFor(profile, quality, freeSize);
+        const size = sizeOf(mode);
+        const plan = size === undefined ? own : { ...own, size };
         const started = performance.now();
         const probe = await probeImage(bytes, { maxInputPixels: 100_000_000 });
-        const seg = await segmentAtQuality(quality, bytes, probe, profile, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal);
+        const seg = await segmentAtQuality(quality, bytes, probe, profile, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, true, plan);
         const rendered = await renderOutput(seg, DEFAULT_OUTPUT, renderSettingsFor(quality, RENDER));
         const ms = performance.now() - started;
         if (truth.info.width !== seg.width || truth.info.height !== seg.height) throw new Error(`${name}: mask size differs from the image`);
         const scores = score(seg.alpha, truth.data, seg.width, seg.height);
-        rows.push({ name, group: name.startsWith('dimcrop_') ? 'dimcrop' : 'whole', quality, ms, inferenceMs: seg.timings.inference ?? 0, passes, bytes: rendered.body.length, ...scores });
+        rows.push({ name, group: name.startsWith('dimcrop_') ? 'dimcrop' : 'whole', quality: mode, ms, inferenceMs: seg.timings.inference ?? 0, passes, bytes: rendered.body.length, confidence: seg.confidence, ...scores });
         if (values.composites) {
           // The cutout over a red background, to look at edges and colour spill.
-          await sharp(rendered.body).flatten({ background: '#d01818' }).jpeg().toFile(path.join(values.composites, `${name}.${quality}.jpg`));
+          await sharp(rendered.body).flatten({ background: '#d01818' }).jpeg().toFile(path.join(values.composites, `${name}.${mode}.jpg`));
         }
       }
       if (!values.json) process.stderr.write('.');
@@ -108,7 +127,7 @@ async function main(): Promise<number> {
     await runner.close();
   }
 
-  const summarise = (quality: Quality, group: 'whole' | 'dimcrop') => {
+  const summarise = (quality: string, group: 'whole' | 'dimcrop') => {
     const g = rows.filter((r) => r.group === group && r.quality === quality);
     const summary: Record<string, number | string> = {
       count: g.length,
@@ -116,12 +135,18 @@ async function main(): Promise<number> {
       mae: round(mean(g.map((r) => r.mae))),
       boundaryF: round(mean(g.map((r) => r.boundaryF))),
       msPerImage: Math.round(mean(g.map((r) => r.ms))),
+      // session.run (the inference server's own figure), median over the images.
+      inferenceMsMedian: Math.round(median(g.map((r) => r.inferenceMs))),
       passesPerImage: round(mean(g.map((r) => r.passes))),
       outputBytes: Math.round(mean(g.map((r) => r.bytes))),
+      // Does the confidence figure rank the images by their error? (1 = exactly)
+      confidenceSpearman: round(spearman(g.map((r) => 1 - r.confidence), g.map((r) => 1 - r.iou))),
     };
-    if (quality !== 'balanced' && modes.includes('balanced') && group === 'whole') {
+    // Against balanced at the same --size when sizes are asked, else against balanced.
+    const baseline = sizeOf(quality) === undefined ? 'balanced' : `balanced@${sizeOf(quality)}`;
+    if (quality !== baseline && modes.includes(baseline) && group === 'whole') {
       // The largest IoU loss of one image against balanced (the target: at most 0.05).
-      const base = new Map(rows.filter((r) => r.quality === 'balanced').map((r) => [r.name, r.iou]));
+      const base = new Map(rows.filter((r) => r.quality === baseline).map((r) => [r.name, r.iou]));
       const worst = g.map((r) => ({ name: r.name, drop: base.get(r.name)! - r.iou })).sort((a, b) => b.drop - a.drop)[0];
       if (worst) Object.assign(summary, { worstIouDrop: round(worst.drop), worstImage: worst.name });
     }
@@ -130,19 +155,19 @@ async function main(): Promise<number> {
   const report = {
     model: values.model,
     modes: Object.fromEntries(modes.map((q) => [q, { wholeObject: summarise(q, 'whole'), dimcrop: summarise(q, 'dimcrop') }])),
-    images: rows.map((r) => ({ ...r, iou: round(r.iou), mae: round(r.mae), boundaryF: round(r.boundaryF), ms: Math.round(r.ms), inferenceMs: Math.round(r.inferenceMs) })),
+    images: rows.map((r) => ({ ...r, iou: round(r.iou), mae: round(r.mae), boundaryF: round(r.boundaryF), ms: Math.round(r.ms), inferenceMs: Math.round(r.inferenceMs), confidence: round(r.confidence) })),
   };
 
   if (values.json) console.log(JSON.stringify(report, null, 2));
   else {
-    console.log(`\n| image | quality | IoU | alpha MAE | boundary F | passes | ms |\n|---|---|---|---|---|---|---|`);
-    for (const r of report.images) console.log(`| ${r.name} | ${r.quality} | ${r.iou.toFixed(3)} | ${r.mae.toFixed(4)} | ${r.boundaryF.toFixed(3)} | ${r.passes} | ${r.ms} |`);
-    console.log(`\n| pairs | quality | IoU | alpha MAE | boundary F | passes | ms per image | output bytes | worst IoU drop vs balanced |\n|---|---|---|---|---|---|---|---|---|`);
+    console.log(`\n| image | quality | IoU | alpha MAE | boundary F | confidence | passes | ms | session.run ms |\n|---|---|---|---|---|---|---|---|---|`);
+    for (const r of report.images) console.log(`| ${r.name} | ${r.quality} | ${r.iou.toFixed(3)} | ${r.mae.toFixed(4)} | ${r.boundaryF.toFixed(3)} | ${r.confidence.toFixed(2)} | ${r.passes} | ${r.ms} | ${r.inferenceMs} |`);
+    console.log(`\n| pairs | quality | IoU | alpha MAE | boundary F | passes | ms per image | session.run ms (median) | output bytes | worst IoU drop vs balanced | confidence vs 1-IoU (Spearman) |\n|---|---|---|---|---|---|---|---|---|---|---|`);
     for (const [group, label] of [['wholeObject', 'whole object'], ['dimcrop', 'dimcrop']] as const) {
       for (const q of modes) {
         const s = report.modes[q]![group];
         const worst = s.worstIouDrop === undefined ? '' : `${Number(s.worstIouDrop).toFixed(3)} (${s.worstImage})`;
-        console.log(`| ${label} (${s.count}) | ${q} | ${Number(s.iou).toFixed(3)} | ${Number(s.mae).toFixed(4)} | ${Number(s.boundaryF).toFixed(3)} | ${s.passesPerImage} | ${s.msPerImage} | ${s.outputBytes} | ${worst} |`);
+        console.log(`| ${label} (${s.count}) | ${q} | ${Number(s.iou).toFixed(3)} | ${Number(s.mae).toFixed(4)} | ${Number(s.boundaryF).toFixed(3)} | ${s.passesPerImage} | ${s.msPerImage} | ${s.inferenceMsMedian} | ${s.outputBytes} | ${worst} | ${Number(s.confidenceSpearman).toFixed(3)} |`);
       }
     }
   }
@@ -166,6 +191,13 @@ async function main(): Promise<number> {
     }
   }
   return failed ? 1 : 0;
+}
+
+function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 function round(x: number): number {

@@ -1,6 +1,6 @@
 /**
- * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak]
- *                 [--model isnet | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
+ * npm run bench [-- --image photo.jpg] [--runs 5] [--soak 500] [--json out.json] [--only latency,large,concurrency,memory,soak,modes,sizes] [--qualities fast,balanced]
+ *                 [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16] [--large photo-24mp.jpg] [--warmup 10]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
@@ -15,6 +15,10 @@
  * - int8 (not in the default set): session.run of the prepared built-ins named by --models
  *   (default isnet, isnet-int8), each in a worker thread as the server runs it, alternating, on
  *   the same photo; ratio of each to the first (bench/model-speed.ts). Runs alone, no API.
+ * - modes (asked by name only): end to end over HTTP for each `quality` (or those of
+ *   `--qualities fast,balanced`) on the ~1 MP photo, the modes alternating request by request,
+ *   medians, and each mode's ratio to `balanced`;
+ * - sizes (asked by name only): raw session.run at input sizes 320..1536 (a model that takes any size).
  * The API (examples/express-app) and the inference server run as their own processes. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
@@ -35,7 +39,8 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
-import { inputShape } from '../src/core/image/profile.js';
+import { inputShape, maskShape } from '../src/core/image/profile.js';
+import { QUALITIES } from '../src/core/image/multi-pass.js';
 import { imageToTensor } from '../src/core/image/tensor.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
@@ -53,6 +58,7 @@ const { values } = parseArgs({
     model: { type: 'string', default: 'isnet' },
     warmup: { type: 'string', default: '10' },
     models: { type: 'string', default: 'isnet,isnet-int8' },
+    qualities: { type: 'string' },
   },
 });
 const warmup = Number(values.warmup);
@@ -61,8 +67,10 @@ const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
 const threads = os.availableParallelism();
-if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
-const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+// The prepared built-ins (8-bit pixels in, 8-bit mask out) share a profile; isnet-fp16 is ISNet as shipped.
+const preparedModel = ['isnet', 'isnet-int8', 'isnet-fp32'].includes(values.model!);
+if (!preparedModel && values.model !== 'isnet-fp16') throw new Error('--model must be isnet, isnet-int8, isnet-fp32 or isnet-fp16');
+const profile = preparedModel ? ISNET_PROFILE : ISNET_FP32_PROFILE;
 if (sections.has('int8')) {
   // Model against model, session.run alone: no API nor inference server started.
   if (sections.size > 1) throw new Error('--only int8 runs alone');
@@ -113,7 +121,7 @@ async function startApi(inferenceAddress: string, extraEnv: Record<string, strin
       BGCUT_KEYS_FILE: path.join(dir, 'keys.json'),
       BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
       BGCUT_INFERENCE_ADDRESS: inferenceAddress,
-      BGCUT_MODEL_PROFILE: values.model === 'isnet' ? 'isnet' : 'isnet-fp32',
+      BGCUT_MODEL_PROFILE: preparedModel ? 'isnet' : 'isnet-fp32',
       ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -130,9 +138,10 @@ async function startApi(inferenceAddress: string, extraEnv: Record<string, strin
   return { child, url: `http://127.0.0.1:${port}/v1/remove-bg`, stop: () => child.kill('SIGTERM') };
 }
 
-async function post(url: string, image: Buffer): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+async function post(url: string, image: Buffer, quality?: string): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
   const form = new FormData();
   form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
+  if (quality) form.append('quality', quality);
   const started = performance.now();
   let response: Response;
   try {
@@ -167,11 +176,12 @@ const session = await ort.InferenceSession.create(await resolveModelFile(values.
   executionMode: 'sequential',
   graphOptimizationLevel: 'all',
 });
-async function rawRun(image: Buffer): Promise<() => Promise<number>> {
-  const rgb = await sharp(image).autoOrient().removeAlpha().resize(1024, 1024, { fit: 'fill' }).raw().toBuffer();
-  const tensor = imageToTensor(rgb, profile);
+async function rawRun(image: Buffer, size = { width: profile.width, height: profile.height }): Promise<() => Promise<number>> {
+  const sized = { ...profile, ...size };
+  const rgb = await sharp(image).autoOrient().removeAlpha().resize(sized.width, sized.height, { fit: 'fill' }).raw().toBuffer();
+  const tensor = imageToTensor(rgb, sized);
   const feeds = {
-    [profile.inputName]: tensor instanceof Float32Array ? new ort.Tensor('float32', tensor, inputShape(profile)) : new ort.Tensor('uint8', tensor, inputShape(profile)),
+    [profile.inputName]: tensor instanceof Float32Array ? new ort.Tensor('float32', tensor, inputShape(sized)) : new ort.Tensor('uint8', tensor, inputShape(sized)),
   };
   return async () => {
     const started = performance.now();
@@ -186,12 +196,15 @@ const report: Record<string, unknown> = { machine: `${os.cpus()[0]?.model ?? 'cp
   const client = new InferenceClient({ address: inference.address, timeoutMs: 10_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   const meta = await client.metadata('isnet', 10_000);
   client.close();
-  // A free (-1) batch dimension counts as one image.
-  const bytesOf = (t: { datatype: string; shape: number[] }) => t.shape.reduce((a, d) => a * Math.max(1, Number(d)), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
+  // A free (-1) dimension takes the profile's (one image, at balanced's size).
+  const bytesOf = (t: { datatype: string; shape: number[] }, asSent: number[]) =>
+    t.shape.reduce((a, d, i) => a * (Number(d) > 0 ? Number(d) : asSent[i]!), 1) * ({ UINT8: 1, UINT16: 2, FP16: 2, FP32: 4 } as Record<string, number>)[t.datatype]!;
   const input = meta.inputs.find((t) => t.name === profile.inputName)!;
   const output = meta.outputs.find((t) => t.name === profile.outputName)!;
-  report.bytesPerCall = { sent: bytesOf(input), received: bytesOf(output) };
-  console.log(`ModelInfer tensor bytes per call (${values.model}): sent ${bytesOf(input)}, received ${bytesOf(output)}`);
+  const sent = bytesOf(input, inputShape(profile));
+  const received = bytesOf(output, maskShape(profile));
+  report.bytesPerCall = { sent, received };
+  console.log(`ModelInfer tensor bytes per call (${values.model}, balanced): sent ${sent}, received ${received}`);
 }
 let rawMedian = NaN;
 
@@ -236,6 +249,36 @@ async function latency(label: string, image: Buffer) {
 try {
   const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
   if (sections.has('latency')) rawMedian = await latency('latency_1mp', photo);
+  if (sections.has('sizes')) {
+    // Raw session.run at each input size (a model that takes any size), sizes alternating.
+    const sizes = [320, 512, 640, 768, 1024, 1280, 1536];
+    const runners = await Promise.all(sizes.map((n) => rawRun(photo, { width: n, height: n })));
+    for (const run of runners) await run();
+    const times = sizes.map(() => [] as number[]);
+    for (let i = 0; i < runs; i++) for (const [k, run] of runners.entries()) times[k]!.push(await run());
+    const base = median(times[sizes.indexOf(1024)]!);
+    report.sizes = Object.fromEntries(sizes.map((n, k) => [n, { sessionRunMs: round(median(times[k]!)), ratioTo1024: Math.round((median(times[k]!) / base) * 1000) / 1000 }]));
+    console.log(`\nsizes: raw session.run per input size (${values.model}), medians of ${runs} runs, sizes alternating`);
+    console.log('| size | ms | / 1024 |\n|---|---|---|');
+    for (const [n, r] of Object.entries(report.sizes as Record<string, { sessionRunMs: number; ratioTo1024: number }>)) console.log(`| ${n} | ${r.sessionRunMs} | ${r.ratioTo1024} |`);
+  }
+  if (sections.has('modes')) {
+    const qualities = QUALITIES.filter((q) => (values.qualities ? values.qualities.split(',').includes(q) : true));
+    for (let i = 0; i < warmup; i++) for (const q of qualities) await post(api.url, photo, q);
+    const times: Record<string, number[]> = {};
+    for (let i = 0; i < runs; i++) {
+      for (const q of qualities) {
+        const result = await post(api.url, photo, q);
+        if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
+        (times[q] ??= []).push(result.ms);
+      }
+    }
+    const section = Object.fromEntries(qualities.map((q) => [q, { endToEndMs: round(median(times[q]!)), ratioToBalanced: Math.round((median(times[q]!) / median(times.balanced!)) * 1000) / 1000 }]));
+    report.modes_1mp = section;
+    console.log(`\nmodes_1mp: end to end per quality, medians of ${runs} runs after ${warmup} unmeasured each, alternating`);
+    console.log('| quality | ms | / balanced |\n|---|---|---|');
+    for (const q of qualities) console.log(`| ${q} | ${section[q]!.endToEndMs} | ${section[q]!.ratioToBalanced} |`);
+  }
   if (sections.has('large')) {
     const large = values.large ? await readFile(values.large) : await sharp((await objectOnTexture(1500, 1000, 'raw')).rgb, { raw: { width: 1500, height: 1000, channels: 3 } })
       .resize(6000, 4000)

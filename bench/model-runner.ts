@@ -16,6 +16,8 @@ export interface ModelRunner {
   model: MaskModel;
   /** Model calls answered by the server (not the cache). */
   calls: () => number;
+  /** Whether the served model takes any input size (its metadata; starts the server). */
+  freeSize: () => Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -30,13 +32,17 @@ export function modelRunner(modelName: string, cacheDir?: string): ModelRunner {
       server,
       client: new InferenceClient({ address: server.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 }),
     })));
-  const infer: MaskModel = async (input, signal) => {
+  const infer: MaskModel = async (input, signal, size) => {
     const { client } = await start();
     calls++;
-    return maskModel(client)(input, signal);
+    return maskModel(client)(input, signal, size);
   };
-  const cached: MaskModel = async (input, signal) => {
-    const key = createHash('sha256').update(modelName).update(new Uint8Array(input.buffer, input.byteOffset, input.byteLength)).digest('hex');
+  const cached: MaskModel = async (input, signal, size) => {
+    const key = createHash('sha256')
+      .update(modelName)
+      .update(size ? `${size.width}x${size.height}` : '')
+      .update(new Uint8Array(input.buffer, input.byteOffset, input.byteLength))
+      .digest('hex');
     // The file's extension keeps the mask's element type (FP32, or 8/16-bit for prepared models).
     const kind = profile.outputDatatype === 'UINT8' ? 'u8' : 'f32';
     const file = path.join(cacheDir!, `${key.slice(0, 32)}.${modelName === 'isnet-u16' ? 'u16' : kind}`);
@@ -45,7 +51,7 @@ export function modelRunner(modelName: string, cacheDir?: string): ModelRunner {
       const mask = file.endsWith('.u8') ? bytes : file.endsWith('.u16') ? new Uint16Array(bytes.buffer) : new Float32Array(bytes.buffer);
       return { mask, serverRunMs: 0 };
     } catch {
-      const answer = await infer(input, signal);
+      const answer = await infer(input, signal, size);
       await mkdir(cacheDir!, { recursive: true });
       await writeFile(file, new Uint8Array(answer.mask.buffer, answer.mask.byteOffset, answer.mask.byteLength));
       return answer;
@@ -54,6 +60,11 @@ export function modelRunner(modelName: string, cacheDir?: string): ModelRunner {
   return {
     model: cacheDir ? cached : infer,
     calls: () => calls,
+    async freeSize() {
+      const { client } = await start();
+      await client.verifyModel('isnet', profile, 30_000);
+      return client.freeSize('isnet');
+    },
     async close() {
       if (!started) return;
       const { server, client } = await started;

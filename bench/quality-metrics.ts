@@ -86,3 +86,33 @@ export function score(alpha: Uint8Array, truth: Uint8Array, w: number, h: number
   return { iou: union ? inter / union : 1, mae: absError / (255 * w * h), boundaryF };
 }
 
+/** Ranks, ties sharing their mean rank. */
+function ranks(xs: number[]): number[] {
+  const order = xs.map((x, i) => [x, i] as const).sort((a, b) => a[0] - b[0]);
+  const out = new Array<number>(xs.length);
+  for (let i = 0; i < order.length; ) {
+    let j = i;
+    while (j + 1 < order.length && order[j + 1]![0] === order[i]![0]) j++;
+    for (let k = i; k <= j; k++) out[order[k]![1]] = (i + j) / 2;
+    i = j + 1;
+  }
+  return out;
+}
+
+/** Spearman's rank correlation: Pearson's on the ranks (ties get their mean rank). */
+export function spearman(a: number[], b: number[]): number {
+  if (a.length < 3) return NaN;
+  const ra = ranks(a);
+  const rb = ranks(b);
+  const ma = ra.reduce((x, y) => x + y, 0) / ra.length;
+  const mb = rb.reduce((x, y) => x + y, 0) / rb.length;
+  let num = 0;
+  let da = 0;
+  let db = 0;
+  for (let i = 0; i < ra.length; i++) {
+    num += (ra[i]! - ma) * (rb[i]! - mb);
+    da += (ra[i]! - ma) ** 2;
+    db += (rb[i]! - mb) ** 2;
+  }
+  return da === 0 || db === 0 ? NaN : num / Math.sqrt(da * db);
+}

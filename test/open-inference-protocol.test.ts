@@ -100,8 +100,8 @@ describe('Open Inference Protocol, hand-built requests (shared server, real mode
     const { error, response } = await call(client, 'ModelMetadata', { name: 'isnet' }, 'ModelMetadataResponse');
     expect(error).toBeNull();
     expect(response.versions).toEqual(['1']);
-    expect(response.inputs).toEqual([{ name: 'image', datatype: 'UINT8', shape: [-1, 1024, 1024, 3] }]);
-    expect(response.outputs).toEqual([{ name: 'mask', datatype: 'UINT8', shape: [-1, 1, 1024, 1024] }]);
+    expect(response.inputs).toEqual([{ name: 'image', datatype: 'UINT8', shape: [-1, -1, -1, 3] }]);
+    expect(response.outputs).toEqual([{ name: 'mask', datatype: 'UINT8', shape: [-1, 1, -1, -1] }]);
     expect(response.properties.execution_provider).toBe('cpu');
   });
 
@@ -159,6 +159,26 @@ describe('Open Inference Protocol, hand-built requests (shared server, real mode
     expect(details.both).toMatch(/both raw_input_contents and typed contents/);
     expect(details.range).toMatch(/out of range for UINT8/);
   });
+
+  it('any height and width: the mask comes back at the size sent; a free dimension over maxFreeDim (2048) is INVALID_ARGUMENT', async () => {
+    const [height, width] = [256, 384];
+    const pixels = Buffer.alloc(height * width * 3, 255);
+    // A dark square in the middle of white.
+    for (let y = 64; y < 192; y++) pixels.fill(30, (y * width + 128) * 3, (y * width + 256) * 3);
+    const input = { name: 'image', datatype: 'UINT8', shape: [1, height, width, 3] };
+    const { error, response } = await call(client, 'ModelInfer', { modelName: 'isnet', inputs: [input], rawInputContents: [pixels] }, 'ModelInferResponse');
+    expect(error).toBeNull();
+    expect(response.outputs.map((o: any) => o.shape.map(Number))).toEqual([[1, 1, height, width]]);
+    const mask: Buffer = response.rawOutputContents[0];
+    expect(mask.length).toBe(height * width);
+    expect(mask[128 * width + 192]).toBeGreaterThan(200);
+    expect(mask[5 * width + 5]).toBeLessThan(50);
+
+    const tall = { name: 'image', datatype: 'UINT8', shape: [1, 2080, 32, 3] };
+    const refused = await call(client, 'ModelInfer', { modelName: 'isnet', inputs: [tall], rawInputContents: [Buffer.alloc(2080 * 32 * 3)] }, 'ModelInferResponse');
+    expect(refused.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(refused.error?.details).toMatch(/at most 2048/);
+  }, 60_000);
 });
 
 describe("the API's model check (ready()) against the served metadata", () => {
@@ -168,7 +188,7 @@ describe("the API's model check (ready()) against the served metadata", () => {
       await client.verifyModel('isnet', ISNET_PROFILE, 10_000);
       expect(client.providers.get('isnet')).toBe('cpu');
       const fp32 = { ...ISNET_FP32_PROFILE, inputName: 'image', outputName: 'mask' };
-      await expect(client.verifyModel('isnet', fp32, 10_000)).rejects.toThrow(/input "image" is UINT8\[-1,1024,1024,3\], the profile needs FP32\[1,3,1024,1024\] \(NCHW\)/);
+      await expect(client.verifyModel('isnet', fp32, 10_000)).rejects.toThrow(/input "image" is UINT8\[-1,-1,-1,3\], the profile needs FP32\[1,3,1024,1024\] \(NCHW\)/);
       await expect(client.verifyModel('isnet', { ...ISNET_PROFILE, inputLayout: 'NCHW' }, 10_000)).rejects.toBeInstanceOf(ModelMismatchError);
       await expect(client.verifyModel('isnet', { ...ISNET_PROFILE, outputDatatype: 'UINT16' }, 10_000)).rejects.toThrow(/output "mask" is UINT8/);
     } finally {

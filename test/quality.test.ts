@@ -4,7 +4,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, validatePlans, type RemoveBgHandler } from '../src/core/index.js';
-import { BEST_PASSES, flipGrey, maxPasses, mergeMasks, objectCrop, pasteBlended, QUALITY_QUOTA_WEIGHT, segmentAtQuality } from '../src/core/image/multi-pass.js';
+import { BEST_PASSES, flipGrey, maxPasses, mergeMasks, objectCrop, pasteBlended, planFor, QUALITY_QUOTA_WEIGHT, segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { quotaCost } from '../src/core/limits/plans.js';
@@ -127,6 +127,47 @@ describe('quality modes with the real model', () => {
     expect(bestIou).toBeGreaterThan(iou(balanced.alpha, image.truth) - 0.02);
     expect(best.timings.inference).toBeGreaterThan(0);
   }, 240_000);
+
+  it('on a model that takes any size, each mode sends the image at its plan\'s size and the mask comes back at the image\'s', async () => {
+    await client.verifyModel('isnet', ISNET_PROFILE, 10_000);
+    expect(client.freeSize('isnet')).toBe(true);
+    // A fixed-size model runs every mode at the profile's size.
+    expect(planFor(ISNET_PROFILE, 'fast', false)).toBeUndefined();
+    const plan = planFor(ISNET_PROFILE, 'fast', true)!;
+    expect(plan.size).not.toBe(ISNET_PROFILE.width);
+    const image = await objectOnTexture(640, 480);
+    const probe = await probeImage(image.bytes, limits);
+    const sent: string[] = [];
+    const sized: MaskModel = async (input, signal, size) => {
+      sent.push(`${size?.width}x${size?.height}:${input.length}`);
+      return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
+    };
+    const fast = await segmentAtQuality('fast', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    expect(sent).toEqual([`${plan.size}x${plan.size}:${plan.size * plan.size * 3}`]);
+    expect(fast.alpha.length).toBe(640 * 480);
+    expect(fast.model.width).toBe(plan.size);
+    expect(iou(fast.alpha, image.truth)).toBeGreaterThan(0.9);
+    expect(fast.confidence).toBeGreaterThan(0.5);
+  }, 120_000);
+
+  it('best with scales: each pass at its own size (the whole image at two, the crop and its mirror at a third), merged at the image size', async () => {
+    const passes = { ...BEST_PASSES, scales: [320], cropSize: 384 };
+    const plan = { size: 512, passes };
+    const image = await objectOnTexture(640, 480);
+    const probe = await probeImage(image.bytes, limits);
+    const sent: number[] = [];
+    const sized: MaskModel = async (input, signal, size) => {
+      expect(input.length).toBe(size!.width * size!.height * 3);
+      sent.push(size!.width);
+      return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
+    };
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    expect(sent.length).toBe(maxPasses(passes));
+    expect(sent.sort((a, b) => a - b)).toEqual([320, 384, 384, 512]);
+    expect(best.alpha.length).toBe(640 * 480);
+    expect(iou(best.alpha, image.truth)).toBeGreaterThan(0.9);
+    expect(best.confidence).toBeGreaterThan(0.5);
+  }, 120_000);
 });
 
 describe('quality through the endpoint', () => {
@@ -161,7 +202,19 @@ describe('quality through the endpoint', () => {
     expect(response.status, response.body.toString().slice(0, 300)).toBe(200);
     const meta = await sharp(response.body).metadata();
     expect([meta.format, meta.width, meta.height, meta.channels]).toEqual(['png', 320, 240, 4]);
+    expect(Number(response.headers['x-confidence'])).toBeGreaterThan(0.5);
   }, 240_000);
+
+  it('every cutout states its confidence: X-Confidence (two decimals, 0..1), and `confidence` in the JSON answer', async () => {
+    const driven = uploadRequest(keys.open!, image);
+    driven.request.url = '/v1/remove-bg?quality=fast';
+    driven.request.headers.accept = 'application/json';
+    const response = await handler.handle(driven.request);
+    expect(response.status).toBe(200);
+    const header = response.headers['x-confidence']!;
+    expect(header).toMatch(/^(0\.\d\d|1\.00)$/);
+    expect(JSON.parse(response.body.toString()).confidence).toBe(Number(header));
+  }, 120_000);
 
   it('a request without quality gets exactly what quality=balanced gets', async () => {
     const plain = await send(keys.open!, '');

@@ -40,7 +40,7 @@ function warnIfTrustingEveryProxy(app: object, framework: keyof typeof SETTING, 
   process.emitWarning(
     `bgcut: the app's ${name} setting is true, so the client address is the left-most X-Forwarded-For entry, ` +
       'which any client can set: API keys limited to addresses (allowedIps) can then be used from anywhere. ' +
-      `Trust only your own proxies: ${fix}. See "Client addresses behind proxies" in bgcut's README.`,
+      `Trust only your own proxies: ${fix}. See "Client addresses behind proxies" in bgcut's docs/configuration.md.`,
     { code: PERMISSIVE_TRUST_PROXY_WARNING, type: 'BgcutWarning' },
   );
 }

@@ -127,6 +127,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         pixelBudget,
         profiles: config.inference.models,
         model,
+        freeSize: (name) => client.freeSize(name),
         imageLimits: { maxInputPixels: config.limits.maxInputPixels },
         render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
         onInternalError: config.onInternalError,

@@ -1,7 +1,7 @@
 import cssColors from 'color-name';
 import { ApiError } from './errors.js';
 import type { IncomingHeaders } from './http-types.js';
-import { QUALITIES, type Quality } from './image/multi-pass.js';
+import { describeQualities, QUALITIES, type Quality } from './image/multi-pass.js';
 
 export type OutputFormat = 'png' | 'webp' | 'jpg' | 'avif';
 
@@ -147,7 +147,7 @@ export const OUTPUT_OPTION_DEFINITIONS = {
     },
   },
   quality: oneOf(
-    '`balanced`: one model pass (the default); `fast`: the same mask, no foreground colour estimation, faster PNG; `best`: several model passes merged (about 3x the inference, and 3x the quota).',
+    describeQualities(),
     QUALITIES,
     'balanced',
     (o, v) => (o.quality = v),

@@ -3,10 +3,12 @@
  * Standalone inference server:
  *   bgcut-inference-server [--host 0.0.0.0] [--port 50051]
  *                          [--model isnet | --model NAME=SOURCE ...] [--model-name isnet]
- *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4]
+ *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 8]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
+ *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
  * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
- * or the path of an .onnx file. Each flag can also come from the environment
+ * or the path of an .onnx file. --max-batch: most images one session.run stacks from queued calls
+ * (default 8 on an accelerator provider, 1 on cpu). Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);
  * a flag wins over the environment.
  *
@@ -59,7 +61,7 @@ if (process.argv[2] === 'export') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'max-free-dim'] as const;
 type Flag = (typeof FLAGS)[number];
 
 function envName(flag: Flag): string {
@@ -127,8 +129,10 @@ try {
     workers: integer('workers'),
     intraOpThreads: integer('threads'),
     maxQueue: integer('queue'),
+    maxBatch: integer('max-batch'),
     tls: tls(),
     metricsPort: integer('metrics-port'),
+    maxFreeDim: integer('max-free-dim'),
   });
   let stopping = false;
   const stop = (signal: string) => {

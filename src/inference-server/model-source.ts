@@ -30,12 +30,12 @@ export type BuiltinModelName = keyof typeof BUILTIN_MODELS;
 
 /** How the prepared built-ins are made from ISNet; bump PREPARE_REVISION when the rewrite changes. */
 const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
-  isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
-  'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
-  'isnet-fp32': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
-  'isnet-int8': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25 },
+  isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  'isnet-fp32': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  'isnet-int8': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
 };
-const PREPARE_REVISION = 2;
+const PREPARE_REVISION = 3;
 /** Built-ins whose trunk is rewritten (FP32, or 8-bit: see int8-model.ts); bump TRUNK_REVISION when a rewrite changes. */
 const TRUNKS: Partial<Record<BuiltinModelName, 'fp32' | Int8Recipe>> = { 'isnet-fp32': 'fp32', 'isnet-int8': ISNET_INT8 };
 const TRUNK_REVISION = 2;

@@ -1,4 +1,5 @@
 import onnxProto from 'onnx-proto';
+import { freeInputSize } from './free-input-size.js';
 
 const { onnx } = onnxProto;
 type Graph = onnxProto.onnx.IGraphProto;
@@ -28,6 +29,12 @@ export interface PrepareOptions {
   outputName: string;
   /** Below this peak the model found nothing and the mask is not stretched (see the API's MIN_STRETCH_PEAK). */
   minStretchPeak: number;
+  /**
+   * Let the prepared model take any height and width (see free-input-size.ts): its input becomes
+   * [N,H,W,3] with H and W free (-1 in metadata) and the mask comes back at the size sent. The
+   * arithmetic at the export size is unchanged.
+   */
+  freeSize?: boolean;
 }
 
 export interface PreparedModelInfo {
@@ -56,7 +63,10 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
   if (input.type?.tensorType?.elemType !== FLOAT || dims.length !== 4 || dims[1] !== 3 || !(dims[2]! > 0 && dims[3]! > 0)) {
     throw new Error(`input ${options.sourceInput} must be FP32 [N,3,H,W] with fixed H and W, got [${dims}]`);
   }
-  const [, , height, width] = dims as [number, number, number, number];
+  const [, , exportHeight, exportWidth] = dims as [number, number, number, number];
+  if (options.freeSize) freeInputSize(graph, options.sourceInput, { height: exportHeight, width: exportWidth });
+  const height = options.freeSize ? -1 : exportHeight;
+  const width = options.freeSize ? -1 : exportWidth;
   const opset = Number(model.opsetImport?.find((o) => !o.domain || o.domain === 'ai.onnx')?.version ?? 0);
   if (opset < 11 || opset > 17) throw new Error(`opset ${opset} is not supported (11..17: ReduceMin/Max take axes as attributes)`);
 
@@ -132,9 +142,11 @@ export function prepareModel(source: Uint8Array, options: PrepareOptions): { byt
   graph.valueInfo = [];
   // The batch is left free: ISNet's Resize sizes take the batch from the tensor's own shape, so
   // several images can run in one call (what Triton's dynamic batcher does on GPUs).
-  const tensorType = (elemType: number, shape: number[]) => ({
-    tensorType: { elemType, shape: { dim: shape.map((d) => (d > 0 ? { dimValue: d } : { dimParam: 'batch' })) } },
-  });
+  const names = ['batch', 'height', 'width'];
+  const tensorType = (elemType: number, shape: number[]) => {
+    const free = [...names];
+    return { tensorType: { elemType, shape: { dim: shape.map((d) => (d > 0 ? { dimValue: d } : { dimParam: free.shift()! })) } } };
+  };
   const info: PreparedModelInfo = {
     input: { name: options.inputName, datatype: 'UINT8', shape: [-1, height, width, 3] },
     output: { name: options.outputName, datatype: options.maskBits === 8 ? 'UINT8' : 'UINT16', shape: [-1, 1, height, width] },

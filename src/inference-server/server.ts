@@ -16,6 +16,7 @@ import {
 } from '../protocol/index.js';
 import { InferenceMetrics } from './metrics.js';
 import { fileDigest, resolveModelFile } from './model-source.js';
+import { batchesByDefault } from './batching.js';
 import { JobAbortedError, QueueFullError, SessionPool, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
@@ -47,10 +48,22 @@ export interface InferenceServerOptions {
   workers?: number;
   /** Intra-op threads per session. Default: the machine's cores divided by `workers`. */
   intraOpThreads?: number;
-  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker. */
+  /** Calls per model that may wait for a free worker before RESOURCE_EXHAUSTED. Default 4 per worker (at least 2 x maxBatch when batching). */
   maxQueue?: number;
+  /**
+   * Most images one session.run stacks from queued calls (dynamic batching; the model's batch
+   * axis must be free). Default 8 on an accelerator (any provider but `cpu`), 1 on the CPU,
+   * where batching gains nothing.
+   */
+  maxBatch?: number;
   /** Largest gRPC message received or sent, in bytes. Default 64 MiB (a 1024x1024 FP32 RGB tensor is 12 MiB). */
   maxMessageBytes?: number;
+  /**
+   * Largest value a free dimension (other than the batch) of an input may take, e.g. the height
+   * and width of a model that takes any size. Bounds the model's working memory, which grows
+   * with the image's area far faster than the message does. Default 2048.
+   */
+  maxFreeDim?: number;
   /** Connections are closed (gracefully) after this long, so clients rebalance onto new servers. Default 5 minutes. */
   maxConnectionAgeMs?: number;
   /** How long shutdown waits for calls in flight before it cuts them off. Default 30 s. */
@@ -90,18 +103,24 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     workers,
     intraOpThreads: options.intraOpThreads ?? Math.max(1, Math.floor(cores / workers)),
     maxQueue: options.maxQueue ?? 4 * workers,
+    maxQueueSet: options.maxQueue !== undefined,
+    maxBatch: options.maxBatch,
     maxMessageBytes: options.maxMessageBytes ?? 64 * 1024 * 1024,
+    maxFreeDim: options.maxFreeDim ?? 2048,
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 5 * 60_000,
     shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
     tls: options.tls,
     metricsPort: options.metricsPort,
     log: options.log ?? ((line: string) => console.log(line)),
   };
-  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxConnectionAgeMs'] as const;
+  const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxFreeDim', 'maxConnectionAgeMs'] as const;
   for (const key of positiveInts) {
     if (!Number.isInteger(resolved[key]) || resolved[key] < 1) throw new RangeError(`${key} must be a positive integer`);
   }
   if (!Number.isInteger(resolved.maxQueue) || resolved.maxQueue < 0) throw new RangeError('maxQueue must be an integer >= 0');
+  if (resolved.maxBatch !== undefined && (!Number.isInteger(resolved.maxBatch) || resolved.maxBatch < 1 || resolved.maxBatch > 64)) {
+    throw new RangeError('maxBatch must be an integer 1..64');
+  }
   if (!Number.isInteger(resolved.port) || resolved.port < 0 || resolved.port > 65535) throw new RangeError('port must be 0..65535');
   if (resolved.models.length === 0) throw new RangeError('models must name at least one model');
   for (const model of resolved.models) {
@@ -222,7 +241,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       let inputs: TensorData[];
       let outputNames: string[];
       try {
-        inputs = decodeInputs(request, model.signature.inputs);
+        inputs = decodeInputs(request, model.signature.inputs, config.maxFreeDim);
         // No outputs named: every output of the model, as the protocol says.
         outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
         if (new Set(outputNames).size !== outputNames.length) throw new Error('an output is named twice');
@@ -230,7 +249,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         for (const name of outputNames) {
           const spec = model.signature.outputs.find((o) => o.name === name);
           if (!spec) throw new Error(`unknown output ${name} (outputs: ${model.signature.outputs.map((o) => o.name).join(', ')})`);
-          responseBytes += spec.shape.reduce((a, d) => a * (d > 0 ? d : (inputs[0]?.shape[0] ?? 1)), 1) * DATATYPE_BYTES[spec.datatype];
+          responseBytes += elementCount(outputShapeEstimate(spec.shape, model.signature.inputs[0]?.shape ?? [], inputs[0]?.shape ?? [])) * DATATYPE_BYTES[spec.datatype];
         }
         // Refused before the inference runs, not after: the answer could never be sent.
         if (responseBytes > config.maxMessageBytes) {
@@ -275,7 +294,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             modelVersion: MODEL_VERSION,
             id: request.id,
             // Time inside session.run alone, so callers can tell transfer and queueing from compute.
-            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) } },
+            // batch_size: images in that session.run (calls queued together share one on accelerators).
+            parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
             rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
           });
@@ -327,12 +347,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       });
       const signature = await pool.start();
       for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
+      const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
+      const maxBatch = batchAxisFree ? (config.maxBatch ?? (batchesByDefault(signature.provider) ? 8 : 1)) : 1;
+      const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
+      if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
       await warmUp(pool, signature, config.workers);
       models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature });
       log(
         `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
           `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
-          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${config.maxQueue}`,
+          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${maxBatch > 1 ? maxQueue : config.maxQueue}` +
+          `${maxBatch > 1 ? `, batches of up to ${maxBatch}` : ''}`,
       );
     }
     loaded = true;
@@ -369,11 +394,28 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   };
 }
 
+/**
+ * An output's shape for the call about to run: a free batch (first dimension) is the input's
+ * batch, and the other free dimensions take, in order, the values of the input's free
+ * dimensions (a segmentation model's mask has its image's height and width). An estimate, for
+ * refusing answers that could never be sent before running the model.
+ */
+export function outputShapeEstimate(output: number[], inputSpec: number[], input: number[]): number[] {
+  const freeInput = inputSpec.map((d, i) => (i > 0 && d < 0 ? input[i] ?? 1 : undefined)).filter((d): d is number => d !== undefined);
+  return output.map((d, i) => (d > 0 ? d : i === 0 ? (input[0] ?? 1) : (freeInput.shift() ?? 1)));
+}
+
+/**
+ * Free sizes warm up at this value: large enough that ONNX Runtime sets up what a real image
+ * needs, small enough to keep start-up quick.
+ */
+const WARM_UP_FREE_DIM = 256;
+
 /** Runs each worker once on zeros, so the first real call does not pay for lazy initialisation. */
 async function warmUp(pool: SessionPool, signature: ModelSignature, workers: number): Promise<void> {
   const inputs = () =>
     signature.inputs.map((spec) => {
-      const shape = spec.shape.map((d) => (d > 0 ? d : 1));
+      const shape = spec.shape.map((d, i) => (d > 0 ? d : i === 0 ? 1 : WARM_UP_FREE_DIM));
       const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPE_BYTES[spec.datatype];
       return { name: spec.name, datatype: spec.datatype, shape, data: new ArrayBuffer(bytes) };
     });
@@ -385,7 +427,7 @@ async function warmUp(pool: SessionPool, signature: ModelSignature, workers: num
  * Checks each input against the model's signature and copies its bytes into a transferable
  * buffer. Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
  */
-function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): TensorData[] {
+function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], maxFreeDim: number): TensorData[] {
   if (request.inputs.length !== specs.length) {
     throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
@@ -405,6 +447,9 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[]): 
     const shape = input.shape.map(Number);
     if (shape.length !== spec.shape.length || shape.some((d, i) => d < 1 || (spec.shape[i]! > 0 && d !== spec.shape[i]))) {
       throw new Error(`input ${input.name} must have shape [${spec.shape}], got [${shape}]`);
+    }
+    if (shape.some((d, i) => i > 0 && spec.shape[i]! < 0 && d > maxFreeDim)) {
+      throw new Error(`input ${input.name} has shape [${shape}]: its free dimensions may be at most ${maxFreeDim} (the server's maxFreeDim)`);
     }
     const elements = elementCount(shape);
     const typed = typedValueCount(input.contents);

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { batchKey, splitOutputs, stackInputs } from './batching.js';
 import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
 export interface SessionPoolOptions {
@@ -11,6 +12,11 @@ export interface SessionPoolOptions {
   intraOpThreads: number;
   /** Jobs that may wait for a free worker; one more is refused with QueueFullError. */
   maxQueue: number;
+  /**
+   * Most images one `session.run` may stack from calls that queued while the worker was busy
+   * (see batching.ts). 1 (the default) runs every call alone, as a CPU should.
+   */
+  maxBatch?: number;
 }
 
 export interface ModelSignature {
@@ -23,8 +29,10 @@ export interface ModelSignature {
 
 export interface RunResult {
   outputs: TensorData[];
-  /** Time spent in session.run alone, measured in the worker. */
+  /** Time spent in session.run alone, measured in the worker (of the whole batch, when batched). */
   runMs: number;
+  /** Images in the session.run that served this call (1 unless batched). */
+  batchSize: number;
 }
 
 export class QueueFullError extends Error {
@@ -61,8 +69,11 @@ export class SessionPool {
   private nextId = 1;
   private closed = false;
   private signature: ModelSignature | undefined;
-  /** Jobs handed to a worker, and jobs dropped unrun because they were cancelled while queued. */
-  readonly stats = { started: 0, dropped: 0 };
+  /**
+   * Jobs handed to a worker, jobs dropped unrun because they were cancelled while queued, and the
+   * session runs that served them (fewer than `started` when calls were batched).
+   */
+  readonly stats = { started: 0, dropped: 0, runs: 0 };
 
   constructor(private readonly options: SessionPoolOptions) {}
 
@@ -71,6 +82,15 @@ export class SessionPool {
     const signatures = await Promise.all(Array.from({ length: this.options.workers }, () => this.spawn()));
     this.signature = signatures[0]!;
     return this.signature;
+  }
+
+  /**
+   * Lets calls share a session.run, up to `maxBatch` images (set once the provider in use is
+   * known), with room for `maxQueue` waiting calls so batches can fill.
+   */
+  enableBatching(maxBatch: number, maxQueue: number): void {
+    this.options.maxBatch = maxBatch;
+    this.options.maxQueue = maxQueue;
   }
 
   get queued(): number {
@@ -132,7 +152,7 @@ export class SessionPool {
             const busy = slot.busy;
             if (!busy || busy.id !== reply.id) break;
             slot.busy = undefined;
-            if (reply.type === 'result') busy.job.resolve({ outputs: reply.outputs, runMs: reply.runMs });
+            if (reply.type === 'result') busy.job.resolve({ outputs: reply.outputs, runMs: reply.runMs, batchSize: 1 });
             else busy.job.reject(new Error(reply.message));
             this.pump(slot);
             break;
@@ -160,6 +180,7 @@ export class SessionPool {
     const id = this.nextId++;
     slot.busy = { id, job };
     this.stats.started++;
+    this.stats.runs++;
     const message: RunJob = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
     slot.worker.postMessage(
       message,
@@ -175,8 +196,58 @@ export class SessionPool {
         job.reject(new JobAbortedError('cancelled while queued'));
         continue;
       }
-      this.dispatch(slot, job);
+      const batch = this.companions(job);
+      if (batch.length === 1) this.dispatch(slot, job);
+      else this.dispatchBatch(slot, batch);
     }
+  }
+
+  /**
+   * `job` and the queued calls that can share its session.run (same inputs past the batch axis,
+   * same outputs, not cancelled), oldest first, up to maxBatch images; they leave the queue.
+   */
+  private companions(job: PendingJob): PendingJob[] {
+    const maxBatch = this.options.maxBatch ?? 1;
+    const key = maxBatch > 1 ? batchKey(job.inputs, job.outputNames) : undefined;
+    if (key === undefined) return [job];
+    const images = (j: PendingJob) => j.inputs[0]!.shape[0]!;
+    const batch = [job];
+    let total = images(job);
+    for (let i = 0; i < this.queue.length && total < maxBatch; ) {
+      const next = this.queue[i]!;
+      if (!next.signal?.aborted && total + images(next) <= maxBatch && batchKey(next.inputs, next.outputNames) === key) {
+        this.queue.splice(i, 1);
+        batch.push(next);
+        total += images(next);
+      } else i++;
+    }
+    return batch;
+  }
+
+  /** One session.run over the batch's stacked images; each call gets its own rows back. */
+  private dispatchBatch(slot: Slot, batch: PendingJob[]): void {
+    const sizes = batch.map((j) => j.inputs[0]!.shape[0]!);
+    const images = sizes.reduce((a, b) => a + b, 0);
+    const merged: PendingJob = {
+      inputs: stackInputs(batch.map((j) => j.inputs)),
+      outputNames: batch[0]!.outputNames,
+      signal: undefined,
+      resolve: (result) => {
+        let parts: TensorData[][];
+        try {
+          parts = splitOutputs(result.outputs, sizes);
+        } catch (error) {
+          for (const j of batch) j.reject(error as Error);
+          return;
+        }
+        batch.forEach((j, i) => j.resolve({ outputs: parts[i]!, runMs: result.runMs, batchSize: images }));
+      },
+      reject: (error) => {
+        for (const j of batch) j.reject(error);
+      },
+    };
+    this.stats.started += batch.length - 1;
+    this.dispatch(slot, merged);
   }
 
   private dropQueued(job: PendingJob): void {

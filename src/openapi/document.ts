@@ -39,6 +39,13 @@ const IMAGE_HEADERS = {
   'X-Foreground-Left': { description: 'See X-Foreground-Top.', required: true, schema: { type: 'string', pattern: '^\\d+$' } },
   'X-Foreground-Width': { description: 'See X-Foreground-Top.', required: true, schema: { type: 'string', pattern: '^\\d+$' } },
   'X-Foreground-Height': { description: 'See X-Foreground-Top.', required: true, schema: { type: 'string', pattern: '^\\d+$' } },
+  'X-Confidence': {
+    description:
+      'How sure the model was of this cutout, 0.00 to 1.00: the share of the object\'s mask that is decided (probability outside 0.1..0.9) ' +
+      'and on which the passes of `best` agree; 0 when nothing was found. A ranking, not a probability: send the lowest-scoring cutouts to a person.',
+    required: true,
+    schema: { type: 'string', pattern: '^(0\\.\\d\\d|1\\.00)$' },
+  },
   'Server-Timing': { description: 'Milliseconds per stage (decode, preprocess, inference, postprocess, encode).', schema: { type: 'string' } },
 } as const;
 
@@ -168,13 +175,14 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
         },
         Cutout: {
           type: 'object',
-          required: ['contentType', 'filename', 'width', 'height', 'foreground', 'data'],
+          required: ['contentType', 'filename', 'width', 'height', 'foreground', 'confidence', 'data'],
           properties: {
             contentType: { type: 'string', enum: Object.values(FORMATS).map((f) => f.contentType) },
             filename: { type: 'string' },
             width: { type: 'integer' },
             height: { type: 'integer' },
             foreground: { oneOf: [ref('Box'), { type: 'null' }] },
+            confidence: { type: 'number', minimum: 0, maximum: 1, description: 'As the X-Confidence header.' },
             data: { type: 'string', contentEncoding: 'base64' },
           },
         },

@@ -1,6 +1,7 @@
 import { ApiError } from '../errors.js';
+import { cutoutConfidence, type Look } from './confidence.js';
 import { decodeFullSize, openDecoder, segment, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
-import type { PreprocessingProfile } from './profile.js';
+import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
 import { imageToTensor, maskToGrey, upscaleMask } from './tensor.js';
 
 /**
@@ -51,6 +52,14 @@ export interface BestPasses {
    * overlapping halves along it, merged like a crop. Infinity for never.
    */
   tileMinSide: number;
+  /**
+   * Models that take any size: the whole image again at each of these sizes (one pass each),
+   * brought to the first pass's size and merged with it by `scaleMerge` (default mean).
+   */
+  scales?: number[];
+  scaleMerge?: 'mean' | 'confidence' | 'max';
+  /** Models that take any size: the size the crop (or tile) passes run at; default the first pass's. */
+  cropSize?: number;
 }
 
 /** What `best` does: chosen by measurement on the evaluation set (README, "Quality modes"). */
@@ -70,14 +79,36 @@ export const BEST_PASSES: BestPasses = {
 
 /** Most model passes one `best` cutout runs with the given settings (for quota weighting and slots). */
 export function maxPasses(passes: BestPasses = BEST_PASSES): number {
-  const whole = passes.mirror ? 2 : 1;
+  const whole = (passes.mirror ? 2 : 1) + (passes.scales?.length ?? 0);
   const crop = passes.cropMaxArea > 0 ? (passes.cropMirror ? 2 : 1) : 0;
   const tiles = Number.isFinite(passes.tileMinSide) ? 2 : 0;
   return whole + Math.max(crop, tiles);
 }
 
 /** What a cutout of each quality counts against a monthly quota, as a multiple of a `balanced` one. */
-export const QUALITY_QUOTA_WEIGHT: Record<Quality, number> = { fast: 1, balanced: 1, best: maxPasses() };
+export const QUALITY_QUOTA_WEIGHT: Record<Quality, number> = {
+  fast: 1,
+  balanced: 1,
+  // The most passes `best` runs on the built-in model, at its fixed size or any size.
+  best: Math.max(maxPasses(), maxPasses(ISNET_PROFILE.modes?.best?.passes)),
+};
+
+/**
+ * What each quality costs, in words, from the built-in model's plan (the OpenAPI document and
+ * /docs show it): passes, the model's input size, quota weight.
+ */
+export function describeQualities(profile: PreprocessingProfile = ISNET_PROFILE): string {
+  const size = (q: Quality) => profile.modes?.[q]?.size ?? profile.width;
+  const best = profile.modes?.best?.passes ?? BEST_PASSES;
+  return (
+    `\`balanced\` (the default): one model pass, the image at ${size('balanced')} px. ` +
+    `\`fast\`: one pass at ${size('fast')} px (about ${Math.round((size('fast') / size('balanced')) ** 2 * 100)} % of balanced's model work), ` +
+    'no foreground colour estimation, faster PNG; thin structures and fine edges suffer. ' +
+    `\`best\`: up to ${maxPasses(best)} passes merged (the whole image at ${[size('best'), ...(best.scales ?? [])].join(' and ')} px, the object's crop and its mirror), ` +
+    `about ${maxPasses(best)}x the model work. Quota weight per cutout: fast ${QUALITY_QUOTA_WEIGHT.fast}, balanced ${QUALITY_QUOTA_WEIGHT.balanced}, best ${QUALITY_QUOTA_WEIGHT.best}. ` +
+    'Sizes apply to models that take any size (the built-in one); a fixed-size model runs every mode at its own size.'
+  );
+}
 
 /** Rendering settings per quality: `fast` skips foreground estimation and uses a faster PNG level. */
 export function renderSettingsFor<T extends { pngCompressionLevel: number; foregroundEstimation: boolean }>(quality: Quality, base: T): T {
@@ -86,9 +117,20 @@ export function renderSettingsFor<T extends { pngCompressionLevel: number; foreg
 }
 
 /**
+ * What a quality runs with this profile: the profile's own mode table when the served model takes
+ * any size (`freeSize`, from its metadata), else undefined (the profile's fixed size, and `best`
+ * with BEST_PASSES).
+ */
+export function planFor(profile: PreprocessingProfile, quality: Quality, freeSize: boolean): ModePlan | undefined {
+  return freeSize ? profile.modes?.[quality] : undefined;
+}
+
+/**
  * segment() at a quality: `fast` and `balanced` are exactly one pass; `best` runs the extra
- * passes of `passes`, each a separate call of `model` (so several inference servers share them),
- * and replaces the segmentation's mask with their merge. Timings add up the passes.
+ * passes of its plan, each a separate call of `model` (so several inference servers share them),
+ * and replaces the segmentation's mask with their merge. Timings add up the passes. With a
+ * `plan` (a model that takes any size, see planFor()) the whole image runs at the plan's size;
+ * without, at the profile's.
  */
 export async function segmentAtQuality(
   quality: Quality,
@@ -99,60 +141,95 @@ export async function segmentAtQuality(
   limits: ImageLimits,
   signal: AbortSignal,
   decodeAlongside = true,
-  passes: BestPasses = BEST_PASSES,
+  plan?: ModePlan,
 ): Promise<Segmentation> {
-  if (quality !== 'best') return segment(bytes, probe, profile, model, limits, signal, decodeAlongside);
+  const sized = plan ? { ...profile, width: plan.size, height: plan.size } : profile;
+  if (quality !== 'best') return segment(bytes, probe, sized, model, limits, signal, decodeAlongside);
+  const passes = plan?.passes ?? BEST_PASSES;
 
   // The input's own alpha is folded into the mask when the full size is decoded: decode after
   // the merge, so the fold applies to the merged mask.
-  const seg = await segment(bytes, probe, profile, model, limits, signal, false);
+  const seg = await segment(bytes, probe, sized, model, limits, signal, false);
   const started = performance.now();
   let inferenceMs = 0;
   let modelMs = 0;
-  const run = async (rgb: Buffer): Promise<Buffer> => {
+  const run = async (rgb: Buffer, w: number, h: number): Promise<Buffer> => {
     const t0 = performance.now();
-    const { mask, serverRunMs } = await model(imageToTensor(rgb, profile), signal);
+    const { mask, serverRunMs } = await model(imageToTensor(rgb, { ...profile, width: w, height: h }), signal, { width: w, height: h });
     const elapsed = performance.now() - t0;
     modelMs += elapsed;
     inferenceMs += serverRunMs ?? elapsed;
-    if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
+    if (mask.length !== w * h) throw new Error(`model returned ${mask.length} mask values`);
     return maskToGrey(mask, profile.minMaxNormalize);
   };
-  const { width: mw, height: mh } = profile;
-  /** A pass on `rgb` (at the model's size), and on its mirror when asked; their merged mask. */
-  const passAndMirror = async (rgb: Buffer, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge']) => {
+  const { width: mw, height: mh } = sized;
+  /** A pass on `rgb` (w x h), and on its mirror when asked; their merged mask. */
+  const passAndMirror = async (rgb: Buffer, w: number, h: number, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge']) => {
     if (!mirror) return first;
-    const [a, b] = await Promise.all([first, run(flipRgb(rgb, mw, mh)).then((m) => flipGrey(m, mw, mh))]);
+    const [a, b] = await Promise.all([first, run(flipRgb(rgb, w, h), w, h).then((m) => flipGrey(m, w, h))]);
     return mergeMasks([a, b], merge);
   };
 
   const { width, height } = probe;
-  const wholePromise = passAndMirror(seg.model.rgb, Promise.resolve(seg.model.alpha), passes.mirror, passes.mirrorMerge);
-  // Regions depend only on the first pass, so they run alongside the mirror pass.
+  const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.model.alpha), passes.mirror, passes.mirrorMerge);
+  // The whole image at other sizes, each brought to the first pass's size to be merged.
+  const scaled = (passes.scales ?? []).map(async (size) => {
+    const rgb = await decodeRegion(bytes, probe, limits, { left: 0, top: 0, width, height }, size, size);
+    return upscaleMask(await run(rgb, size, size), size, size, mw, mh);
+  });
+  // Regions depend only on the first pass, so they run alongside the other passes.
   const crop = passes.cropMaxArea > 0 ? objectCrop(seg.model.alpha, mw, mh, width, height, passes.cropMargin, passes.cropMaxArea) : null;
   const regions: Region[] = crop ? [crop] : Math.max(width, height) >= passes.tileMinSide ? halves(width, height) : [];
+  const cw = passes.cropSize ?? mw;
+  const ch = passes.cropSize ?? mh;
   const regionMasks = regions.map(async (region) => {
-    const rgb = await decodeRegion(bytes, probe, profile, limits, region);
-    return passAndMirror(rgb, run(rgb), crop ? passes.cropMirror : false, passes.mirrorMerge);
+    const rgb = await decodeRegion(bytes, probe, limits, region, cw, ch);
+    return passAndMirror(rgb, cw, ch, run(rgb, cw, ch), crop ? passes.cropMirror : false, passes.mirrorMerge);
   });
-  const [whole, ...parts] = await Promise.all([wholePromise, ...regionMasks]);
+  const [first, ...rest] = await Promise.all([firstPass, ...scaled, ...regionMasks]);
+  const others = rest.slice(0, scaled.length);
+  const parts = rest.slice(scaled.length);
+  const whole = others.length > 0 ? mergeMasks([first!, ...others], passes.scaleMerge ?? 'mean') : first!;
 
   // The full-size merge waits, like a single pass's upscale, until the full size is wanted.
   seg.buildAlpha = () => {
     let alpha = upscaleMask(whole, mw, mh, width, height);
     regions.forEach((region, i) => {
-      const part = upscaleMask(parts[i]!, mw, mh, region.width, region.height);
+      const part = upscaleMask(parts[i]!, cw, ch, region.width, region.height);
       alpha = pasteBlended(alpha, width, height, part, region, rampWidth(region, passes.cropMargin), passes.cropMerge, passes.cropWeight);
     });
     return alpha;
   };
   seg.model = { ...seg.model, alpha: whole };
+  // Confidence on the model grid: the merged whole with the region passes laid over it, and
+  // every look compared where they overlap.
+  const grid = (region: Region) => ({ left: (region.left * mw) / width, top: (region.top * mh) / height, width: (region.width * mw) / width, height: (region.height * mh) / height });
+  const looks: Look[] = [first!, ...others].map((mask) => ({ mask, width: mw, height: mh, box: { left: 0, top: 0, width: mw, height: mh } }));
+  regions.forEach((region, i) => looks.push({ mask: parts[i]!, width: cw, height: ch, box: grid(region) }));
+  let final = whole;
+  if (regions.length > 0) {
+    final = Buffer.from(whole);
+    for (const look of looks.slice(1 + others.length)) layNearest(final, mw, mh, look);
+  }
+  seg.confidence = cutoutConfidence(final, mw, mh, looks);
   const totalMs = performance.now() - started;
   seg.timings.inference = (seg.timings.inference ?? 0) + inferenceMs;
   seg.timings.transfer = (seg.timings.transfer ?? 0) + modelMs - inferenceMs;
   seg.timings.postprocess = (seg.timings.postprocess ?? 0) + Math.max(0, totalMs - modelMs);
   if (decodeAlongside) await decodeFullSize(seg, limits);
   return seg;
+}
+
+/** Lays a look over a mask on its grid (nearest sample): a cheap picture of the merged mask. */
+function layNearest(mask: Buffer, w: number, h: number, look: Look): void {
+  const { left, top, width: bw, height: bh } = look.box;
+  for (let y = Math.max(0, Math.floor(top)); y < Math.min(h, Math.ceil(top + bh)); y++) {
+    const ly = Math.min(look.height - 1, Math.max(0, Math.floor(((y + 0.5 - top) * look.height) / bh)));
+    for (let x = Math.max(0, Math.floor(left)); x < Math.min(w, Math.ceil(left + bw)); x++) {
+      const lx = Math.min(look.width - 1, Math.max(0, Math.floor(((x + 0.5 - left) * look.width) / bw)));
+      mask[y * w + x] = look.mask[ly * look.width + lx]!;
+    }
+  }
 }
 
 /** How sure a mask value is: 0 at 0.5, 1 at 0 or 1 (with a floor, so two unsure values still average). */
@@ -259,11 +336,12 @@ function rampWidth(region: Region, margin: number): number {
   return Math.max(4, Math.round((margin / (1 + 2 * margin)) * Math.max(region.width, region.height)));
 }
 
-/** A region of the upright image, resized to the model's size, as the first pass decodes the whole. */
-async function decodeRegion(bytes: Buffer, probe: Probe, profile: PreprocessingProfile, limits: ImageLimits, region: Region): Promise<Buffer> {
+/** A region of the upright image, resized to w x h, as the first pass decodes the whole. */
+async function decodeRegion(bytes: Buffer, probe: Probe, limits: ImageLimits, region: Region, w: number, h: number): Promise<Buffer> {
   try {
     const base = probe.hasAlpha ? openDecoder(bytes, limits).flatten({ background: '#ffffff' }) : openDecoder(bytes, limits).removeAlpha();
-    return await base.extract(region).resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
+    const whole = region.left === 0 && region.top === 0 && region.width === probe.width && region.height === probe.height;
+    return await (whole ? base : base.extract(region)).resize(w, h, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

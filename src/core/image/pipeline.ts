@@ -1,5 +1,6 @@
 import sharp, { type Metadata } from 'sharp';
 import { ApiError } from '../errors.js';
+import { cutoutConfidence } from './confidence.js';
 import type { PreprocessingProfile } from './profile.js';
 import { imageToTensor, maskToGrey, upscaleMask, type InputTensor, type MaskTensor } from './tensor.js';
 
@@ -8,8 +9,16 @@ export interface ImageLimits {
   maxInputPixels: number;
 }
 
-/** Runs the model on its input tensor (as the profile says) and resolves with its mask. */
-export type MaskModel = (input: InputTensor, signal: AbortSignal) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>;
+/**
+ * Runs the model on its input tensor (as the profile says) and resolves with its mask. `size` is
+ * the tensor's width and height: the profile's for a fixed-size model; for a model whose height
+ * and width are free, whatever the quality mode asked for (the mask comes back at that size).
+ */
+export type MaskModel = (
+  input: InputTensor,
+  signal: AbortSignal,
+  size?: { width: number; height: number },
+) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>;
 
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
@@ -29,6 +38,8 @@ export interface Segmentation {
   buildAlpha: () => Buffer;
   width: number;
   height: number;
+  /** How sure the model was, 0..1 (see confidence.ts). */
+  confidence: number;
   /** The image and mask at the model's size: a cheap, small view for whole-image estimates. */
   model: { rgb: Buffer; alpha: Buffer; width: number; height: number };
   /**
@@ -141,7 +152,7 @@ export async function segment(
 
   // The full-size decode, needed only for the output, runs while the model does.
   const fullSize = once ? Promise.resolve(once) : decodeAlongside ? decodeRaw(bytes, probe, limits) : Promise.resolve(undefined);
-  const [{ mask, serverRunMs }, decoded] = await Promise.all([model(input, signal), fullSize]);
+  const [{ mask, serverRunMs }, decoded] = await Promise.all([model(input, signal, { width: profile.width, height: profile.height }), fullSize]);
   const modelMs = lap();
   const { width, height } = probe;
 
@@ -163,6 +174,7 @@ export async function segment(
     width,
     height,
     model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
+    confidence: cutoutConfidence(grey, profile.width, profile.height),
     timings: {
       decode: decodeMs,
       preprocess: preprocessMs,

@@ -1,3 +1,5 @@
+import type { BestPasses, Quality } from './multi-pass.js';
+
 /**
  * How to turn an image into a model's input tensor and its output back into a mask. Any ONNX
  * segmentation model that takes one RGB tensor (8-bit pixels, or normalised floats) and returns
@@ -33,6 +35,21 @@ export interface PreprocessingProfile {
    * does (the prepared ISNet).
    */
   minMaxNormalize: boolean;
+  /**
+   * What each quality mode runs when the served model's input height and width are free (-1 in
+   * its metadata): the whole image's size and, for `best`, its passes. One table per model, so a
+   * model family brings its own. A fixed-size model, or a mode not listed, runs at width x height
+   * (and `best` with BEST_PASSES).
+   */
+  modes?: Partial<Record<Quality, ModePlan>>;
+}
+
+/** What one quality mode runs on a model that takes any size. */
+export interface ModePlan {
+  /** Side of the square model input for the whole image, in pixels (ISNet: a multiple of 32). */
+  size: number;
+  /** `best`: the passes after the first (crop, mirrors, other sizes of the whole image). */
+  passes?: BestPasses;
 }
 
 export type InputDatatype = 'FP32' | 'UINT8';
@@ -55,6 +72,15 @@ export const ISNET_PROFILE: PreprocessingProfile = {
   std: [1, 1, 1],
   outputDatatype: 'UINT8',
   minMaxNormalize: false,
+  // Sizes and passes per mode when the prepared model takes any size (docs/quality.md).
+  modes: {
+    fast: { size: 512 },
+    balanced: { size: 1024 },
+    best: {
+      size: 1024,
+      passes: { mirror: false, cropMaxArea: 1, cropMargin: 0.1, cropMirror: true, cropMerge: 'replace', cropWeight: 1, mirrorMerge: 'max', tileMinSide: Infinity },
+    },
+  },
 };
 
 /** ISNet (DIS) as shipped in @imgly/background-removal-data (`isnet-fp16`, `isnet-quint8`): FP32 NCHW in, FP32 out. */

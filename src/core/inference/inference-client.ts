@@ -90,6 +90,8 @@ export class InferenceClient {
   private saturatedUntil = 0;
   /** The execution provider each checked model runs on, as the server reports it (bgcut servers do). */
   readonly providers = new Map<string, string>();
+  /** Models whose input height and width are free (see freeSize()). */
+  private readonly freeSizes = new Set<string>();
 
   constructor(private readonly options: InferenceClientOptions) {
     const Service = loadInferenceProto().inference.GRPCInferenceService;
@@ -122,14 +124,27 @@ export class InferenceClient {
     });
   }
 
-  /** The profile's model as the image pipeline calls it: its input tensor in, its mask out. */
+  /**
+   * The profile's model as the image pipeline calls it: its input tensor in (at the size the
+   * call names, else the profile's), its mask out.
+   */
   maskModel(model: string, profile: PreprocessingProfile): MaskModel {
-    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32', shape: inputShape(profile) };
+    const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32' };
     const output = { name: profile.outputName, datatype: profile.outputDatatype ?? 'FP32' };
-    return async (data, signal) => {
-      const result = await this.infer(model, { ...input, data }, output, signal);
+    return async (data, signal, size) => {
+      const shape = inputShape(size ? { ...profile, ...size } : profile);
+      const result = await this.infer(model, { ...input, shape, data }, output, signal);
       return { mask: result.data, serverRunMs: result.serverRunMs };
     };
+  }
+
+  /**
+   * True when the model's metadata (read by verifyModel) says its input's height and width are
+   * free (-1): it runs at whatever size a quality mode asks for. False for fixed-size models and
+   * models not verified yet.
+   */
+  freeSize(model: string): boolean {
+    return this.freeSizes.has(model);
   }
 
   /**
@@ -193,6 +208,11 @@ export class InferenceClient {
     }
     // Only bgcut's server reports its execution provider; Triton and KServe need not.
     this.providers.set(model, meta.properties?.execution_provider ?? 'unknown');
+    // Height and width: where the profile's layout puts them in the input's shape.
+    const hw = (profile.inputLayout ?? 'NCHW') === 'NHWC' ? [1, 2] : [2, 3];
+    const inShape = input?.shape.map(Number) ?? [];
+    if (hw.every((i) => inShape[i] === -1)) this.freeSizes.add(model);
+    else this.freeSizes.delete(model);
     if (problems.length > 0) {
       throw new ModelMismatchError(`model "${model}" at ${this.options.address} does not fit the preprocessing profile: ${problems.join('; ')}`);
     }

@@ -1,5 +1,5 @@
 import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
-import { QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
+import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
 import { decodeFullSize, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
@@ -18,6 +18,8 @@ export interface CutoutDeps {
   profiles: Record<string, PreprocessingProfile>;
   /** The model by name, as a function from input tensor to mask. */
   model: (name: string) => MaskModel;
+  /** Whether the served model takes any input size (its metadata says so): then each quality runs at its profile's size. */
+  freeSize: (name: string) => boolean;
   imageLimits: ImageLimits;
   render: { pngCompressionLevel: number; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
@@ -25,6 +27,8 @@ export interface CutoutDeps {
 
 export interface Cutout {
   rendered: Rendered;
+  /** How sure the model was of this cutout, 0..1 (see image/confidence.ts). */
+  confidence: number;
   /** Milliseconds per stage: the segmentation's, then the rendering's. */
   timings: Record<string, number>;
 }
@@ -47,15 +51,17 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   try {
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
+    const profile = deps.profiles[order.modelName]!;
     segmentation = await segmentAtQuality(
       order.output.quality,
       order.upload.file,
       order.probe,
-      deps.profiles[order.modelName]!,
+      profile,
       deps.model(order.modelName),
       deps.imageLimits,
       signal,
       Boolean(pixels),
+      planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
     );
   } finally {
     await slot.release();
@@ -74,7 +80,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   signal.throwIfAborted();
   quota.keep();
   await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
-  return { rendered, timings: stageTimings(segmentation, rendered) };
+  return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
 }
 
 function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {

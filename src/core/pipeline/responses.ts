@@ -24,6 +24,8 @@ export function cutoutResponse(cutout: Cutout, output: OutputOptions, uploadedNa
     'x-foreground-left': String(box?.left ?? 0),
     'x-foreground-width': String(box?.width ?? 0),
     'x-foreground-height': String(box?.height ?? 0),
+    // Two decimals: finer would promise more than the figure can tell.
+    'x-confidence': cutout.confidence.toFixed(2),
     'server-timing': serverTiming,
   };
   if (output.response === 'json') {
@@ -33,6 +35,7 @@ export function cutoutResponse(cutout: Cutout, output: OutputOptions, uploadedNa
       width: rendered.width,
       height: rendered.height,
       foreground: box,
+      confidence: Number(cutout.confidence.toFixed(2)),
       data: rendered.body.toString('base64'),
     });
   }

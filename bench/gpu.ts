@@ -1,0 +1,210 @@
+/**
+ * npm run bench:gpu [-- --image photo.jpg] [--model isnet | --model isnet=/path/model.onnx] [--providers cuda]
+ *                     [--runs 20] [--batches 1,4,8] [--clients 1,4,8]
+ *
+ * What a GPU host needs to know, measured side by side in one run on the host itself:
+ * - raw: `session.run` of the prepared model on the provider, in a worker thread with the server's
+ *   session options (the SessionPool itself), at batch 1, 4 and 8: ms per run, images per second;
+ * - server: images per second through the inference server's ModelInfer from 1, 4 and 8
+ *   concurrent callers, with dynamic batching (--max-batch 8) and without (--max-batch 1), and the
+ *   mean batch the server ran (its `batch_size` response parameter);
+ * - e2e: a ~1 MP photo through the whole API (examples/express-app) one request at a time (p50,
+ *   p99) and from the largest --clients count at once (images per second), and the API process's CPU per image,
+ *   the figure that says how many API cores one GPU needs.
+ * The run fails rather than falling back: the server is started with exactly `--providers`.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import sharp from 'sharp';
+import { FileKeyStore } from '../src/core/index.js';
+import { resolveModelFile } from '../src/inference-server/model-source.js';
+import { SessionPool } from '../src/inference-server/session-pool.js';
+import { loadInferenceProto } from '../src/protocol/index.js';
+import { startInferenceProcess } from '../test/helpers/inference-process.js';
+import { objectOnTexture } from '../test/helpers/synthetic-image.js';
+
+const { values } = parseArgs({
+  options: {
+    image: { type: 'string' },
+    model: { type: 'string', default: 'isnet' },
+    providers: { type: 'string', default: 'cuda' },
+    runs: { type: 'string', default: '20' },
+    batches: { type: 'string', default: '1,4,8' },
+    clients: { type: 'string', default: '1,4,8' },
+    size: { type: 'string', default: '1024' },
+  },
+});
+const runs = Number(values.runs);
+if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
+const batches = values.batches!.split(',').map(Number);
+const clientCounts = values.clients!.split(',').map(Number);
+const size = Number(values.size);
+const providers = values.providers!.split(',');
+const [modelName, modelSource] = values.model!.includes('=') ? (values.model!.split('=') as [string, string]) : [values.model!, values.model!];
+
+const median = (xs: number[]) => percentile(xs, 50);
+function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const rank = (p / 100) * (s.length - 1);
+  const lo = Math.floor(rank);
+  return s[lo]! + (s[Math.min(s.length - 1, lo + 1)]! - s[lo]!) * (rank - lo);
+}
+const round = (x: number) => Math.round(x * 10) / 10;
+/** User + system CPU time of a process so far, in ms (Linux /proc, 1/100 s ticks). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
+const pixels = await sharp(photo).autoOrient().removeAlpha().resize(size, size, { fit: 'fill', kernel: 'lanczos3' }).raw().toBuffer();
+const report: Record<string, unknown> = { providers, model: values.model, size, cpus: `${os.cpus()[0]?.model} x${os.cpus().length}` };
+console.log(`bench:gpu on ${report.cpus}, providers ${providers.join(',')}, model ${values.model}, input ${size}x${size}`);
+
+/** `n` copies of the photo's pixels, stacked on the batch axis. */
+function stacked(n: number) {
+  const data = new Uint8Array(n * pixels.length);
+  for (let i = 0; i < n; i++) data.set(pixels, i * pixels.length);
+  return { name: 'image', datatype: 'UINT8' as const, shape: [n, size, size, 3], data: data.buffer };
+}
+
+// raw: the session as the server runs it (worker thread, same options), batch by batch.
+{
+  const modelFile = await resolveModelFile(modelSource);
+  const pool = new SessionPool({ modelFile, providers, workers: 1, intraOpThreads: Math.min(8, os.availableParallelism()), maxQueue: 1 });
+  const signature = await pool.start();
+  if (signature.provider !== providers[0]) throw new Error(`session opened on ${signature.provider}, not ${providers[0]}: ${JSON.stringify(signature.skipped)}`);
+  const rows: Record<string, unknown>[] = [];
+  console.log('\nraw session.run (worker thread, server options)\n| batch | ms per run (median) | images/s |\n|---|---|---|');
+  for (const batch of batches) {
+    for (let i = 0; i < 3; i++) await pool.run([stacked(batch)], ['mask']);
+    const ms: number[] = [];
+    for (let i = 0; i < runs; i++) ms.push((await pool.run([stacked(batch)], ['mask'])).runMs);
+    const row = { batch, msPerRun: round(median(ms)), imagesPerSecond: round((batch * 1000) / median(ms)) };
+    rows.push(row);
+    console.log(`| ${batch} | ${row.msPerRun} | ${row.imagesPerSecond} |`);
+  }
+  report.raw = rows;
+  await pool.close();
+}
+
+// server: ModelInfer from concurrent callers, with and without dynamic batching.
+async function serverThroughput(maxBatch: number) {
+  const server = await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--max-batch', String(maxBatch), '--queue', '64', '--threads', '8']);
+  const Service = loadInferenceProto().inference.GRPCInferenceService;
+  const client = new Service(server.address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 << 20, 'grpc.max_send_message_length': 64 << 20 });
+  const one = stacked(1);
+  const infer = () =>
+    new Promise<{ ms: number; batch: number }>((resolve, reject) => {
+      const started = performance.now();
+      client.ModelInfer(
+        { modelName, inputs: [{ name: one.name, datatype: one.datatype, shape: one.shape }], outputs: [{ name: 'mask' }], rawInputContents: [Buffer.from(one.data)] },
+        { deadline: Date.now() + 60_000 },
+        (error, response) => {
+          if (error) return reject(error);
+          resolve({ ms: performance.now() - started, batch: Number(response!.parameters?.batch_size?.int64Param ?? 1) });
+        },
+      );
+    });
+  const rows: Record<string, unknown>[] = [];
+  try {
+    for (let i = 0; i < 5; i++) await infer();
+    for (const clients of clientCounts) {
+      const perClient = Math.max(runs, 2 * clients);
+      const results: { ms: number; batch: number }[] = [];
+      const started = performance.now();
+      await Promise.all(
+        Array.from({ length: clients }, async () => {
+          for (let i = 0; i < perClient; i++) results.push(await infer());
+        }),
+      );
+      const seconds = (performance.now() - started) / 1000;
+      rows.push({
+        maxBatch,
+        clients,
+        imagesPerSecond: round(results.length / seconds),
+        p50Ms: round(median(results.map((r) => r.ms))),
+        p99Ms: round(percentile(results.map((r) => r.ms), 99)),
+        meanBatch: round(results.reduce((a, r) => a + r.batch, 0) / results.length),
+      });
+    }
+  } finally {
+    client.close();
+    await server.stop();
+  }
+  return rows;
+}
+{
+  const rows = [...(await serverThroughput(8)), ...(await serverThroughput(1))];
+  report.server = rows;
+  console.log('\nModelInfer through the inference server (1 image per call)\n| max batch | callers | images/s | p50 ms | p99 ms | mean batch run |\n|---|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.maxBatch} | ${r.clients} | ${r.imagesPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.meanBatch} |`);
+}
+
+// e2e: the whole API in front of a batching server.
+{
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-gpu-'));
+  const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
+  const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
+  await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
+  const server = await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--queue', '64', '--threads', '8']);
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const api: ChildProcess = spawn(process.execPath, [fileURLToPath(new URL('../examples/express-app.js', import.meta.url))], {
+    env: { ...process.env, PORT: String(port), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: server.address, BGCUT_MODEL_PROFILE: 'isnet' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    api.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('listening')) resolve();
+    });
+    api.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
+  });
+  api.stdout!.resume();
+  const url = `http://127.0.0.1:${port}/v1/remove-bg`;
+  const post = async () => {
+    const form = new FormData();
+    form.append('file', new Blob([photo], { type: 'image/jpeg' }), 'photo.jpg');
+    const started = performance.now();
+    const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+    await response.arrayBuffer();
+    if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+    return performance.now() - started;
+  };
+  try {
+    const meta = await sharp(photo).metadata();
+    for (let i = 0; i < 10; i++) await post();
+    const cpu0 = cpuMs(api.pid!);
+    const single: number[] = [];
+    for (let i = 0; i < runs; i++) single.push(await post());
+    const cpuSingle = (cpuMs(api.pid!) - cpu0) / runs;
+    const clients = Math.max(...clientCounts);
+    const perClient = runs;
+    const cpu1 = cpuMs(api.pid!);
+    const started = performance.now();
+    await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < perClient; i++) await post(); }));
+    const seconds = (performance.now() - started) / 1000;
+    const cpuConcurrent = (cpuMs(api.pid!) - cpu1) / (clients * perClient);
+    report.e2e = {
+      image: `${meta.width}x${meta.height}`,
+      p50Ms: round(median(single)),
+      p99Ms: round(percentile(single, 99)),
+      imagesPerSecondConcurrent: round((clients * perClient) / seconds),
+      apiCpuMsPerImage: round(cpuSingle),
+      apiCpuMsPerImageConcurrent: round(cpuConcurrent),
+    };
+    console.log(`\nend to end through the API (${meta.width}x${meta.height}, PNG cutout)\n| measure | value |\n|---|---|`);
+    for (const [k, v] of Object.entries(report.e2e as object)) console.log(`| ${k} | ${v} |`);
+  } finally {
+    api.kill('SIGTERM');
+    await server.stop();
+  }
+}
+console.log(`\n${JSON.stringify(report)}`);
