@@ -6,7 +6,8 @@
  *                          [--providers cuda,cpu] [--workers 1] [--threads N] [--queue 4] [--max-batch 8]
  *                          [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-port 9464]
  *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
- * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8)
+ * SOURCE is a built-in model (isnet: prepared, the default; isnet-int8: the same, statically
+ * quantized to 8 bits (docs/model-int8.md); isnet-fp32, isnet-u16, isnet-fp16, isnet-quint8)
  * or the path of an .onnx file. --max-batch: most images one session.run stacks from queued calls
  * (default 8 on an accelerator provider, 1 on cpu). Each flag can also come from the environment
  * (BGCUT_INFERENCE_<FLAG>, e.g. BGCUT_INFERENCE_PROVIDERS; several models separated by commas);

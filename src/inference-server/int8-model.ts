@@ -22,7 +22,10 @@ export interface Int8Recipe {
 export const ISNET_INT8: Int8Recipe = {
   table: 'isnet-int8.json',
   quantize: {
-    range: 'minmax',
+    // The 99.99th percentile of the calibration photos' values, not their extremes: a few
+    // outliers per tensor would otherwise leave most values a handful of levels (measured with
+    // npm run int8-agreement: see docs/model-int8.md).
+    range: { percentile: '99.99' },
     // The mask head: the 1-channel side output, its 2x upscale to the input size, and the
     // final Sigmoid run in float (they are cheap, and the mask's edges are made there).
     keepFloat: ['/side1/Conv', '/Resize_5'],

@@ -23,7 +23,7 @@ import type { TensorData, TensorSpec } from './worker-protocol.js';
 export interface ModelSource {
   /** The name clients ask for. */
   name: string;
-  /** A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
+  /** A built-in model (`isnet`, prepared; `isnet-int8`, `isnet-fp32`, `isnet-u16`, `isnet-fp16`, `isnet-quint8`) or the path of an ONNX file. */
   source: string;
 }
 
