@@ -9,6 +9,9 @@ import { ISNET_INT8, loadCalibrationTable } from '../src/inference-server/int8-m
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
+/** Assembling, preparing and running ISNet twice: seconds on a quiet machine, minutes on a busy 2-core one. */
+const MODEL_TIMEOUT_MS = 300_000;
+
 const opsOf = (model: onnxProto.onnx.IModelProto) => {
   const ops = new Map<string, number>();
   for (const n of model.graph?.node ?? []) ops.set(n.opType!, (ops.get(n.opType!) ?? 0) + 1);
@@ -47,7 +50,7 @@ describe('the 8-bit ISNet (isnet-int8)', () => {
     const before = await stat(int8File);
     expect(await resolveModelFile('isnet-int8', { cacheDir: dir })).toBe(int8File);
     expect((await stat(int8File)).mtimeMs).toBe(before.mtimeMs);
-  });
+  }, MODEL_TIMEOUT_MS);
 
   it('ONNX Runtime fuses it into QLinearConv, and its mask of a photo agrees with the prepared float model (IoU >= 0.95)', async () => {
     const image = await objectOnTexture(640, 480);
@@ -81,5 +84,5 @@ describe('the 8-bit ISNet (isnet-int8)', () => {
     // The float model finds the object (not an empty mask both agree on).
     expect(foreground / float.length).toBeGreaterThan(0.1);
     expect(inter / union).toBeGreaterThanOrEqual(0.95);
-  });
+  }, MODEL_TIMEOUT_MS);
 });
