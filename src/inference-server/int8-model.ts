@@ -26,9 +26,11 @@ export const ISNET_INT8: Int8Recipe = {
     // outliers per tensor would otherwise leave most values a handful of levels (measured with
     // npm run int8-agreement: see docs/model-int8.md).
     range: { percentile: '99.99' },
-    // The mask head: the 1-channel side output, its 2x upscale to the input size, and the
-    // final Sigmoid run in float (they are cheap, and the mask's edges are made there).
-    keepFloat: ['/side1/Conv', '/Resize_5'],
+    // The first convolution (3 -> 64 channels on the pixels: halves the disagreement with FP32
+    // on the calibration photos) and the mask head (the 1-channel side output, its 2x upscale to
+    // the input size; the Sigmoid is float anyway) run in float: they are cheap, and the mask's
+    // edges are made there.
+    keepFloat: ['/conv_in/Conv', '/side1/Conv', '/Resize_5'],
   },
 };
 
