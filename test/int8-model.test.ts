@@ -41,10 +41,14 @@ describe('the 8-bit ISNet (isnet-int8)', () => {
     expect(ops.get('QuantizeLinear')).toBeGreaterThan(100);
     // FP16 is gone: no FP16 initializer, no Cast to FP16.
     expect(model.graph!.initializer!.some((t) => t.dataType === 10)).toBe(false);
-    // The activation scales are the table's: the first convolution's input covers its measured range.
-    const inputScale = model.graph!.initializer!.find((t) => t.name === 'input/bgcut_scale')!.floatData![0]!;
-    const range = table.tensors.input!;
-    expect(inputScale * 255).toBeCloseTo(Math.max(0, range.max) - Math.min(0, range.min), 4);
+    // The activation scales are the table's: the first convolution's output (read by the first
+    // 8-bit convolution) is quantized over its measured range, by the recipe's method.
+    const tensor = '/conv_in/Conv_output_0';
+    const scale = model.graph!.initializer!.find((t) => t.name === `${tensor}/bgcut_scale`)!.floatData![0]!;
+    const entry = table.tensors[tensor]!;
+    const method = ISNET_INT8.quantize.range;
+    const [lo, hi] = method === 'minmax' ? [entry.min, entry.max] : [entry.percentiles[(100 - Number(method.percentile)).toFixed(6).replace(/\.?0+$/, '')]!, entry.percentiles[method.percentile]!];
+    expect(scale * 255).toBeCloseTo(Math.max(0, hi) - Math.min(0, lo), 4);
 
     // Cached: a second start finds the file, checks it and leaves it as it was.
     const before = await stat(int8File);
