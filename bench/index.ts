@@ -1,7 +1,8 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-fp16]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
  *                 [--compare other-build/dist] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
+ *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
  * same machine load (docs/benchmarks.md describes every section and its figures):
@@ -20,6 +21,9 @@
  * - soak: RSS of the inference server after request 50 and after request N (default 500);
  * - balancing: p50/p99 over three inference servers, one slowed, for each balancing policy
  *   (bench/balancing.ts: a tiny model and a delay flag, so the servers do not fight for CPU).
+ * - int8 (not in the default set): session.run of the prepared built-ins named by --models
+ *   (default isnet, isnet-int8), each in a worker thread as the server runs it, alternating, on
+ *   the same photo; ratio of each to the first (bench/model-speed.ts). Runs alone, no API.
  * - modes (asked by name only): end to end over HTTP for each `quality` (or those of
  *   `--qualities fast,balanced`) on the ~1 MP photo, the modes alternating request by request,
  *   medians, and each mode's ratio to `balanced`;
@@ -57,6 +61,7 @@ import { startInferenceProcess, type InferenceProcess } from '../test/helpers/in
 import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 import { balancingBench, printBalancingTable } from './balancing.js';
+import { compareModelSpeed, printModelSpeed } from './model-speed.js';
 
 const { values } = parseArgs({
   options: {
@@ -71,6 +76,7 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
     compare: { type: 'string' },
     'memory-passes': { type: 'string', default: '2' },
+    models: { type: 'string', default: 'isnet,isnet-int8' },
     qualities: { type: 'string' },
     sizes: { type: 'string' },
   },
@@ -80,11 +86,22 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
-const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes'];
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8'];
 for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
-if (values.model !== 'isnet' && values.model !== 'isnet-fp16') throw new Error('--model must be isnet or isnet-fp16');
-const profile = values.model === 'isnet' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+// The prepared built-ins (8-bit pixels in, 8-bit mask out) share a profile; isnet-fp16 is ISNet as shipped.
+const preparedModel = ['isnet', 'isnet-int8', 'isnet-fp32'].includes(values.model!);
+if (!preparedModel && values.model !== 'isnet-fp16') throw new Error('--model must be isnet, isnet-int8, isnet-fp32 or isnet-fp16');
+const profile = preparedModel ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+if (sections.has('int8')) {
+  // Model against model, session.run alone: no API nor inference server started.
+  if (sections.size > 1) throw new Error('--only int8 runs alone');
+  const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
+  const speed = await compareModelSpeed(photo, values.models!.split(','), runs);
+  printModelSpeed(speed);
+  if (values.json) await writeFile(values.json, `${JSON.stringify({ machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}`, int8: speed }, null, 2)}\n`);
+  process.exit(0);
+}
 const CLOCK_TICKS_PER_S = 100;
 /** User + system CPU time of a process so far, in ms, from /proc (Linux reports it in 1/100 s). */
 function cpuMs(pid: number): number {
@@ -132,7 +149,7 @@ async function startApi(
       BGCUT_KEYS_FILE: path.join(dir, 'keys.json'),
       BGCUT_PLANS_FILE: path.join(dir, 'plans.json'),
       BGCUT_INFERENCE_ADDRESS: inferenceAddress,
-      BGCUT_MODEL_PROFILE: values.model === 'isnet' ? 'isnet' : 'isnet-fp32',
+      BGCUT_MODEL_PROFILE: preparedModel ? 'isnet' : 'isnet-fp32',
       // A shared machine can slow the model past the default 30 s deadline.
       BGCUT_INFERENCE_TIMEOUT_MS: '120000',
       ...extraEnv,

@@ -22,8 +22,8 @@ export interface ModelRunner {
 }
 
 export function modelRunner(modelName: string, cacheDir?: string): ModelRunner {
-  // The prepared built-in takes 8-bit pixels; ISNet as shipped (and any other .onnx) FP32.
-  const profile = modelName === 'isnet' || modelName === 'isnet-u16' ? ISNET_PROFILE : ISNET_FP32_PROFILE;
+  // The prepared built-ins take 8-bit pixels; ISNet as shipped (and any other .onnx) FP32.
+  const profile = ['isnet', 'isnet-u16', 'isnet-fp32', 'isnet-int8'].includes(modelName) ? ISNET_PROFILE : ISNET_FP32_PROFILE;
   const maskModel = (client: InferenceClient) => client.maskModel('isnet', modelName === 'isnet-u16' ? { ...profile, outputDatatype: 'UINT16', minMaxNormalize: true } : profile);
   let started: Promise<{ server: InferenceProcess; client: InferenceClient }> | undefined;
   let calls = 0;

@@ -9,7 +9,8 @@
  *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
  *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
- * SOURCE is a built-in model (isnet: prepared, the default; isnet-u16, isnet-fp16, isnet-quint8),
+ * SOURCE is a built-in model (isnet: prepared, the default; isnet-int8: the same, statically
+ * quantized to 8 bits (docs/model-int8.md); isnet-fp32, isnet-u16, isnet-fp16, isnet-quint8),
  * a model rembg users have, by rembg's name (u2net, birefnet-general, bria-rmbg, ben2, ...: its
  * file is looked for in $U2NET_HOME, then ~/.u2net, never downloaded; several may be listed
  * without names), or the path of an .onnx file. --model-file serves a file of a known family from

@@ -4,19 +4,24 @@ import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/prom
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { toFloat32Bytes } from './float32-model.js';
+import { ISNET_INT8, loadCalibrationTable, makeInt8Model, type Int8Recipe } from './int8-model.js';
 import { prepareModel, type PrepareOptions } from './prepare-model.js';
 
 /**
  * Built-in models: ISNet as shipped, in 4 MiB chunks, by the npm package
  * `@imgly/background-removal-data`, and the same ISNet prepared for serving (`isnet`, the
  * default: 8-bit NHWC pixels in, the stretched 8-bit mask alone out; `isnet-u16`: the mask as
- * 16-bit probability, stretched by the API). That package is AGPL-labelled while the ISNet
+ * 16-bit probability, stretched by the API; `isnet-fp32`: the same with the FP16 weights widened
+ * to FP32 and no Casts; `isnet-int8`: statically quantized to 8 bits, see int8-model.ts). That package is AGPL-labelled while the ISNet
  * weights are credited upstream as permissive; a deployment that wants neither can point
  * `--model` at any ONNX file instead.
  */
 export const BUILTIN_MODELS = {
   isnet: '/models/medium',
   'isnet-u16': '/models/medium',
+  'isnet-fp32': '/models/medium',
+  'isnet-int8': '/models/medium',
   'isnet-fp16': '/models/medium',
   'isnet-quint8': '/models/small',
 } as const;
@@ -27,8 +32,18 @@ export type BuiltinModelName = keyof typeof BUILTIN_MODELS;
 const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
   isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
   'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  'isnet-fp32': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  'isnet-int8': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
 };
 const PREPARE_REVISION = 3;
+/** Built-ins whose trunk is rewritten (FP32, or 8-bit: see int8-model.ts); bump TRUNK_REVISION when a rewrite changes. */
+const TRUNKS: Partial<Record<BuiltinModelName, 'fp32' | Int8Recipe>> = { 'isnet-fp32': 'fp32', 'isnet-int8': ISNET_INT8 };
+const TRUNK_REVISION = 2;
+
+/** How the built-in `spec` is prepared (undefined: served as assembled). */
+export function preparedOptions(spec: BuiltinModelName): PrepareOptions | undefined {
+  return PREPARED[spec];
+}
 
 export function isBuiltinModel(spec: string): spec is BuiltinModelName {
   return Object.hasOwn(BUILTIN_MODELS, spec);
@@ -117,9 +132,27 @@ export async function resolveModelFile(spec: string, options: ResolveModelOption
 
   const prepare = PREPARED[spec];
   if (!prepare) return source;
-  const { bytes } = prepareModel(assembled, prepare);
+  // The 8-bit model is made from the source and the committed calibration table: the table's
+  // hash (with the recipe's) is part of the file name, so a new table never reuses an old quantization.
+  const trunk = TRUNKS[spec];
+  let bytes: Uint8Array;
+  let trunkKey = '';
+  if (trunk === 'fp32') {
+    bytes = prepareModel(toFloat32Bytes(assembled), prepare).bytes;
+    trunkKey = `-t${TRUNK_REVISION}`;
+  } else if (trunk) {
+    const { table, sha256: tableHash } = await loadCalibrationTable(trunk.table);
+    if (table.source.chunkListHash !== listHash) {
+      throw new Error(`calibration table ${trunk.table} was measured on another ${BUILTIN_MODELS[spec]} (${table.source.chunkListHash}, installed ${listHash}): run npm run calibrate`);
+    }
+    bytes = makeInt8Model(assembled, prepare, table, trunk.quantize).bytes;
+    const recipeHash = createHash('sha256').update(tableHash).update(JSON.stringify(trunk.quantize)).digest('hex');
+    trunkKey = `-t${TRUNK_REVISION}-${recipeHash.slice(0, 16)}`;
+  } else {
+    bytes = prepareModel(assembled, prepare).bytes;
+  }
   const digest = sha256(bytes);
-  const target = path.join(cacheDir, `${spec}-${listHash}-r${PREPARE_REVISION}.onnx`);
+  const target = path.join(cacheDir, `${spec}-${listHash}-r${PREPARE_REVISION}${trunkKey}.onnx`);
   const cached = await readFile(target).catch(() => undefined);
   if (cached && sha256(cached) === digest) return target;
   await writeAtomically(target, bytes);

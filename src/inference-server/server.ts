@@ -28,9 +28,9 @@ export interface ModelSource {
   /** The name clients ask for. */
   name: string;
   /**
-   * A built-in model (`isnet`, prepared; `isnet-u16`, `isnet-fp16`, `isnet-quint8`), a model rembg
-   * users have, by rembg's name (`birefnet-general`, `u2net`, ...: found in `$U2NET_HOME` or
-   * `~/.u2net`, checked and prepared), or the path of an ONNX file.
+   * A built-in model (`isnet`, prepared; `isnet-int8`, `isnet-fp32`, `isnet-u16`, `isnet-fp16`,
+   * `isnet-quint8`), a model rembg users have, by rembg's name (`birefnet-general`, `u2net`, ...:
+   * found in `$U2NET_HOME` or `~/.u2net`, checked and prepared), or the path of an ONNX file.
    */
   source: string;
   /** With a file's path: its family (`birefnet`) or a known model's name, so it is checked and prepared as one. */
