@@ -492,6 +492,7 @@ try {
     // per image (every API process together, from /proc).
     const redis = await startRedis();
     const connection = connectRedis(redis.url);
+    if (connection.status !== 'ready') await new Promise((resolve) => connection.once('ready', resolve));
     const { key: redisKey } = await new RedisKeyStore({ redis: connection }).createKey({ accountId: 'bench', plan: 'bench' });
     const rows = [];
     try {
