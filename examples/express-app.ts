@@ -68,7 +68,8 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
   return createRemoveBgHandler({
     keyStore: redis ? new RedisKeyStore({ redis }) : new FileKeyStore({ file: process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' }),
     redis,
-    redisFailureMode: process.env.BGCUT_REDIS_FAILURE_MODE === 'insurance' ? 'insurance' : 'fail-closed',
+    // Only with Redis: without it the limits are in memory and the option would be warned about.
+    ...(redis ? { redisFailureMode: process.env.BGCUT_REDIS_FAILURE_MODE === 'insurance' ? ('insurance' as const) : ('fail-closed' as const) } : {}),
     ...(process.env.BGCUT_PLANS_FILE ? { plans: loadPlansFile(process.env.BGCUT_PLANS_FILE) } : {}),
     inference: {
       address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051',
