@@ -4,8 +4,7 @@ const { onnx } = onnxProto;
 type Model = onnxProto.onnx.IModelProto;
 
 /** ONNX TensorProto element types used here. */
-const FLOAT = 1;
-const FLOAT16 = 10;
+const { FLOAT, FLOAT16 } = onnx.TensorProto.DataType;
 
 /**
  * Rewrites a model stored in FP16 (ISNet as shipped: FP16 weights, FP16 activations, Casts at

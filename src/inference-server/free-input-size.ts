@@ -3,7 +3,7 @@ import onnxProto from 'onnx-proto';
 type Graph = onnxProto.onnx.IGraphProto;
 type Node = onnxProto.onnx.INodeProto;
 
-const INT64 = 7;
+const { INT64 } = onnxProto.onnx.TensorProto.DataType;
 
 /**
  * Frees a U²-Net-style graph (ISNet) from the input size it was exported at.

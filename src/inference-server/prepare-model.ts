@@ -6,11 +6,7 @@ type Graph = onnxProto.onnx.IGraphProto;
 type Node = onnxProto.onnx.INodeProto;
 
 /** ONNX TensorProto element types used here. */
-const FLOAT = 1;
-const UINT8 = 2;
-const UINT16 = 4;
-const INT64 = 7;
-const BOOL = 9;
+const { FLOAT, UINT8, UINT16, INT64, BOOL } = onnx.TensorProto.DataType;
 
 /** Opsets whose operators the rewrite knows: from 18, ReduceMin/Max take their axes as an input. */
 export const PREPARE_OPSETS = { min: 11, max: 21 } as const;

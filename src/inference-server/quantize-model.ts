@@ -6,10 +6,7 @@ type Node = onnxProto.onnx.INodeProto;
 type Tensor = onnxProto.onnx.ITensorProto;
 
 /** ONNX TensorProto element types used here. */
-const FLOAT = 1;
-const UINT8 = 2;
-const INT8 = 3;
-const INT32 = 6;
+const { FLOAT, UINT8, INT8, INT32 } = onnx.TensorProto.DataType;
 
 /** Operators that run on 8-bit tensors once ONNX Runtime has fused their QDQ pairs. */
 const QUANTIZABLE = new Set(['Conv', 'MaxPool', 'Concat', 'Add', 'Resize']);

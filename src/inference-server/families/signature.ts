@@ -5,7 +5,7 @@ type Model = onnxProto.onnx.IModelProto;
 
 /** ONNX TensorProto element types by name, for messages. */
 const ELEMENT_TYPES: Record<number, string> = { 1: 'FP32', 2: 'UINT8', 3: 'INT8', 4: 'UINT16', 5: 'INT16', 6: 'INT32', 7: 'INT64', 9: 'BOOL', 10: 'FP16', 11: 'FP64', 16: 'BF16' };
-const FLOAT = 1;
+const { FLOAT } = onnxProto.onnx.TensorProto.DataType;
 
 export interface TensorSignature {
   name: string;
