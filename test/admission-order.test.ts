@@ -1,23 +1,13 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, type Plans } from '../src/core/index.js';
+import { describe, expect, it } from 'vitest';
+import type { Plans } from '../src/core/index.js';
 import type { ApiError } from '../src/core/errors.js';
 import { PlanEnforcer } from '../src/core/limits/plan-enforcer.js';
-import { startRedis, type RedisServer } from './helpers/redis-server.js';
+import { useRedis } from './helpers/use-redis.js';
 
 const PLANS: Plans = { tight: { requestsPerMinute: 3, maxConcurrent: 1 } };
 
-let server: RedisServer;
-let redis: Redis;
-beforeAll(async () => {
-  server = await startRedis();
-  redis = connectRedis(server.url, { onStateChange: () => {} });
-  await new Promise((r) => redis.once('ready', r));
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
+const shared = useRedis();
 
 const outcome = (enforcer: PlanEnforcer, account: string) =>
   enforcer.admit(account, 'tight').then(
@@ -30,7 +20,7 @@ const outcome = (enforcer: PlanEnforcer, account: string) =>
 
 describe.each([
   ['in memory', () => new PlanEnforcer({ plans: PLANS })],
-  ['in Redis', () => new PlanEnforcer({ plans: PLANS, redis, keyPrefix: `order${Math.random()}` })],
+  ['in Redis', () => new PlanEnforcer({ plans: PLANS, redis: shared.redis, keyPrefix: `order${Math.random()}` })],
 ])('a concurrency refusal costs no rate point (%s)', (_, make) => {
   it('five requests refused while the only slot is held leave the minute allowance as it was', async () => {
     const enforcer = make();

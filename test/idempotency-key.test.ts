@@ -1,9 +1,8 @@
 import http from 'node:http';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { BgcutClient, RateLimitError } from '../src/client/index.js';
 import {
-  connectRedis,
   createRemoveBgHandler,
   MemoryIdempotencyStore,
   RedisKeyStore,
@@ -17,7 +16,7 @@ import { baseUrlOf } from './conformance/suite.js';
 import { uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
-import { startRedis, type RedisServer } from './helpers/redis-server.js';
+import { useRedis } from './helpers/use-redis.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 let keys: TestKeys;
@@ -165,24 +164,14 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
 });
 
 describe('Idempotency-Key across instances sharing Redis', () => {
-  let server: RedisServer;
-  let redis: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = connectRedis(server.url, { onStateChange: () => {} });
-    await new Promise((r) => redis.once('ready', r));
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+  const shared = useRedis();
 
   it('a retry that lands on the other instance is answered from the first instance\'s result, and charged once', async () => {
-    const store = new RedisKeyStore({ redis });
+    const store = new RedisKeyStore({ redis: shared.redis });
     const { key } = await store.createKey({ accountId: 'acct_idem', plan: 'one_image' });
     recordIssuedKeys([key]);
-    const a = handlerWith({ redis }, store);
-    const b = handlerWith({ redis }, store);
+    const a = handlerWith({ redis: shared.redis }, store);
+    const b = handlerWith({ redis: shared.redis }, store);
     const first = await send(a.handle, key, photo, 'across');
     expect(first.status).toBe(200);
     const retry = await send(b.handle, key, photo, 'across');

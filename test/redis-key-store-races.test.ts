@@ -1,22 +1,11 @@
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, RedisKeyStore } from '../src/core/index.js';
+import { describe, expect, it } from 'vitest';
+import { RedisKeyStore } from '../src/core/index.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
-import { startRedis, type RedisServer } from './helpers/redis-server.js';
+import { useRedis } from './helpers/use-redis.js';
 
 describe('RedisKeyStore: concurrent changes to one key or account are not lost', () => {
-  let server: RedisServer;
-  let redis: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = connectRedis(server.url, { onStateChange: () => {} });
-    await new Promise((r) => redis.once('ready', r));
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
-  const store = () => new RedisKeyStore({ redis, keyPrefix: `r${Math.random().toString(36).slice(2)}`, cacheTtlMs: 0 });
+  const shared = useRedis();
+  const store = () => new RedisKeyStore({ redis: shared.redis, keyPrefix: `r${Math.random().toString(36).slice(2)}`, cacheTtlMs: 0 });
 
   it('a revocation racing a rotation of the same key stays a revocation', async () => {
     const keys = store();
