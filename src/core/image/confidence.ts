@@ -56,46 +56,12 @@ export function cutoutConfidence(mask: Buffer, w: number, h: number, looks: Look
   }
   let unsure = 0;
   let object = 0;
-  if (disagree === undefined) {
-    // One look: the counts follow from how many pixels hold each value.
-    const counts = histogram(mask, w * h);
-    for (let v = UNSURE_LOW + 1; v < UNSURE_HIGH; v++) unsure += counts[v]!;
-    object = unsure;
-    for (let v = Math.max(HALF, UNSURE_HIGH); v < 256; v++) object += counts[v]!;
-  } else {
-    for (let i = 0; i < w * h; i++) {
-      const v = mask[i]!;
-      const isUnsure = (v > UNSURE_LOW && v < UNSURE_HIGH) || disagree[i] === 1;
-      if (isUnsure) unsure++;
-      if (isUnsure || v >= HALF) object++;
-    }
+  for (let i = 0; i < w * h; i++) {
+    const v = mask[i]!;
+    const isUnsure = (v > UNSURE_LOW && v < UNSURE_HIGH) || (disagree !== undefined && disagree[i] === 1);
+    if (isUnsure) unsure++;
+    if (isUnsure || v >= HALF) object++;
   }
   if (object === 0) return 0;
   return 1 - unsure / object;
-}
-
-/**
- * How many of the first `length` values of `mask` are 0, 1, ... 255. A mask is mostly
- * background: four zeros are counted at a time where aligned.
- */
-function histogram(mask: Buffer, length: number): Uint32Array {
-  const counts = new Uint32Array(256);
-  const words = mask.byteOffset % 4 === 0 ? new Uint32Array(mask.buffer, mask.byteOffset, length >> 2) : undefined;
-  let i = 0;
-  if (words) {
-    for (let k = 0; k < words.length; k++) {
-      const word = words[k]!;
-      if (word === 0) counts[0]! += 4;
-      else {
-        const j = k << 2;
-        counts[mask[j]!]!++;
-        counts[mask[j + 1]!]!++;
-        counts[mask[j + 2]!]!++;
-        counts[mask[j + 3]!]!++;
-      }
-    }
-    i = words.length << 2;
-  }
-  for (; i < length; i++) counts[mask[i]!]!++;
-  return counts;
 }
