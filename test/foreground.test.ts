@@ -112,9 +112,9 @@ function blobScene(width: number, height: number, cx: number, cy: number, radius
 describe('foreground estimation restricted to the soft band', () => {
   const cases = [
     { name: 'an object in the middle, estimated at full size', width: 420, height: 280, cx: 0.5, cy: 0.55, radius: 70 },
-    { name: 'an object in the middle, far above the working size', width: 1800, height: 1200, cx: 0.45, cy: 0.5, radius: 300 },
-    { name: 'an object cut off by the left and top borders', width: 1500, height: 1000, cx: 0.05, cy: 0.1, radius: 350 },
-    { name: 'a small object in a corner of a large image', width: 2000, height: 1400, cx: 0.85, cy: 0.8, radius: 90 },
+    { name: 'an object in the middle, far above the working size', width: 900, height: 600, cx: 0.45, cy: 0.5, radius: 150 },
+    { name: 'an object cut off by the left and top borders', width: 750, height: 500, cx: 0.05, cy: 0.1, radius: 175 },
+    { name: 'a small object in a corner of a large image', width: 1000, height: 700, cx: 0.85, cy: 0.8, radius: 45 },
   ];
   for (const c of cases) {
     it(`gives the whole-image estimate's colours exactly: ${c.name}`, async () => {
@@ -128,19 +128,19 @@ describe('foreground estimation restricted to the soft band', () => {
   }
 
   it('gives the whole-image estimate exactly from a model-size source view (as the API calls it)', async () => {
-    const { rgb, alpha } = blobScene(1600, 1000, 0.6, 0.5, 250);
+    const { rgb, alpha } = blobScene(800, 500, 0.6, 0.5, 125);
     // The API passes the image and mask at the model's size (stretched square) as the source.
-    const modelRgb = await sharp(rgb, { raw: { width: 1600, height: 1000, channels: 3 } }).resize(512, 512, { fit: 'fill' }).raw().toBuffer();
-    const modelAlpha = await sharp(alpha, { raw: { width: 1600, height: 1000, channels: 1 } }).resize(512, 512, { fit: 'fill' }).extractChannel(0).raw().toBuffer();
+    const modelRgb = await sharp(rgb, { raw: { width: 800, height: 500, channels: 3 } }).resize(512, 512, { fit: 'fill' }).raw().toBuffer();
+    const modelAlpha = await sharp(alpha, { raw: { width: 800, height: 500, channels: 1 } }).resize(512, 512, { fit: 'fill' }).extractChannel(0).raw().toBuffer();
     const source = { rgb: modelRgb, alpha: modelAlpha, width: 512, height: 512 };
-    const banded = await estimateForeground(Buffer.from(rgb), alpha, 1600, 1000, source, 'band');
-    const whole = await estimateForeground(Buffer.from(rgb), alpha, 1600, 1000, source, 'whole');
+    const banded = await estimateForeground(Buffer.from(rgb), alpha, 800, 500, source, 'band');
+    const whole = await estimateForeground(Buffer.from(rgb), alpha, 800, 500, source, 'whole');
     expect(banded.equals(whole)).toBe(true);
   });
 
   it('changes no opaque or transparent pixel, and most soft pixels', async () => {
-    const { rgb, alpha } = blobScene(1500, 1000, 0.5, 0.5, 250);
-    const banded = await estimateForeground(Buffer.from(rgb), alpha, 1500, 1000);
+    const { rgb, alpha } = blobScene(750, 500, 0.5, 0.5, 125);
+    const banded = await estimateForeground(Buffer.from(rgb), alpha, 750, 500);
     let soft = 0;
     let changed = 0;
     let hardChanged = 0;
