@@ -24,7 +24,8 @@ const { values, positionals } = parseArgs({
 const folder = positionals[0]!;
 
 const none: BestPasses = { mirror: false, cropMaxArea: 0, cropMargin: 0.1, cropMirror: false, cropMerge: 'replace', cropWeight: 1, mirrorMerge: 'mean', tileMinSide: Infinity };
-export const CANDIDATES: Record<string, BestPasses> = {
+/** A candidate: the passes, and (models that take any size) the first pass's size when not 1024. */
+export const CANDIDATES: Record<string, BestPasses & { size?: number }> = {
   balanced: none,
   mirror: { ...none, mirror: true },
   'mirror-conf': { ...none, mirror: true, mirrorMerge: 'confidence' },
@@ -75,6 +76,12 @@ export const CANDIDATES: Record<string, BestPasses> = {
   'shipped+whole512-conf': { ...BEST_PASSES, scales: [512], scaleMerge: 'confidence' },
   'crop1280+cropmirror(max)-replace': { ...BEST_PASSES, cropSize: 1280 },
   'crop1280+cropmirror(max)-replace+whole768': { ...BEST_PASSES, cropSize: 1280, scales: [768] },
+  // The size table found 768 better than 1024 on average for the whole image, with large swings
+  // both ways per image: the shipped passes with 768 in place of 1024, in part or whole.
+  'shipped@768': { ...BEST_PASSES, size: 768 },
+  'shipped@768+crop1024': { ...BEST_PASSES, size: 768, cropSize: 1024 },
+  'shipped+crop768': { ...BEST_PASSES, cropSize: 768 },
+  'shipped@768+whole1024': { ...BEST_PASSES, size: 768, scales: [1024] },
 };
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -97,7 +104,7 @@ async function main() {
           passes++;
           return runner.model(input, signal, size);
         };
-        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, { size: ISNET_PROFILE.width, passes: CANDIDATES[candidate]! });
+        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, { size: CANDIDATES[candidate]!.size ?? ISNET_PROFILE.width, passes: CANDIDATES[candidate]! });
         (results[candidate] ??= []).push({ name, passes, confidence: seg.confidence, ...score(fullSizeAlpha(seg), truth.data, seg.width, seg.height) });
       }
       process.stderr.write('.');

@@ -1,9 +1,10 @@
 /**
- * npm run calibrate -- <smoke folder> [--out src/inference-server/calibration/isnet-int8.json] [--no-flip] [--chunk 16]
+ * npm run calibrate -- <smoke folder> [--out src/inference-server/calibration/isnet-int8.json] [--no-flip] [--crops] [--chunk 16]
  *
  * Measures the activation ranges of ISNet (FP32 graph, prepared as served: 8-bit pixels in) on
  * the four ordinary photos of ../shared/smoke (MIT-licensed: photo_car, photo_car_small,
- * photo_person, photo_tiger), each also mirrored, and writes the table the 8-bit model is made
+ * photo_person, photo_tiger), each also mirrored (and with --crops the object crops `best` makes
+ * of them, found by the FP32 model itself, and their mirrors), and writes the table the 8-bit model is made
  * from at start-up. Only derived numbers are written (per tensor: extremes and a few
  * percentiles), never pixels. Never run it on the evaluation set: its figures must stay a test.
  *
@@ -21,6 +22,7 @@ import sharp from 'sharp';
 import { toFloat32 } from '../src/inference-server/float32-model.js';
 import { BUILTIN_MODELS, preparedOptions, resolveModelFile } from '../src/inference-server/model-source.js';
 import { prepareModel } from '../src/inference-server/prepare-model.js';
+import { BEST_PASSES, objectCrop } from '../src/core/image/multi-pass.js';
 import { activationTensors, type CalibrationTable } from '../src/inference-server/quantize-model.js';
 
 const { onnx } = onnxProto;
@@ -33,6 +35,7 @@ const { values, positionals } = parseArgs({
   options: {
     out: { type: 'string', default: fileURLToPath(new URL('../../src/inference-server/calibration/isnet-int8.json', import.meta.url)) },
     'no-flip': { type: 'boolean' },
+    crops: { type: 'boolean' },
     chunk: { type: 'string', default: '16' },
     threads: { type: 'string', default: '2' },
   },
@@ -62,6 +65,28 @@ for (const photo of PHOTOS) {
     inputs.push({ name: `${photo} (mirrored)`, pixels: new Uint8Array(flipped) });
   }
 }
+
+// The object crops `best` feeds the model (its box plus margin, blown up to 1024x1024), and
+// their mirrors: objects seen larger than in any whole photo reach activations whole photos do
+// not, and `best`'s crop passes are where the 8-bit model lost most (docs/model-int8.md).
+if (values.crops) {
+  const session = await ort.InferenceSession.create(onnx.ModelProto.encode(prepared).finish(), { intraOpNumThreads: Number(values.threads), graphOptimizationLevel: 'all' });
+  for (const photo of PHOTOS) {
+    const whole = inputs.find((i) => i.name === photo)!;
+    const mask = (await session.run({ image: new ort.Tensor('uint8', whole.pixels, [1, SIZE, SIZE, 3]) }, ['mask'])).mask!.data as Uint8Array;
+    const image = sharp(path.join(folder, photo)).autoOrient().removeAlpha();
+    const { width, height } = await image.clone().toBuffer({ resolveWithObject: true }).then((r) => r.info);
+    const region = objectCrop(Buffer.from(mask), SIZE, SIZE, width, height, BEST_PASSES.cropMargin, BEST_PASSES.cropMaxArea);
+    if (!region) continue;
+    for (const mirrored of [false, true]) {
+      const crop = image.clone().extract(region);
+      const rgb = await (mirrored ? crop.flop() : crop).resize(SIZE, SIZE, { fit: 'fill' }).raw().toBuffer();
+      inputs.push({ name: `${photo} (object crop${mirrored ? ', mirrored' : ''})`, pixels: new Uint8Array(rgb) });
+    }
+  }
+  await session.release();
+}
+console.error(`${inputs.length} images: ${inputs.map((i) => i.name).join(', ')}`);
 
 const BINS = 1 << 16;
 const stats = new Map<string, { min: number; max: number; hist: Float64Array }>();
@@ -121,7 +146,7 @@ const table: CalibrationTable = {
   source: { resource: BUILTIN_MODELS['isnet-fp16'], chunkListHash },
   inputSize: SIZE,
   photos: PHOTOS,
-  augmentations: values['no-flip'] ? [] : ['mirrored'],
+  augmentations: [...(values['no-flip'] ? [] : ['mirrored']), ...(values.crops ? ['object crops (best), and their mirrors'] : [])],
   tensors: {},
 };
 const round = (x: number) => Number(x.toPrecision(6));

@@ -5,7 +5,10 @@
  * (the calibration photos; the evaluation set is never used to choose a recipe). A recipe is
  * `RANGE:KEEP`: RANGE is `minmax` or a percentile of the calibration table (`99.99`, `99.999`),
  * KEEP a regular expression over node names kept in float on top of the mask head, e.g.
- * `minmax:^/stage1d/` keeps the last decoder stage in float. For each recipe: the mask's IoU
+ * `minmax:^/stage1d/` keeps the last decoder stage in float; `+concat` after RANGE shares each
+ * Concat's scale with its inputs (QuantizeOptions.shareConcatScales), `+conv_in8` runs the first
+ * convolution 8-bit on the pixels (QuantizeOptions.pixels) instead of in float, `+7bit` gives
+ * every convolution 7-bit weights (QuantizeOptions.sevenBitWeights). For each recipe: the mask's IoU
  * (alpha >= 128), alpha MAE and boundary F against the FP32 model's mask, means over the photos,
  * and how many convolutions run 8-bit. The models are made in memory (nothing is cached).
  */
@@ -57,10 +60,12 @@ const nodeNames = (onnxProto.onnx.ModelProto.decode(source).graph?.node ?? [])
 console.log(`8-bit recipes against the FP32 model, ${PHOTOS.length} photos at ${side}x${side} (means)`);
 console.log('| recipe | 8-bit convs | IoU | alpha MAE | boundary F | worst photo IoU |\n|---|---|---|---|---|---|');
 for (const recipe of values.recipe!) {
-  const [range, keep = ''] = recipe.split(/:(.*)/s) as [string, string?];
+  const [rangeAndFlags, keep = ''] = recipe.split(/:(.*)/s) as [string, string?];
+  const [range, ...flags] = rangeAndFlags.split('+');
   const pattern = keep ? new RegExp(keep) : undefined;
-  const keepFloat = [...ISNET_INT8.quantize.keepFloat, ...nodeNames.filter((n) => pattern?.test(n) && !ISNET_INT8.quantize.keepFloat.includes(n))];
-  const { bytes, report } = makeInt8Model(source, prepare, table, { range: range === 'minmax' ? 'minmax' : { percentile: range }, keepFloat });
+  const base = ISNET_INT8.quantize.keepFloat.filter((n) => !(flags.includes('conv_in8') && n === '/conv_in/Conv'));
+  const keepFloat = [...base, ...nodeNames.filter((n) => pattern?.test(n) && !base.includes(n))];
+  const { bytes, report } = makeInt8Model(source, prepare, table, { range: range! === 'minmax' ? 'minmax' : { percentile: range! }, keepFloat, shareConcatScales: flags.includes('concat'), sevenBitWeights: flags.includes('7bit') });
   const got = await masks(bytes);
   const scores = got.map((m, i) => score(m, reference[i]!, side, side));
   const mean = (f: (s: (typeof scores)[number]) => number) => scores.reduce((a, s) => a + f(s), 0) / scores.length;

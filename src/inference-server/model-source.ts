@@ -38,7 +38,7 @@ const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
 const PREPARE_REVISION = 3;
 /** Built-ins whose trunk is rewritten (FP32, or 8-bit: see int8-model.ts); bump TRUNK_REVISION when a rewrite changes. */
 const TRUNKS: Partial<Record<BuiltinModelName, 'fp32' | Int8Recipe>> = { 'isnet-fp32': 'fp32', 'isnet-int8': ISNET_INT8 };
-const TRUNK_REVISION = 2;
+const TRUNK_REVISION = 3;
 
 /** How the built-in `spec` is prepared (undefined: served as assembled). */
 export function preparedOptions(spec: BuiltinModelName): PrepareOptions | undefined {

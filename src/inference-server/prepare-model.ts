@@ -48,6 +48,14 @@ export interface PrepareOptions {
   freeSize?: boolean;
 }
 
+/** Prefix of the tensors and nodes the preparation adds. */
+const PREPARE_PREFIX = 'bgcut_prepare/';
+
+/** The prepared graph's 8-bit NCHW pixels, in the channel order the source takes: what its normalisation reads. */
+export function preparedPixelTensor(options: PrepareOptions): string {
+  return PREPARE_PREFIX + ((options.channelOrder ?? 'RGB') === 'BGR' ? 'bgr_u8' : 'nchw_u8');
+}
+
 export interface PreparedModelInfo {
   input: { name: string; datatype: 'UINT8'; shape: number[] };
   output: { name: string; datatype: 'UINT8' | 'UINT16'; shape: number[] };
@@ -85,7 +93,7 @@ export function prepareModel(source: Uint8Array | onnxProto.onnx.IModelProto, op
   }
   const batch = Number(dims[0] ?? 0);
 
-  const prefix = 'bgcut_prepare/';
+  const prefix = PREPARE_PREFIX;
   const name = (n: string) => prefix + n;
   const constants: onnxProto.onnx.ITensorProto[] = [];
   const constant = (n: string, dataType: number, values: number[], shape: number[] = []) => {

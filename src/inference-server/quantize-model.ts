@@ -32,6 +32,23 @@ export interface QuantizeOptions {
   range: 'minmax' | { percentile: string };
   /** Nodes (by name) left in FP32; their neighbours still run 8-bit. */
   keepFloat: string[];
+  /**
+   * Give each quantized Concat's inputs its output's scale and zero point (one range: the union
+   * of theirs), so that QLinearConcat copies bytes instead of requantizing every element. The
+   * inputs' producers (convolutions, additions) requantize anyway, so this costs only
+   * resolution on the input with the narrower range.
+   */
+  shareConcatScales?: boolean;
+  /**
+   * The graph's image normalisation, `(pixel / 255 - mean) / std` from the 8-bit tensor `uint8`
+   * into the tensor `normalized`. Given, the convolutions that read `normalized` (unless kept in
+   * float) read the 8-bit pixels themselves: the pixels are dequantized exactly (scale 1/255, a
+   * zero point near 255 x mean), std and the zero point's rounding are folded into their weights
+   * and biases, and the normalisation's float nodes disappear.
+   */
+  pixels?: { uint8: string; normalized: string; mean: number[]; std: number[] };
+  /** Every convolution's weights in 7 bits (-63..63) instead of 8, as `pixels`' convolutions always are. */
+  sevenBitWeights?: boolean;
 }
 
 export interface QuantizeReport {
@@ -122,9 +139,43 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
 
   // Scale and zero point of each tensor that crosses into or out of a quantized node.
   const params = new Map<string, { scale: number; zeroPoint: number }>();
-  const paramsFromRange = (tensor: string) => {
-    const range = rangeOf(tensor);
-    if (!range) throw new Error(`the calibration table has no range for ${tensor}`);
+  const pixels = options.pixels;
+  const pixelReaders = pixels ? graph.node.filter((n) => n.input?.includes(pixels.normalized)) : [];
+  const readsPixels = !!pixels && pixelReaders.length > 0 && pixelReaders.every((n) => quantized.has(n) && n.opType === 'Conv');
+  if (readsPixels) {
+    // x_c = (pixel / 255 - mean_c) / std_c = (dq + zeroPoint / 255 - mean_c) / std_c with
+    // dq = (pixel - zeroPoint) / 255; so w' = w / std_c and b' = b + sum w' (zeroPoint / 255 - mean_c).
+    const zeroPoint = Math.round((255 * pixels.mean.reduce((a, b) => a + b, 0)) / pixels.mean.length);
+    params.set(pixels.normalized, { scale: 1 / 255, zeroPoint });
+    for (const conv of pixelReaders) {
+      const weight = initializers.get(conv.input![1]!)!;
+      const w = floatsOf(weight);
+      const [outChannels, inChannels] = [Number(weight.dims![0]), Number(weight.dims![1])];
+      if (inChannels !== pixels.mean.length) throw new Error(`${conv.name} reads ${inChannels} channels of the pixels, not ${pixels.mean.length}`);
+      const taps = w.length / (outChannels * inChannels);
+      const bias = conv.input![2] ? floatsOf(initializers.get(conv.input![2])!) : new Float32Array(outChannels);
+      const folded = new Float32Array(w.length);
+      const shifted = Float32Array.from(bias);
+      for (let o = 0; o < outChannels; o++) {
+        for (let c = 0; c < inChannels; c++) {
+          const shift = zeroPoint / 255 - pixels.mean[c]!;
+          for (let k = 0; k < taps; k++) {
+            const i = (o * inChannels + c) * taps + k;
+            folded[i] = w[i]! / pixels.std[c]!;
+            shifted[o]! += folded[i]! * shift;
+          }
+        }
+      }
+      const wName = `${conv.name}/bgcut_pixel_weight`;
+      const bName = `${conv.name}/bgcut_pixel_bias`;
+      const foldedWeight: Tensor = { name: wName, dataType: FLOAT, dims: weight.dims, rawData: new Uint8Array(folded.buffer) };
+      const shiftedBias: Tensor = { name: bName, dataType: FLOAT, dims: [outChannels], rawData: new Uint8Array(shifted.buffer) };
+      initializers.set(wName, foldedWeight).set(bName, shiftedBias);
+      graph.initializer = [...(graph.initializer ?? []), foldedWeight, shiftedBias];
+      conv.input = [conv.input![0]!, wName, bName];
+    }
+  }
+  const paramsOf = (range: [number, number]) => {
     // The range must hold 0 (zero padding and Relu's zeros are exact), uint8 asymmetric.
     const lo = Math.min(0, range[0]);
     const hi = Math.max(0, range[1], lo + 1e-6);
@@ -132,12 +183,40 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
     const zeroPoint = Math.min(255, Math.max(0, Math.round(-lo / scale)));
     return { scale, zeroPoint };
   };
+  // Tensors that must share one scale: a same-scale operator's input and output, and (with
+  // shareConcatScales) a Concat's inputs and output. Each group takes the union of its ranges.
+  const group = new Map<string, string>();
+  const root = (t: string): string => {
+    let r = t;
+    while (group.has(r) && group.get(r) !== r) r = group.get(r)!;
+    return r;
+  };
+  const join = (a: string, b: string) => {
+    const [ra, rb] = [root(a), root(b)];
+    if (ra !== rb) group.set(rb, ra);
+  };
   for (const n of graph.node) {
     if (!quantized.has(n)) continue;
-    for (const i of dataInputs(n)) if (!params.has(i)) params.set(i, paramsFromRange(i));
     const out = n.output![0]!;
-    if (SAME_SCALE.has(n.opType!)) params.set(out, params.get(dataInputs(n)[0]!)!);
-    else if (!params.has(out)) params.set(out, paramsFromRange(out));
+    if (SAME_SCALE.has(n.opType!) || (options.shareConcatScales && n.opType === 'Concat')) for (const i of dataInputs(n)) join(out, i);
+  }
+  // A same-scale operator's output adds no range of its own (it holds its input's values).
+  const sameScaleOutputs = new Set(graph.node.filter((n) => quantized.has(n) && SAME_SCALE.has(n.opType!)).map((n) => n.output![0]!));
+  const groupRange = new Map<string, [number, number]>();
+  for (const n of graph.node) {
+    if (!quantized.has(n)) continue;
+    for (const t of [...dataInputs(n), n.output![0]!]) {
+      if (sameScaleOutputs.has(t)) continue;
+      const range = rangeOf(t);
+      if (!range) throw new Error(`the calibration table has no range for ${t}`);
+      const r = root(t);
+      const seen = groupRange.get(r);
+      groupRange.set(r, seen ? [Math.min(seen[0], range[0]), Math.max(seen[1], range[1])] : range);
+    }
+  }
+  for (const n of graph.node) {
+    if (!quantized.has(n)) continue;
+    for (const t of [...dataInputs(n), n.output![0]!]) if (!params.has(t)) params.set(t, paramsOf(groupRange.get(root(t))!));
   }
 
   const added: Tensor[] = [];
@@ -163,10 +242,14 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
     const s = scalar(`${tensor}/bgcut_scale`, FLOAT, scale);
     const z = scalar(`${tensor}/bgcut_zero_point`, UINT8, zeroPoint);
     const from = producer.get(tensor);
-    const pair: Node[] = [
-      { opType: 'QuantizeLinear', name: `${tensor}/bgcut_QuantizeLinear`, input: [tensor, s, z], output: [q] },
-      { opType: 'DequantizeLinear', name: `${tensor}/bgcut_DequantizeLinear`, input: [q, s, z], output: [dq] },
-    ];
+    // The normalised image is read from the 8-bit pixels themselves: a DequantizeLinear alone.
+    const fromPixels = readsPixels && tensor === pixels.normalized;
+    const pair: Node[] = fromPixels
+      ? [{ opType: 'DequantizeLinear', name: `${tensor}/bgcut_DequantizeLinear`, input: [pixels.uint8, s, z], output: [dq] }]
+      : [
+          { opType: 'QuantizeLinear', name: `${tensor}/bgcut_QuantizeLinear`, input: [tensor, s, z], output: [q] },
+          { opType: 'DequantizeLinear', name: `${tensor}/bgcut_DequantizeLinear`, input: [q, s, z], output: [dq] },
+        ];
     // A quantized producer must feed its QuantizeLinear alone (or ONNX Runtime will not fuse it);
     // a float producer keeps feeding float readers the exact values.
     const fromQuantized = !!from && quantized.has(from);
@@ -187,14 +270,18 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
     const w = floatsOf(weight);
     const channels = Number(weight.dims![0]);
     const perChannel = w.length / channels;
+    // x86 kernels without VNNI (and some with it) add pairs of uint8 x int8 products in 16 bits,
+    // which saturate past 32767: 2 x 255 x 127 does. Activations after a Relu are mostly small,
+    // but pixels are not: a convolution on the pixels gets 7-bit weights (2 x 255 x 63 fits).
+    const levels = options.sevenBitWeights || pixelReaders.includes(conv) ? 63 : 127;
     const wScale = new Float32Array(channels);
     const wq = new Int8Array(w.length);
     for (let c = 0; c < channels; c++) {
       let peak = 0;
       for (let i = c * perChannel; i < (c + 1) * perChannel; i++) peak = Math.max(peak, Math.abs(w[i]!));
-      const scale = peak > 0 ? peak / 127 : 1;
+      const scale = peak > 0 ? peak / levels : 1;
       wScale[c] = scale;
-      for (let i = c * perChannel; i < (c + 1) * perChannel; i++) wq[i] = Math.max(-127, Math.min(127, Math.round(w[i]! / scale)));
+      for (let i = c * perChannel; i < (c + 1) * perChannel; i++) wq[i] = Math.max(-levels, Math.min(levels, Math.round(w[i]! / scale)));
     }
     const base = `${conv.name}/bgcut_weight`;
     added.push(
@@ -232,6 +319,14 @@ export function quantizeModel(model: Model, table: CalibrationTable, options: Qu
   // Keep the node list topological: new nodes right after the node whose output they read.
   const ordered: Node[] = [...(inserted.get(undefined) ?? [])];
   for (const n of graph.node) ordered.push(n, ...(inserted.get(n) ?? []));
+  // Nodes nothing reads any more (the normalisation, once the pixels are read directly).
+  const outputs = new Set((graph.output ?? []).map((o) => o.name));
+  for (let removed = true; removed; ) {
+    const read = new Set(ordered.flatMap((n) => n.input ?? []));
+    const before = ordered.length;
+    ordered.splice(0, ordered.length, ...ordered.filter((n) => (n.output ?? []).some((o) => read.has(o) || outputs.has(o))));
+    removed = ordered.length < before;
+  }
   graph.node = ordered;
   const used = new Set(ordered.flatMap((n) => n.input ?? []));
   graph.initializer = [...(graph.initializer ?? []).filter((t) => used.has(t.name!)), ...added];
