@@ -377,8 +377,8 @@ try {
         const apiCpu = await apiCpuPerImage(api, image, variant.query);
         const compareCpu = compared ? await apiCpuPerImage(compared, image, variant.query) : undefined;
         const floor = await measureFloor(image, modelMask, profile, variant, runs);
-        // PNG and WebP: the floor for the API's own output (transparent pixels cleared); the
-        // other outputs are the same file either way.
+        // The floor for the API's own output, made its way (bench/floor.ts); `channels=alpha`
+        // has one floor.
         const sameOutputMs = floor.sameOutputMs ?? floor.ms;
         const row = {
           image: `${label} ${meta.width}x${meta.height} (${mp.toFixed(1)} MP)`,
