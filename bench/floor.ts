@@ -154,12 +154,21 @@ export async function measureFloor(bytes: Buffer, modelMask: Buffer, profile: Pr
   let sameOutput: { ms: number; parts: Record<string, number> } | undefined;
   if (variant.name === 'jpg on colour') {
     // The API's way: the project's compose kernel over the colour, then an opaque encode.
-    const compose = await cpuMedian(runs, async () => composeOpaque(rgb, alpha, { ...COLOUR, alpha: 1 }));
+    // In place, as the API composes (opaque pixels are not copied), on a copy of `rgb`; the
+    // copy itself does not count.
+    const compose = await cpuMedian(runs, async () => {
+      const copy = Buffer.from(rgb);
+      return composeOpaque(copy, alpha, { ...COLOUR, alpha: 1 }, copy);
+    });
+    const copy = await cpuMedian(runs, async () => Buffer.from(rgb));
+    const composeMs = Math.max(0, compose.ms - copy.ms);
     const composed = compose.result;
     const encodeC = await cpuMedian(runs, () => sharp(composed, { raw: { width, height, channels: 3 } }).jpeg(JPEG).toBuffer());
+    const ms = decode.ms + resizeB.ms + composeMs + encodeC.ms + upscale;
+    // The other ways make this file too (flattened over the colour): the cheapest counts.
     sameOutput = {
-      ms: decode.ms + resizeB.ms + compose.ms + encodeC.ms + upscale,
-      parts: { decode: decode.ms, resizeToModel: resizeB.ms, compose: compose.ms, encodeComposed: encodeC.ms },
+      ms: Math.min(ms, Math.min(a, b) + upscale),
+      parts: { decode: decode.ms, resizeToModel: resizeB.ms, compose: composeMs, encodeComposed: encodeC.ms },
     };
   } else if (variant.name === 'png' || variant.name === 'webp') {
     const clear = await cpuMedian(runs, async () => clearTransparent(Buffer.from(rgb), alpha));
