@@ -27,6 +27,25 @@ describe('cutout confidence', () => {
     expect(cutoutConfidence(disc(100, 100, 30, 150), 100, 100)).toBe(0);
   });
 
+  it('counts every mask value on the right side of the thresholds, aligned or not', () => {
+    // Each value 0..255 three times, shuffled, in a buffer that starts off a 4-byte boundary
+    // and whose length is no multiple of 4: 202 values (27..228) are unsure, 27 (229..255)
+    // sure foreground.
+    const values = Array.from({ length: 256 * 3 }, (_, i) => i % 256);
+    for (let i = values.length - 1; i > 0; i--) {
+      const j = (i * 7919) % (i + 1);
+      [values[i], values[j]] = [values[j]!, values[i]!];
+    }
+    const backing = Buffer.alloc(values.length + 1 + 3);
+    const mask = backing.subarray(1, 1 + values.length + 3);
+    mask.set(values);
+    // Three trailing zeros make the length 771 (not a multiple of 4).
+    expect(cutoutConfidence(mask, 771, 1)).toBeCloseTo(1 - 202 / 229, 12);
+    const aligned = Buffer.alloc(772);
+    aligned.set(values);
+    expect(cutoutConfidence(aligned, 772, 1)).toBeCloseTo(1 - 202 / 229, 12);
+  });
+
   it('is 0 when nothing was found', () => {
     expect(cutoutConfidence(Buffer.alloc(64 * 64), 64, 64)).toBe(0);
   });

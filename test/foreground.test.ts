@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import sharp from 'sharp';
 import { estimateForeground } from '../src/core/image/foreground.js';
 
 /**
@@ -78,5 +79,83 @@ describe('foreground colour estimation', () => {
     // One soft pixel is enough for the estimate to run and change it.
     hard[100 * 300 + 150] = 128;
     expect((await estimateForeground(Buffer.from(rgb), hard, 300, 200)).equals(rgb)).toBe(false);
+  });
+});
+
+/**
+ * A photo-like cutout: a blob of object colour (textured) with a soft, hair-like rim of varying
+ * width, over a textured background, the blob's centre at (cx, cy) as fractions of the image;
+ * parts of the image far from the rim are hard (0 or 255), as in a real mask.
+ */
+function blobScene(width: number, height: number, cx: number, cy: number, radius: number) {
+  const rgb = Buffer.alloc(width * height * 3);
+  const alpha = Buffer.alloc(width * height);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const i = y * width + x;
+      const dx = x - cx * width;
+      const dy = y - cy * height;
+      const angle = Math.atan2(dy, dx);
+      // A wavy outline with a rim 3-30 px wide: strands on one side, a crisp edge on the other.
+      const edge = radius * (1 + 0.15 * Math.sin(5 * angle));
+      const rim = 3 + 27 * (0.5 + 0.5 * Math.sin(angle));
+      const a = Math.max(0, Math.min(1, 0.5 - (Math.hypot(dx, dy) - edge) / rim));
+      alpha[i] = Math.round(a * 255);
+      const f = [180 + 50 * Math.sin(x / 17 + y / 23), 120 + 40 * Math.cos(y / 19), 70 + 30 * Math.sin(x / 11)];
+      const b = [40 + 30 * Math.cos(x / 29), 160 + 50 * Math.sin((x + y) / 31), 200 + 40 * Math.cos(y / 13)];
+      for (let c = 0; c < 3; c++) rgb[i * 3 + c] = Math.round(a * f[c]! + (1 - a) * b[c]!);
+    }
+  }
+  return { rgb, alpha };
+}
+
+describe('foreground estimation restricted to the soft band', () => {
+  const cases = [
+    { name: 'an object in the middle, estimated at full size', width: 420, height: 280, cx: 0.5, cy: 0.55, radius: 70 },
+    { name: 'an object in the middle, far above the working size', width: 900, height: 600, cx: 0.45, cy: 0.5, radius: 150 },
+    { name: 'an object cut off by the left and top borders', width: 750, height: 500, cx: 0.05, cy: 0.1, radius: 175 },
+    { name: 'a small object in a corner of a large image', width: 1000, height: 700, cx: 0.85, cy: 0.8, radius: 45 },
+  ];
+  for (const c of cases) {
+    it(`gives the whole-image estimate's colours exactly: ${c.name}`, async () => {
+      const { rgb, alpha } = blobScene(c.width, c.height, c.cx, c.cy, c.radius);
+      const banded = await estimateForeground(Buffer.from(rgb), alpha, c.width, c.height, undefined, 'band');
+      const whole = await estimateForeground(Buffer.from(rgb), alpha, c.width, c.height, undefined, 'whole');
+      expect(banded.equals(whole)).toBe(true);
+      // The estimate did something: soft pixels changed colour.
+      expect(banded.equals(rgb)).toBe(false);
+    });
+  }
+
+  it('gives the whole-image estimate exactly from a model-size source view (as the API calls it)', async () => {
+    const { rgb, alpha } = blobScene(800, 500, 0.6, 0.5, 125);
+    // The API passes the image and mask at the model's size (stretched square) as the source.
+    const modelRgb = await sharp(rgb, { raw: { width: 800, height: 500, channels: 3 } }).resize(512, 512, { fit: 'fill' }).raw().toBuffer();
+    const modelAlpha = await sharp(alpha, { raw: { width: 800, height: 500, channels: 1 } }).resize(512, 512, { fit: 'fill' }).extractChannel(0).raw().toBuffer();
+    const source = { rgb: modelRgb, alpha: modelAlpha, width: 512, height: 512 };
+    const banded = await estimateForeground(Buffer.from(rgb), alpha, 800, 500, source, 'band');
+    const whole = await estimateForeground(Buffer.from(rgb), alpha, 800, 500, source, 'whole');
+    expect(banded.equals(whole)).toBe(true);
+  });
+
+  it('changes no opaque or transparent pixel, and most soft pixels', async () => {
+    const { rgb, alpha } = blobScene(750, 500, 0.5, 0.5, 125);
+    const banded = await estimateForeground(Buffer.from(rgb), alpha, 750, 500);
+    let soft = 0;
+    let changed = 0;
+    let hardChanged = 0;
+    for (let i = 0; i < alpha.length; i++) {
+      const same = banded[i * 3] === rgb[i * 3] && banded[i * 3 + 1] === rgb[i * 3 + 1] && banded[i * 3 + 2] === rgb[i * 3 + 2];
+      if (alpha[i] === 0 || alpha[i] === 255) {
+        if (!same) hardChanged++;
+      } else {
+        soft++;
+        if (!same) changed++;
+      }
+    }
+    expect(hardChanged).toBe(0);
+    // Most soft pixels carry some background, so most of them change.
+    expect(soft).toBeGreaterThan(1000);
+    expect(changed / soft).toBeGreaterThan(0.5);
   });
 });

@@ -74,6 +74,7 @@ function unaligned(bytes: Buffer): Buffer {
 describe('full-size kernels give exactly the per-pixel formula', () => {
   const cases: Array<[number, number, number, number]> = [
     [64, 48, 1000, 667], // upscale, as for a photo
+    [64, 48, 2000, 1333], // a large upscale: flat stretches longer than one native fill's threshold
     [64, 48, 333, 501], // odd sizes
     [64, 48, 40, 30], // downscale (a crop region smaller than the model's size)
     [17, 13, 17, 13], // same size

@@ -44,73 +44,120 @@ export async function workingView(from: ImageView, width: number, height: number
  * Rewrites `rgb` in place at soft pixels with the estimated foreground colour, and returns it.
  * `source` (optional) is a smaller view of the same picture to compute the blurred estimates
  * from, sparing a downscale of a large image.
+ *
+ * `region`: the blurred estimates are needed only where soft pixels sample them, so by default
+ * (`band`) they are computed on the working-size box around the soft pixels, widened by both
+ * passes' blur radii: every estimate inside the box is the one `whole` (the whole working
+ * image, the reference) makes, and the box is all the correction reads.
  */
-export async function estimateForeground(rgb: Buffer, alpha: Buffer, width: number, height: number, source?: ImageView): Promise<Buffer> {
+export async function estimateForeground(
+  rgb: Buffer,
+  alpha: Buffer,
+  width: number,
+  height: number,
+  source?: ImageView,
+  region: 'band' | 'whole' = 'band',
+): Promise<Buffer> {
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
-  if (!hasSoftPixel(alpha)) return rgb;
-  const { rgb: smallRgb, alpha: smallAlpha, width: w, height: h } = await workingView(source ?? { rgb, alpha, width, height }, width, height);
+  const soft = softBounds(alpha, width, height);
+  if (!soft) return rgb;
+  const view = await workingView(source ?? { rgb, alpha, width, height }, width, height);
+  const { width: w, height: h } = view;
 
-  // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
-  const n = w * h;
-  const image = [0, 1, 2].map((c) => {
-    const plane = new Float32Array(n);
-    for (let i = 0; i < n; i++) plane[i] = smallRgb[i * 3 + c]! / 255;
-    return plane;
-  });
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) a[i] = smallAlpha[i]! / 255;
-
+  // Blur sizes follow the whole working image (box sizes 90, then 6, per 1000 pixels).
   const unit = Math.max(w, h) / 1000;
-  const scratch: BlurScratch = { tmp: new Float32Array(n), columns: new Float64Array(w) };
-  const first = blurFusion(image, image, image, a, w, h, Math.max(3, Math.round(90 * unit)), 'foreground', scratch);
-  const second = blurFusion(image, first.foreground, first.blurredBackground, a, w, h, Math.max(3, Math.round(6 * unit)), 'blurred', scratch);
-
-  // The final per-pixel correction, at full size and only where alpha is soft, samples the
-  // smooth blurred estimates bilinearly from the working size.
-  const bf = second.blurredForeground;
-  const bb = second.blurredBackground;
+  const firstSize = Math.max(3, Math.round(90 * unit));
+  const secondSize = Math.max(3, Math.round(6 * unit));
+  // Full-size pixel (x, y) samples the working size at (x * sx, y * sy) and its right and lower
+  // neighbours.
   const sx = (w - 1) / Math.max(1, width - 1);
   const sy = (h - 1) / Math.max(1, height - 1);
+
+  // The box the estimates are computed on: the working pixels the soft ones sample, widened by
+  // the second pass's radius (its inputs) and the first's (theirs), clipped to the image. A box
+  // blur (clipped at the image's borders) at a pixel whose whole box lies inside the crop gives
+  // what it gives on the whole image.
+  let box = { left: 0, top: 0, width: w, height: h };
+  if (region === 'band') {
+    const margin = (firstSize >> 1) + (secondSize >> 1);
+    const left = Math.max(0, Math.floor(soft.left * sx) - margin);
+    const top = Math.max(0, Math.floor(soft.top * sy) - margin);
+    const right = Math.min(w - 1, Math.floor(soft.right * sx) + 1 + margin);
+    const bottom = Math.min(h - 1, Math.floor(soft.bottom * sy) + 1 + margin);
+    box = { left, top, width: right - left + 1, height: bottom - top + 1 };
+  }
+  const cw = box.width;
+  const ch = box.height;
+  const n = cw * ch;
+  const arena = planeArena(n, cw);
+
+  // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
+  const image = [arena.plane(), arena.plane(), arena.plane()];
+  const a = arena.plane();
+  const smallRgb = view.rgb;
+  const smallAlpha = view.alpha;
+  for (let y = 0; y < ch; y++) {
+    const from = (box.top + y) * w + box.left;
+    const to = y * cw;
+    for (let x = 0; x < cw; x++) {
+      const s = from + x;
+      image[0]![to + x] = smallRgb[s * 3]! / 255;
+      image[1]![to + x] = smallRgb[s * 3 + 1]! / 255;
+      image[2]![to + x] = smallRgb[s * 3 + 2]! / 255;
+      a[to + x] = smallAlpha[s]! / 255;
+    }
+  }
+
+  const first = blurFusion(image, image, image, a, cw, ch, firstSize, 'foreground', arena);
+  const second = blurFusion(image, first.foreground, first.blurredBackground, a, cw, ch, secondSize, 'blurred', arena);
+
+  // The final per-pixel correction, at full size and only where alpha is soft, samples the
+  // smooth blurred estimates bilinearly from the working size (in the box's coordinates).
+  const bf = second.blurredForeground;
+  const bb = second.blurredBackground;
   const out = rgb;
   // Opaque and transparent pixels keep their colour: four of them are skipped at a time.
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
-  const pixels = width * height;
-  for (let i = 0; i < pixels; i++) {
-    if (words && (i & 3) === 0 && i + 4 <= pixels) {
-      const word = words[i >> 2]!;
-      if (word === 0 || word === 0xffffffff) {
-        i += 3;
-        continue;
-      }
-    }
-    const ai = alpha[i]!;
-    if (ai === 0 || ai === 255) continue;
-    const y = Math.floor(i / width);
-    const x = i - y * width;
+  for (let y = soft.top; y <= soft.bottom; y++) {
     const fy = y * sy;
     const y0 = Math.floor(fy);
     const y1 = Math.min(h - 1, y0 + 1);
     const ty = fy - y0;
-    const fx = x * sx;
-    const x0 = Math.floor(fx);
-    const x1 = Math.min(w - 1, x0 + 1);
-    const tx = fx - x0;
-    const p00 = y0 * w + x0;
-    const p01 = y0 * w + x1;
-    const p10 = y1 * w + x0;
-    const p11 = y1 * w + x1;
-    const w00 = (1 - tx) * (1 - ty);
-    const w01 = tx * (1 - ty);
-    const w10 = (1 - tx) * ty;
-    const w11 = tx * ty;
-    const al = ai / 255;
-    for (let c = 0; c < 3; c++) {
-      const F = bf[c]!;
-      const B = bb[c]!;
-      const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
-      const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
-      const f = fb + al * (out[i * 3 + c]! - al * fb - (1 - al) * bg);
-      out[i * 3 + c] = f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
+    const r0 = (y0 - box.top) * cw - box.left;
+    const r1 = (y1 - box.top) * cw - box.left;
+    const end = y * width + soft.right + 1;
+    for (let i = y * width + soft.left; i < end; i++) {
+      if (words && (i & 3) === 0 && i + 4 <= end) {
+        const word = words[i >> 2]!;
+        if (word === 0 || word === 0xffffffff) {
+          i += 3;
+          continue;
+        }
+      }
+      const ai = alpha[i]!;
+      if (ai === 0 || ai === 255) continue;
+      const x = i - y * width;
+      const fx = x * sx;
+      const x0 = Math.floor(fx);
+      const x1 = Math.min(w - 1, x0 + 1);
+      const tx = fx - x0;
+      const p00 = r0 + x0;
+      const p01 = r0 + x1;
+      const p10 = r1 + x0;
+      const p11 = r1 + x1;
+      const w00 = (1 - tx) * (1 - ty);
+      const w01 = tx * (1 - ty);
+      const w10 = (1 - tx) * ty;
+      const w11 = tx * ty;
+      const al = ai / 255;
+      for (let c = 0; c < 3; c++) {
+        const F = bf[c]!;
+        const B = bb[c]!;
+        const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
+        const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
+        const f = fb + al * (out[i * 3 + c]! - al * fb - (1 - al) * bg);
+        out[i * 3 + c] = f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
+      }
     }
   }
   return out;
@@ -130,13 +177,13 @@ function blurFusion(
   h: number,
   size: number,
   keep: 'foreground' | 'blurred',
-  scratch: BlurScratch,
+  arena: PlaneArena,
 ) {
   const n = w * h;
-  const blurredA = boxBlur(a, w, h, size, scratch);
+  const blurredA = boxBlur(a, w, h, size, arena);
   // 1 / blurred alpha and 1 / (1 - blurred alpha), shared by the three channels.
-  const invA = new Float32Array(n);
-  const invB = new Float32Array(n);
+  const invA = arena.plane();
+  const invB = arena.plane();
   for (let i = 0; i < n; i++) {
     invA[i] = 1 / (blurredA[i]! + 1e-5);
     invB[i] = 1 / (1 - blurredA[i]! + 1e-5);
@@ -144,15 +191,15 @@ function blurFusion(
   const blurredForeground: Float32Array[] = [];
   const blurredBackground: Float32Array[] = [];
   const foreground: Float32Array[] = [];
-  const weighted = new Float32Array(n);
+  const weighted = arena.plane();
   for (let c = 0; c < 3; c++) {
     const fc = f[c]!;
     const bc = b[c]!;
     const ic = image[c]!;
     for (let i = 0; i < n; i++) weighted[i] = fc[i]! * a[i]!;
-    const bf = boxBlur(weighted, w, h, size, scratch);
+    const bf = boxBlur(weighted, w, h, size, arena);
     for (let i = 0; i < n; i++) weighted[i] = bc[i]! * (1 - a[i]!);
-    const bb = boxBlur(weighted, w, h, size, scratch);
+    const bb = boxBlur(weighted, w, h, size, arena);
     if (keep === 'blurred') {
       for (let i = 0; i < n; i++) {
         bf[i] = bf[i]! * invA[i]!;
@@ -178,23 +225,56 @@ function blurFusion(
   return { foreground, blurredForeground, blurredBackground };
 }
 
-/** Working buffers of the box blur, shared by the blurs of one estimate. */
-interface BlurScratch {
+/**
+ * The float planes of one estimate, handed out in order from planes kept between estimates:
+ * an estimate takes about 25 planes of the working size (6 MB at most), and allocating them
+ * anew for every request makes garbage-collector work out of nothing. The planes are used
+ * only by the synchronous part of one estimate, so estimates never share one.
+ */
+interface PlaneArena {
+  /** A plane of the estimate's size, contents undefined (every user writes it first). */
+  plane(): Float32Array;
+  /** The box blur's intermediate plane. */
   tmp: Float32Array;
+  /** The box blur's column sums, one per column. */
   columns: Float64Array;
+}
+
+const kept: { planes: Float32Array[]; tmp: Float32Array; columns: Float64Array } = {
+  planes: [],
+  tmp: new Float32Array(0),
+  columns: new Float64Array(0),
+};
+
+/** Planes of n values and column sums of width w, from the kept ones (grown when too small). */
+function planeArena(n: number, w: number): PlaneArena {
+  const view = <T extends Float32Array | Float64Array>(array: T, length: number): T => (array.length === length ? array : (array.subarray(0, length) as T));
+  if (kept.tmp.length < n) kept.tmp = new Float32Array(n);
+  if (kept.columns.length < w) kept.columns = new Float64Array(w);
+  let next = 0;
+  return {
+    plane: () => {
+      let plane = kept.planes[next];
+      if (!plane || plane.length < n) kept.planes[next] = plane = new Float32Array(n);
+      next++;
+      return view(plane, n);
+    },
+    tmp: view(kept.tmp, n),
+    columns: view(kept.columns, w),
+  };
 }
 
 /**
  * Mean over a size x size box (clipped at the borders) of one plane: separable running sums,
  * O(pixels) whatever the size, walking memory in order (rows, then whole rows at a time).
  */
-function boxBlur(src: Float32Array, w: number, h: number, size: number, scratch: BlurScratch): Float32Array {
+function boxBlur(src: Float32Array, w: number, h: number, size: number, arena: PlaneArena): Float32Array {
   const radius = size >> 1;
-  const tmp = scratch.tmp;
+  const tmp = arena.tmp;
   for (let y = 0; y < h; y++) blurLine(src, tmp, y * w, 1, w, radius);
   // Columns: running sums for a whole row of columns at once, so memory is read in order.
-  const out = new Float32Array(src.length);
-  const columns = scratch.columns;
+  const out = arena.plane();
+  const columns = arena.columns;
   columns.fill(0);
   let count = 0;
   for (let y = 0; y < Math.min(radius, h); y++, count++) for (let x = 0; x < w; x++) columns[x]! += tmp[y * w + x]!;
@@ -234,18 +314,40 @@ function blurLine(src: Float32Array, dst: Float32Array, start: number, step: num
   }
 }
 
-/** Whether any alpha is strictly between 0 and 255; four pixels tested at a time where aligned. */
-function hasSoftPixel(alpha: Buffer): boolean {
+/**
+ * The smallest box holding every soft pixel (alpha strictly between 0 and 255), inclusive, or
+ * null when there is none. Each row is read from the left up to its first soft pixel and from
+ * the right down to its last, four opaque or transparent pixels at a time where aligned.
+ */
+export function softBounds(alpha: Buffer, width: number, height: number): { left: number; top: number; right: number; bottom: number } | null {
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
-  for (let i = 0; i < alpha.length; i++) {
-    if (words && (i & 3) === 0 && i + 4 <= alpha.length) {
-      const word = words[i >> 2]!;
-      if (word === 0 || word === 0xffffffff) {
-        i += 3;
-        continue;
+  const isSoft = (i: number) => alpha[i] !== 0 && alpha[i] !== 255;
+  let left = width;
+  let right = -1;
+  let top = -1;
+  let bottom = -1;
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    const end = row + width;
+    let i = row;
+    while (i < end) {
+      if (words && (i & 3) === 0 && i + 4 <= end) {
+        const word = words[i >> 2]!;
+        if (word === 0 || word === 0xffffffff) {
+          i += 4;
+          continue;
+        }
       }
+      if (isSoft(i)) break;
+      i++;
     }
-    if (alpha[i] !== 0 && alpha[i] !== 255) return true;
+    if (i === end) continue;
+    let j = end - 1;
+    while (!isSoft(j)) j--;
+    if (top < 0) top = y;
+    bottom = y;
+    if (i - row < left) left = i - row;
+    if (j - row > right) right = j - row;
   }
-  return false;
+  return top < 0 ? null : { left, top, right, bottom };
 }

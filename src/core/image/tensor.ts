@@ -91,7 +91,8 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
  *
  * Hand-written because it runs on every request at full output size, where a mask is mostly
  * flat: each output row is interpolated vertically once at the source's width, then
- * horizontally, and a stretch between two equal source values is filled without arithmetic.
+ * horizontally, and a stretch of equal source values is filled without arithmetic (one native fill
+ * when long).
  * Bilinear weights are separable, so this is exactly (bit for bit) the four-tap formula at
  * several times its speed (sharp's resize, single-threaded on glibc Linux, is slower still and
  * centre-aligned).
@@ -109,8 +110,16 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
     x0[x] = Math.floor(fx);
     wx[x] = Math.round((fx - x0[x]!) * 256);
   }
+  // The first output column whose left source column is k or more (width when none): where the
+  // outputs of source columns k.. start.
+  const firstColumn = new Int32Array(srcWidth + 1).fill(width);
+  for (let x = width - 1; x >= 0; x--) firstColumn[x0[x]!] = x;
+  for (let k = srcWidth - 1; k >= 0; k--) firstColumn[k] = Math.min(firstColumn[k]!, firstColumn[k + 1]!);
   // One source row interpolated vertically, in 1/256 (at most 255 * 256).
   const line = new Uint32Array(srcWidth + 1);
+  // Per source column k with line[k] === line[k + 1]: the last column K of that flat stretch
+  // (line[k..K + 1] all equal), so every output between them is filled at once.
+  const flatUntil = new Int32Array(srcWidth);
   for (let y = 0; y < height; y++) {
     const fy = y * sy;
     const top = Math.floor(fy);
@@ -130,6 +139,9 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
       out.fill((line[0]! * 256 + 32768) >>> 16, row, row + width);
       continue;
     }
+    for (let k = srcWidth - 1; k >= 0; k--) {
+      flatUntil[k] = line[k] !== line[k + 1] ? -1 : k + 1 < srcWidth && line[k + 1] === line[k + 2] ? flatUntil[k + 1]! : k;
+    }
     let x = 0;
     while (x < width) {
       const k = x0[x]!;
@@ -137,8 +149,13 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
       const b = line[k + 1]!;
       if (a === b) {
         const v = (a * 256 + 32768) >>> 16;
-        do out[row + x++] = v;
-        while (x < width && x0[x] === k);
+        const end = firstColumn[flatUntil[k]! + 1]!;
+        // Short stretches by hand, long ones with one native fill.
+        if (end - x < 16) while (x < end) out[row + x++] = v;
+        else {
+          out.fill(v, row + x, row + end);
+          x = end;
+        }
       } else {
         do {
           const w = wx[x]!;
