@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
-import { estimateForeground } from '../src/core/image/foreground.js';
+import { estimateForeground, sampleView } from '../src/core/image/foreground.js';
 
 /**
  * A known answer: an object of colour F over a background of colour B, with a soft alpha ramp
@@ -157,5 +157,26 @@ describe('foreground estimation restricted to the soft band', () => {
     // Most soft pixels carry some background, so most of them change.
     expect(soft).toBeGreaterThan(1000);
     expect(changed / soft).toBeGreaterThan(0.5);
+  });
+});
+
+describe('the working view (sampleView)', () => {
+  it('takes each output from the mean of the 2 x 2 source pixels around its centre', () => {
+    // 4x4 -> 2x2: output (0, 0)'s centre is source (0.5, 0.5), between source pixels 0 and 1.
+    const src = Buffer.from(Array.from({ length: 16 }, (_, i) => i * 10));
+    expect([...sampleView(src, 4, 4, 1, 2, 2)]).toEqual([(0 + 10 + 40 + 50) / 4, (20 + 30 + 60 + 70) / 4, (80 + 90 + 120 + 130) / 4, (100 + 110 + 140 + 150) / 4]);
+  });
+
+  it('keeps each channel apart and stays inside the source at its edges (1 x 1 and stretched views)', () => {
+    const rgb = Buffer.alloc(3 * 3 * 3);
+    for (let i = 0; i < 9; i++) rgb.set([10, 100, 200], i * 3);
+    rgb.set([30, 120, 220], 8 * 3); // bottom-right pixel
+    // 3x3 -> 1x1: the block at the centre pixel and its right and lower neighbours.
+    expect([...sampleView(rgb, 3, 3, 3, 1, 1)]).toEqual([15, 105, 205]);
+    // Stretched 3x3 -> 6x6: the last output column and row read the last source pixel, clamped.
+    const big = sampleView(rgb, 3, 3, 3, 6, 6);
+    expect(big.length).toBe(6 * 6 * 3);
+    expect([...big.subarray(35 * 3)]).toEqual([30, 120, 220]);
+    expect([...big.subarray(0, 3)]).toEqual([10, 100, 200]);
   });
 });
