@@ -15,7 +15,7 @@
  * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
  *   the single-stream rate of raw session.run;
  * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads, with glibc's
- *   default malloc, glibc tuned and jemalloc;
+ *   default malloc, glibc tuned (what npm start sets) and jemalloc;
  * - scale: 1 and 2 API processes (examples/cluster, shared Redis limits) against one inference
  *   server, 8 clients;
  * - soak: RSS of the inference server after request 50 and after request N (default 500);
@@ -56,7 +56,7 @@ import { FLOOR_VARIANTS, measureFloor } from './floor.js';
 import { printSummary, summarize } from './cpu-profile-summary.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { SessionPool } from '../src/inference-server/session-pool.js';
-import { chooseAllocator } from '../src/runtime/allocator.js';
+import { findJemalloc, GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
@@ -123,9 +123,6 @@ function rssMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
 }
-
-/** glibc malloc settings the README recommends for the API on Linux; see "Memory" there. */
-const GLIBC_MALLOC_TUNING = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '262144' };
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-'));
 const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
@@ -462,13 +459,13 @@ try {
       .jpeg({ quality: 90 })
       .toBuffer();
     // The same burst on a fresh API process with glibc's default malloc, with glibc tuned (fewer
-    // arenas, large blocks mapped and unmapped at once) and with jemalloc preloaded, alternating,
-    // twice each.
-    // jemalloc as `npm start` (bgcut-launch) preloads it, when the machine has the library.
-    const jemalloc = chooseAllocator({ ...process.env, LD_PRELOAD: '' });
-    const variants: Record<string, Record<string, string>> = { default: {}, 'glibc tuned': GLIBC_MALLOC_TUNING };
-    if (jemalloc.preload !== null) variants['jemalloc (npm start)'] = { LD_PRELOAD: jemalloc.preload };
-    else console.log(`memory: no jemalloc variant (${jemalloc.reason})`);
+    // arenas, large blocks mapped and unmapped at once: what `npm start`'s bgcut-launch sets by
+    // default) and with jemalloc preloaded (its BGCUT_MALLOC=jemalloc, when the machine has the
+    // library), alternating.
+    const jemalloc = findJemalloc();
+    const variants: Record<string, Record<string, string>> = { default: {}, 'glibc tuned (npm start)': { ...GLIBC_MALLOC_TUNING } };
+    if (jemalloc) variants.jemalloc = { LD_PRELOAD: jemalloc };
+    else console.log('memory: no jemalloc variant (libjemalloc.so.2 not found; apt-get install libjemalloc2)');
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};

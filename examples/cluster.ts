@@ -5,7 +5,8 @@
  * it each process would keep limits of its own, so several processes need it).
  *
  * Run: REDIS_URL=redis://127.0.0.1:6379 BGCUT_API_PROCESSES=2 node dist/src/runtime/launch.js dist/examples/cluster.js
- * (through bgcut-launch, every worker runs on jemalloc as well: the environment is inherited).
+ * (through bgcut-launch, every worker runs on the launcher's malloc as well, glibc tuned by
+ * default or jemalloc with BGCUT_MALLOC=jemalloc: the workers inherit the environment).
  * Each worker's `inference.maxConcurrentInferences` slots are its own: N workers together may
  * keep N times as many inferences in flight at the inference server.
  */

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ActivityRecorder, FileKeyStore } from '../src/core/index.js';
 import { createDashboard, FileDashboardStore, setAccountHolder } from '../src/dashboard/index.js';
+import { withoutLauncherMalloc } from '../src/runtime/allocator.js';
 import { createExpressApp, handlerFromEnvironment, modelsFromEnvironment } from './express-app.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
 
@@ -19,10 +20,10 @@ const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
 const keysFile = process.env.BGCUT_KEYS_FILE ?? '.data/keys.json';
 const demoEmail = 'demo@example.com';
 
-// The launcher's jemalloc preload (npm start) is for the API: the inference server keeps the
-// system malloc it was measured with.
-const { LD_PRELOAD, BGCUT_PRELOADED, ...inheritedEnv } = process.env;
-const inferenceEnv = LD_PRELOAD && LD_PRELOAD !== BGCUT_PRELOADED ? { ...inheritedEnv, LD_PRELOAD } : inheritedEnv;
+// The launcher's malloc settings (npm start: glibc tuned, or jemalloc preloaded) are for the API:
+// the inference server keeps the system malloc it was measured with (with 2 arenas, ONNX
+// Runtime's threads could contend on them). Malloc variables the user set are passed on.
+const inferenceEnv = withoutLauncherMalloc(process.env);
 const inference = spawn(process.execPath, [fileURLToPath(new URL('../src/inference-server/cli.js', import.meta.url))], {
   // BGCUT_MODELS (see modelsFromEnvironment) names the models for the server too, unless it has its own list.
   env: { ...inferenceEnv, BGCUT_INFERENCE_PORT: String(inferencePort), ...(process.env.BGCUT_MODELS && !process.env.BGCUT_INFERENCE_MODEL ? { BGCUT_INFERENCE_MODEL: process.env.BGCUT_MODELS } : {}) },

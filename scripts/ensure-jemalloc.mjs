@@ -1,5 +1,6 @@
-// Optional for npm test: jemalloc (libjemalloc2), which `npm start` preloads for the API when it
-// is there (src/runtime/allocator.ts). Installed with apt-get when run as root on Debian and
+// Optional for npm test: jemalloc (libjemalloc2), which `npm start` preloads for the API with
+// BGCUT_MALLOC=jemalloc (src/runtime/allocator.ts) and the benchmark's memory section measures
+// when it is there. Installed with apt-get when run as root on Debian and
 // missing; anywhere else, or if that fails, the tests that need it are skipped: never an error.
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
@@ -9,7 +10,7 @@ const PATHS = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-l
 
 if (process.platform === 'linux' && !PATHS.some((p) => existsSync(p))) {
   if (process.getuid?.() === 0 && hasCommand('apt-get')) {
-    console.log('libjemalloc2 not found: installing it with apt-get (optional: npm start preloads it for the API)');
+    console.log('libjemalloc2 not found: installing it with apt-get (optional: npm start preloads it for the API with BGCUT_MALLOC=jemalloc)');
     try {
       const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
       execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });

@@ -3,59 +3,184 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { chooseAllocator, JEMALLOC_PATHS } from '../src/runtime/allocator.js';
+import { chooseAllocator, GLIBC_MALLOC_TUNING, JEMALLOC_PATHS, withoutLauncherMalloc } from '../src/runtime/allocator.js';
 import { captureOutput } from './helpers/log-capture.js';
 
-const run = promisify(execFile);
 const LAUNCH = path.resolve('dist/src/runtime/launch.js');
 const jemalloc = JEMALLOC_PATHS.find((p) => existsSync(p));
+const TUNING = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '262144' };
+const onGlibc = () => true;
+const glibcLinux = process.platform === 'linux' && Boolean((process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime);
 
-/** A script that reports the malloc it runs on and exits with the code it is given. */
+interface Report {
+  allocator: string;
+  ppid: number;
+  args: string[];
+  env: Record<string, string | undefined>;
+}
+
+/** A script that prints the malloc it runs on, its parent, arguments and malloc variables, and exits with its first argument. */
 async function reporter(): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-alloc-'));
   const file = path.join(dir, 'report.mjs');
   const allocator = path.resolve('dist/src/runtime/allocator.js');
-  await writeFile(file, `import { runningAllocator } from ${JSON.stringify(allocator)};\nconsole.log('allocator=' + runningAllocator());\nprocess.exit(Number(process.argv[2] ?? 0));\n`);
+  await writeFile(
+    file,
+    `import { runningAllocator } from ${JSON.stringify(allocator)};
+const names = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'LD_PRELOAD', 'BGCUT_MALLOC_ENV'];
+const env = Object.fromEntries(names.map((name) => [name, process.env[name]]));
+console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), env }));
+process.exit(Number(process.argv[2] ?? 0));
+`,
+  );
   return file;
 }
 
-async function launch(args: string[], env: Record<string, string> = {}) {
-  const result = await run(process.execPath, [LAUNCH, ...args], { env: { ...process.env, LD_PRELOAD: '', ...env } }).catch((error: { code: number; stdout: string; stderr: string }) => error);
-  const stdout = 'stdout' in result ? result.stdout : '';
-  captureOutput(stdout);
-  return { stdout, code: 'code' in result && typeof result.code === 'number' ? result.code : 0 };
+/** Runs bgcut-launch with this process's environment less every malloc setting, plus `env`. */
+function launch(args: string[], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; code: number; pid: number; report?: Report }> {
+  const base = { ...process.env };
+  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV']) delete base[name];
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [LAUNCH, ...args], { env: { ...base, ...env } }, (error, stdout, stderr) => {
+      captureOutput(stdout + stderr);
+      const line = stdout.split('\n').find((l) => l.startsWith('report='));
+      const code = error && typeof error.code === 'number' ? error.code : 0;
+      resolve({ stdout, stderr, code, pid: child.pid!, report: line ? (JSON.parse(line.slice('report='.length)) as Report) : undefined });
+    });
+  });
 }
 
 describe('choosing the API process malloc', () => {
   const lib = path.join(os.tmpdir(), 'libjemalloc.so.2');
+  const missing = '/nonexistent/libjemalloc.so.2';
 
-  it('preloads jemalloc on glibc Linux when the library is there, and says why not otherwise', async () => {
+  it('exports the tuning MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144', () => {
+    expect(GLIBC_MALLOC_TUNING).toEqual(TUNING);
+  });
+
+  it('chooses the glibc tuning on glibc Linux by default, for BGCUT_MALLOC=tuned and for the old BGCUT_JEMALLOC=0', async () => {
     await writeFile(lib, '');
-    const glibc = Boolean((process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime);
-    if (process.platform === 'linux' && glibc) expect(chooseAllocator({}, 'linux', [lib])).toEqual({ preload: lib });
-    expect(chooseAllocator({ BGCUT_JEMALLOC: '0' }, 'linux', [lib])).toMatchObject({ preload: null, reason: 'BGCUT_JEMALLOC=0' });
-    expect(chooseAllocator({}, 'darwin', [lib])).toMatchObject({ preload: null, reason: expect.stringContaining('not Linux') });
-    expect(chooseAllocator({ LD_PRELOAD: '/opt/other.so' }, 'linux', [lib])).toMatchObject({ preload: null, reason: expect.stringContaining('LD_PRELOAD is set') });
-    if (process.platform === 'linux' && glibc) {
-      expect(chooseAllocator({}, 'linux', ['/nonexistent/libjemalloc.so.2'])).toMatchObject({ preload: null, reason: expect.stringContaining('apt-get install libjemalloc2') });
+    for (const env of [{}, { BGCUT_MALLOC: 'tuned' }, { BGCUT_JEMALLOC: '0' }, { BGCUT_JEMALLOC: 'false' }]) {
+      expect(chooseAllocator(env, 'linux', [lib], onGlibc)).toEqual({ malloc: 'tuned', env: TUNING });
     }
   });
 
-  it.skipIf(!jemalloc)('bgcut-launch runs the app on jemalloc, passing on its arguments and exit code', async () => {
+  it('chooses jemalloc when asked for and its library is there (BGCUT_MALLOC=jemalloc, BGCUT_JEMALLOC=1 or a path)', async () => {
+    await writeFile(lib, '');
+    expect(chooseAllocator({ BGCUT_MALLOC: 'jemalloc' }, 'linux', [missing, lib], onGlibc)).toEqual({ malloc: 'jemalloc', env: { LD_PRELOAD: lib } });
+    expect(chooseAllocator({ BGCUT_JEMALLOC: '1' }, 'linux', [lib], onGlibc)).toEqual({ malloc: 'jemalloc', env: { LD_PRELOAD: lib } });
+    expect(chooseAllocator({ BGCUT_JEMALLOC: lib }, 'linux', [missing], onGlibc)).toEqual({ malloc: 'jemalloc', env: { LD_PRELOAD: lib } });
+    expect(chooseAllocator({ BGCUT_MALLOC: 'jemalloc', BGCUT_JEMALLOC: lib }, 'linux', [missing], onGlibc)).toEqual({ malloc: 'jemalloc', env: { LD_PRELOAD: lib } });
+  });
+
+  it('BGCUT_MALLOC wins over BGCUT_JEMALLOC', async () => {
+    await writeFile(lib, '');
+    expect(chooseAllocator({ BGCUT_MALLOC: 'tuned', BGCUT_JEMALLOC: lib }, 'linux', [lib], onGlibc)).toEqual({ malloc: 'tuned', env: TUNING });
+    expect(chooseAllocator({ BGCUT_MALLOC: 'system', BGCUT_JEMALLOC: lib }, 'linux', [lib], onGlibc)).toMatchObject({ malloc: 'system', env: null });
+  });
+
+  it('falls back to the tuning, with the reason, when jemalloc is asked for and its library is missing', () => {
+    expect(chooseAllocator({ BGCUT_MALLOC: 'jemalloc' }, 'linux', [missing], onGlibc)).toEqual({
+      malloc: 'tuned',
+      env: TUNING,
+      reason: expect.stringMatching(/BGCUT_MALLOC=jemalloc but libjemalloc\.so\.2 is not there .*apt-get install libjemalloc2.*glibc tuned instead/),
+    });
+    expect(chooseAllocator({ BGCUT_JEMALLOC: missing }, 'linux', [lib], onGlibc)).toMatchObject({ malloc: 'tuned', env: TUNING, reason: expect.stringContaining(`BGCUT_JEMALLOC=${missing} but`) });
+  });
+
+  it('sets nothing when the user set LD_PRELOAD, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES, and says which', async () => {
+    await writeFile(lib, '');
+    const userSet = { LD_PRELOAD: '/opt/other.so', MALLOC_ARENA_MAX: '4', MALLOC_MMAP_THRESHOLD_: '65536', GLIBC_TUNABLES: 'glibc.malloc.arena_max=1' };
+    for (const [name, value] of Object.entries(userSet)) {
+      for (const malloc of ['tuned', 'jemalloc']) {
+        expect(chooseAllocator({ BGCUT_MALLOC: malloc, [name]: value }, 'linux', [lib], onGlibc)).toEqual({ malloc: 'system', env: null, reason: `${name}=${value} set already: left as it is` });
+      }
+    }
+  });
+
+  it('sets nothing off Linux, off glibc, or for BGCUT_MALLOC=system, and says why', async () => {
+    await writeFile(lib, '');
+    expect(chooseAllocator({}, 'darwin', [lib], onGlibc)).toEqual({ malloc: 'system', env: null, reason: expect.stringContaining('not Linux (darwin)') });
+    expect(chooseAllocator({ BGCUT_MALLOC: 'jemalloc' }, 'win32', [lib], onGlibc)).toMatchObject({ malloc: 'system', env: null, reason: expect.stringContaining('not Linux') });
+    expect(chooseAllocator({}, 'linux', [lib], () => false)).toEqual({ malloc: 'system', env: null, reason: expect.stringContaining('not glibc') });
+    expect(chooseAllocator({ BGCUT_MALLOC: 'system' }, 'linux', [lib], onGlibc)).toEqual({ malloc: 'system', env: null, reason: 'BGCUT_MALLOC=system' });
+  });
+
+  it('rejects a BGCUT_MALLOC it does not know', () => {
+    expect(() => chooseAllocator({ BGCUT_MALLOC: 'jemaloc' }, 'linux', [lib], onGlibc)).toThrow(/BGCUT_MALLOC=jemaloc: expected tuned/);
+  });
+});
+
+describe('the inference server environment of examples/start.ts (withoutLauncherMalloc)', () => {
+  it("drops the variables the launcher listed in BGCUT_MALLOC_ENV, and that list, and keeps the user's own", () => {
+    const launched = { PATH: '/bin', ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' };
+    expect(withoutLauncherMalloc(launched)).toEqual({ PATH: '/bin' });
+    const preloaded = { PATH: '/bin', LD_PRELOAD: '/usr/lib/libjemalloc.so.2', BGCUT_MALLOC_ENV: 'LD_PRELOAD' };
+    expect(withoutLauncherMalloc(preloaded)).toEqual({ PATH: '/bin' });
+    // The user's own settings: the launcher set nothing, so there is no list.
+    const own = { PATH: '/bin', MALLOC_ARENA_MAX: '4', LD_PRELOAD: '/opt/other.so', GLIBC_TUNABLES: 'glibc.malloc.arena_max=1' };
+    expect(withoutLauncherMalloc(own)).toEqual(own);
+    // Only the listed names go, even beside other malloc variables.
+    expect(withoutLauncherMalloc({ ...launched, LD_PRELOAD: '/opt/other.so' })).toEqual({ PATH: '/bin', LD_PRELOAD: '/opt/other.so' });
+  });
+});
+
+describe('bgcut-launch', () => {
+  it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment by default, passing on its arguments and exit code', async () => {
     const script = await reporter();
-    const { stdout, code } = await launch([script, '3']);
-    expect(stdout).toContain(`on jemalloc (${jemalloc})`);
-    expect(stdout).toContain('allocator=jemalloc');
+    const { stdout, code, pid, report } = await launch([script, '3', 'two words']);
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144)`);
+    expect(report).toEqual({
+      allocator: 'glibc tuned',
+      ppid: pid,
+      args: ['3', 'two words'],
+      env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
+    });
     expect(code).toBe(3);
   });
 
-  it('bgcut-launch falls back to the system malloc in this process, logging why', async () => {
+  it.runIf(glibcLinux)('falls back to the tuning when jemalloc is asked for from a missing path, logging why', async () => {
     const script = await reporter();
-    const { stdout, code } = await launch([script, '0'], { BGCUT_JEMALLOC: '0' });
-    expect(stdout).toContain('on the system malloc: BGCUT_JEMALLOC=0');
-    expect(stdout).toContain('allocator=system');
+    const { stderr, report, code } = await launch([script, '0'], { BGCUT_MALLOC: 'jemalloc', BGCUT_JEMALLOC: '/nonexistent/libjemalloc.so.2' });
+    expect(stderr).toContain('bgcut-launch: BGCUT_MALLOC=jemalloc but libjemalloc.so.2 is not there (/nonexistent/libjemalloc.so.2; apt-get install libjemalloc2): glibc tuned instead');
+    expect(report?.allocator).toBe('glibc tuned');
+    expect(report?.env).toMatchObject(TUNING);
     expect(code).toBe(0);
+  });
+
+  it.skipIf(!jemalloc)('runs the app on jemalloc with BGCUT_MALLOC=jemalloc, passing on its arguments and exit code', async () => {
+    const script = await reporter();
+    const { stdout, code, report } = await launch([script, '3'], { BGCUT_MALLOC: 'jemalloc' });
+    expect(stdout).toContain(`on jemalloc (LD_PRELOAD=${jemalloc})`);
+    expect(report).toMatchObject({ allocator: 'jemalloc', args: ['3'], env: { LD_PRELOAD: jemalloc, BGCUT_MALLOC_ENV: 'LD_PRELOAD' } });
+    expect(report?.env.MALLOC_ARENA_MAX).toBeUndefined();
+    expect(code).toBe(3);
+  });
+
+  it('runs the app in its own process on the system malloc with BGCUT_MALLOC=system, logging why', async () => {
+    const script = await reporter();
+    const { stdout, code, report } = await launch([script, '0'], { BGCUT_MALLOC: 'system' });
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc: BGCUT_MALLOC=system`);
+    expect(report?.allocator).toBe('system');
+    expect(report?.ppid).toBe(process.pid); // the launcher's own process, whose parent is this one
+    expect(report?.env).toEqual({});
+    expect(code).toBe(0);
+  });
+
+  it.runIf(process.platform === 'linux')("runs the app in its own process with the user's MALLOC_ARENA_MAX as it is, logging why", async () => {
+    const script = await reporter();
+    const { stdout, report } = await launch([script, '0'], { MALLOC_ARENA_MAX: '4' });
+    expect(stdout).toContain('on the system malloc: MALLOC_ARENA_MAX=4 set already: left as it is');
+    expect(report?.ppid).toBe(process.pid);
+    expect(report?.env).toEqual({ MALLOC_ARENA_MAX: '4' });
+  });
+
+  it('exits with 2 and a message for a BGCUT_MALLOC it does not know', async () => {
+    const script = await reporter();
+    const { stderr, code, report } = await launch([script, '0'], { BGCUT_MALLOC: 'jemaloc' });
+    expect(stderr).toContain('bgcut-launch: BGCUT_MALLOC=jemaloc: expected tuned (the default), jemalloc or system');
+    expect(report).toBeUndefined();
+    expect(code).toBe(2);
   });
 });

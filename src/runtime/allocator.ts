@@ -1,9 +1,26 @@
 /**
  * Which malloc the API process runs on. On glibc Linux, libvips (sharp) and V8 free large image
- * buffers from many threads; glibc keeps much of that memory in per-thread arenas long after the
- * images are gone, so an API under a burst of large uploads keeps a high RSS. jemalloc returns
- * it (sharp's own documentation recommends it on glibc Linux). It can only be chosen when a
- * process starts (LD_PRELOAD), so a launcher re-executes the app with it: see launch.ts.
+ * buffers from many threads; glibc's default malloc keeps much of that memory in per-thread
+ * arenas long after the images are gone, so an API under a burst of large uploads keeps a high
+ * RSS. Measured (docs/benchmarks.md, "Memory: the allocator"), glibc tuned with fewer arenas and
+ * large blocks mapped on their own gives the API the lowest peak; jemalloc costs the least CPU
+ * but peaks higher. Either can only be chosen when a process starts (glibc reads its variables
+ * when malloc initialises; LD_PRELOAD is read by the loader), so a launcher re-executes the app
+ * with them set: see launch.ts.
+ *
+ * The choice, from the environment:
+ * - `BGCUT_MALLOC=tuned` (the default): glibc with {@link GLIBC_MALLOC_TUNING}.
+ * - `BGCUT_MALLOC=jemalloc`: jemalloc preloaded, from `BGCUT_JEMALLOC=/path/libjemalloc.so.2`
+ *   when that names a file, else the first of {@link JEMALLOC_PATHS} there; when none is there,
+ *   the tuning instead, and the reason is logged.
+ * - `BGCUT_MALLOC=system`: nothing set; the app runs in the launcher's own process as it is.
+ * - `BGCUT_JEMALLOC`, the older setting, is read only when `BGCUT_MALLOC` is unset: a path (or
+ *   `1`/`true`) means jemalloc; `0`/`false` means "not jemalloc", which is now the default, the
+ *   tuning (it turned off the launcher's jemalloc when that was the default, and the point of it
+ *   was the API's memory, which the tuning serves best). `BGCUT_MALLOC=system` is the way to
+ *   the untouched system malloc.
+ * Whatever is asked, nothing is set off Linux, on a C library other than glibc (musl's malloc is
+ * left alone), or when the user set any of {@link USER_MALLOC_VARIABLES} already (theirs are kept).
  */
 import { existsSync, readFileSync } from 'node:fs';
 
@@ -16,39 +33,116 @@ export const JEMALLOC_PATHS = [
   '/usr/local/lib/libjemalloc.so.2',
 ];
 
-export type AllocatorChoice =
-  | { preload: string }
-  | { preload: null; reason: string };
+/**
+ * The glibc malloc settings the launcher sets by default: at most 2 arenas, and every block over
+ * 256 KiB (each image buffer) mapped on its own and returned to the system when freed.
+ */
+export const GLIBC_MALLOC_TUNING: Readonly<{ MALLOC_ARENA_MAX: string; MALLOC_MMAP_THRESHOLD_: string }> = Object.freeze({
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_MMAP_THRESHOLD_: '262144',
+});
+
+/** Variables that choose or tune malloc: when the user set any of them, the launcher sets nothing. */
+export const USER_MALLOC_VARIABLES = ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES'] as const;
 
 /**
- * Whether to preload jemalloc for a process started with `env`: the library's path, or why not
- * (the reason is logged: the fallback is silent in behaviour, never in the log).
- * `BGCUT_JEMALLOC=0` turns it off; `BGCUT_JEMALLOC=/path/libjemalloc.so.2` names the library.
+ * The variable through which the launcher tells the app which variables it added (names, comma
+ * separated), so the app can leave them out of processes it starts itself: see
+ * {@link withoutLauncherMalloc}.
  */
-export function chooseAllocator(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, paths = JEMALLOC_PATHS): AllocatorChoice {
-  const setting = env.BGCUT_JEMALLOC;
-  if (setting === '0' || setting === 'false') return { preload: null, reason: 'BGCUT_JEMALLOC=0' };
-  if (platform !== 'linux') return { preload: null, reason: `not Linux (${platform}): the system malloc is used` };
-  if ((env.LD_PRELOAD ?? '').includes('jemalloc')) return { preload: null, reason: 'jemalloc is preloaded already' };
-  if (env.LD_PRELOAD) return { preload: null, reason: `LD_PRELOAD is set already (${env.LD_PRELOAD}): left as it is` };
-  if (!isGlibc()) return { preload: null, reason: 'not glibc (musl or other): its malloc is kept' };
-  const candidates = setting && setting !== '1' && setting !== 'true' ? [setting] : paths;
-  const found = candidates.find((p) => existsSync(p));
-  if (!found) return { preload: null, reason: `libjemalloc.so.2 not found (${candidates.join(', ')}); install it with apt-get install libjemalloc2` };
-  return { preload: found };
+export const LAUNCHER_MALLOC_ENV = 'BGCUT_MALLOC_ENV';
+
+export type MallocName = 'tuned' | 'jemalloc' | 'system';
+
+export type AllocatorChoice =
+  /** Re-execute the app with `env` added; `reason` says why this is not what was asked, if it is not. */
+  | { malloc: 'tuned' | 'jemalloc'; env: Record<string, string>; reason?: string }
+  /** Set nothing: run the app as it is, for this reason (logged). */
+  | { malloc: 'system'; env: null; reason: string };
+
+/**
+ * The malloc to start an app with, given the environment it would start with (see the top of
+ * this file). Throws a RangeError for a `BGCUT_MALLOC` it does not know.
+ */
+export function chooseAllocator(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, paths = JEMALLOC_PATHS, glibc = isGlibc): AllocatorChoice {
+  const { wanted, setting } = requested(env);
+  if (wanted === 'system') return { malloc: 'system', env: null, reason: setting };
+  if (platform !== 'linux') return { malloc: 'system', env: null, reason: `not Linux (${platform}): the system malloc is used` };
+  const userSet = USER_MALLOC_VARIABLES.filter((name) => env[name]);
+  if (userSet.length > 0) {
+    const what = userSet.map((name) => `${name}=${env[name]}`).join(' ');
+    return { malloc: 'system', env: null, reason: `${what} set already: left as it is` };
+  }
+  if (!glibc()) return { malloc: 'system', env: null, reason: 'not glibc (musl or other): its malloc is kept' };
+  if (wanted === 'jemalloc') {
+    const candidates = jemallocCandidates(env, paths);
+    const found = candidates.find((p) => existsSync(p));
+    if (found) return { malloc: 'jemalloc', env: { LD_PRELOAD: found } };
+    return {
+      malloc: 'tuned',
+      env: { ...GLIBC_MALLOC_TUNING },
+      reason: `${setting} but libjemalloc.so.2 is not there (${candidates.join(', ')}; apt-get install libjemalloc2): glibc tuned instead`,
+    };
+  }
+  return { malloc: 'tuned', env: { ...GLIBC_MALLOC_TUNING } };
 }
 
+/** The malloc asked for, and the setting that asked (for the log). */
+function requested(env: NodeJS.ProcessEnv): { wanted: MallocName; setting: string } {
+  const malloc = env.BGCUT_MALLOC;
+  if (malloc) {
+    if (malloc === 'tuned' || malloc === 'jemalloc' || malloc === 'system') return { wanted: malloc, setting: `BGCUT_MALLOC=${malloc}` };
+    throw new RangeError(`BGCUT_MALLOC=${malloc}: expected tuned (the default), jemalloc or system`);
+  }
+  const jemalloc = env.BGCUT_JEMALLOC;
+  if (jemalloc === '0' || jemalloc === 'false') return { wanted: 'tuned', setting: `BGCUT_JEMALLOC=${jemalloc}` };
+  if (jemalloc) return { wanted: 'jemalloc', setting: `BGCUT_JEMALLOC=${jemalloc}` };
+  return { wanted: 'tuned', setting: 'default' };
+}
+
+/** `BGCUT_JEMALLOC` when it names a library, else the usual places. */
+function jemallocCandidates(env: NodeJS.ProcessEnv, paths: string[]): string[] {
+  const named = env.BGCUT_JEMALLOC;
+  return named && !['0', '1', 'false', 'true'].includes(named) ? [named] : paths;
+}
+
+/** The jemalloc library `BGCUT_MALLOC=jemalloc` would preload with this environment, if it is there. */
+export function findJemalloc(env: NodeJS.ProcessEnv = process.env, paths = JEMALLOC_PATHS): string | undefined {
+  return jemallocCandidates(env, paths).find((p) => existsSync(p));
+}
+
+let glibcRuntime: boolean | undefined;
 /** Whether this process runs on glibc (Node reports the runtime's C library in its report header). */
 function isGlibc(): boolean {
-  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
-  return Boolean(header?.glibcVersionRuntime);
+  if (glibcRuntime === undefined) {
+    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+    glibcRuntime = Boolean(header?.glibcVersionRuntime);
+  }
+  return glibcRuntime;
 }
 
-/** The malloc this process really runs on, from its mapped libraries (Linux), for logs and tests. */
-export function runningAllocator(): 'jemalloc' | 'system' {
+/**
+ * `env` without the variables the launcher added for this app (listed in `BGCUT_MALLOC_ENV`),
+ * nor that list: for the processes the app starts itself, which should get the malloc they would
+ * have had without the launcher. Variables the user set are never in the list (the launcher sets
+ * nothing when they are there), so they are kept.
+ */
+export function withoutLauncherMalloc(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const added = new Set((env[LAUNCHER_MALLOC_ENV] ?? '').split(',').filter(Boolean));
+  return Object.fromEntries(Object.entries(env).filter(([name]) => name !== LAUNCHER_MALLOC_ENV && !added.has(name)));
+}
+
+/**
+ * The malloc this process really runs on, for logs and tests: jemalloc when it is mapped (Linux,
+ * /proc/self/maps), else 'glibc tuned' when this process runs on glibc and started with the
+ * launcher's {@link GLIBC_MALLOC_TUNING} in its environment, else 'system'.
+ */
+export function runningAllocator(): 'jemalloc' | 'glibc tuned' | 'system' {
   try {
-    return readFileSync('/proc/self/maps', 'utf8').includes('libjemalloc') ? 'jemalloc' : 'system';
+    if (readFileSync('/proc/self/maps', 'utf8').includes('libjemalloc')) return 'jemalloc';
   } catch {
     return 'system';
   }
+  const tuned = Object.entries(GLIBC_MALLOC_TUNING).every(([name, value]) => process.env[name] === value);
+  return tuned && isGlibc() ? 'glibc tuned' : 'system';
 }

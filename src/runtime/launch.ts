@@ -1,15 +1,18 @@
 #!/usr/bin/env node
 /**
- * bgcut-launch <script.js> [args...]: runs a Node app (the API) on jemalloc when the machine has
- * it (see allocator.ts), by starting it again as a child with LD_PRELOAD set; otherwise runs it
- * in this process as it is, after logging why. Signals are passed on to the child, and its exit
- * code is this process's. `npm start` goes through it.
+ * bgcut-launch <script.js> [args...]: runs a Node app (the API) on the malloc chosen in
+ * allocator.ts (by default glibc tuned: MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144;
+ * BGCUT_MALLOC=jemalloc preloads jemalloc; BGCUT_MALLOC=system sets nothing). glibc reads those
+ * variables, and the loader LD_PRELOAD, only when a process starts, so the app is started again
+ * as a child with them set; signals are passed on to the child, and its exit code is this
+ * process's. When nothing is to be set, the app runs in this process as it is, after logging
+ * why. `npm start` goes through it.
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chooseAllocator } from './allocator.js';
+import { type AllocatorChoice, chooseAllocator, LAUNCHER_MALLOC_ENV } from './allocator.js';
 
 const [script, ...args] = process.argv.slice(2);
 if (!script) {
@@ -17,14 +20,24 @@ if (!script) {
   process.exit(2);
 }
 
-const choice = chooseAllocator();
-if (choice.preload !== null) {
-  console.log(`bgcut-launch: starting ${script} on jemalloc (${choice.preload})`);
+let choice: AllocatorChoice;
+try {
+  choice = chooseAllocator();
+} catch (error) {
+  console.error(`bgcut-launch: ${(error as Error).message}`);
+  process.exit(2);
+}
+
+if (choice.env !== null) {
+  if (choice.reason) console.warn(`bgcut-launch: ${choice.reason}`);
+  const settings = Object.entries(choice.env).map(([name, value]) => `${name}=${value}`).join(' ');
+  console.log(`bgcut-launch: starting ${script} on ${choice.malloc === 'jemalloc' ? 'jemalloc' : 'glibc malloc, tuned'} (${settings})`);
   const child = spawn(process.execPath, [...process.execArgv, script, ...args], {
     stdio: 'inherit',
-    // BGCUT_PRELOADED tells the app which preload is the launcher's, so it can leave it out of
-    // the processes it starts itself (the inference server keeps the system malloc).
-    env: { ...process.env, LD_PRELOAD: choice.preload, BGCUT_PRELOADED: choice.preload },
+    // BGCUT_MALLOC_ENV tells the app which variables are the launcher's, so it can leave them
+    // out of the processes it starts itself (withoutLauncherMalloc: the inference server keeps
+    // the system malloc).
+    env: { ...process.env, ...choice.env, [LAUNCHER_MALLOC_ENV]: Object.keys(choice.env).join(',') },
   });
   // SIGTERM and SIGHUP (from a supervisor, to this pid) are passed on; Ctrl-C's SIGINT reaches
   // the child from the terminal itself, so this process only waits for the child to end.
