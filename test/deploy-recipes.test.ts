@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { InferenceMetrics } from '../src/inference-server/metrics.js';
 import { resolveServerOptions } from '../src/inference-server/server.js';
+import { GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const k8sDir = path.join(root, 'deploy/k8s');
@@ -204,6 +205,14 @@ describe('Dockerfile (not built here: no container runtime; checked as text agai
     const apiApp = JSON.parse(readFileSync(path.join(root, 'deploy/api-app/package.json'), 'utf8')) as { dependencies: Record<string, string> };
     const manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
     expect(manifest.peerDependencies.express).toContain(apiApp.dependencies.express!.replace(/^\^(\d+)\..*/, '^$1'));
+  });
+
+  it('the API image runs on the glibc malloc tuning bgcut-launch sets (it starts the app without the launcher); the inference image does not', () => {
+    const env = (name: string) => stage(name).lines.filter((l) => l.startsWith('ENV ')).join(' ');
+    for (const [variable, value] of Object.entries(GLIBC_MALLOC_TUNING)) {
+      expect(env('api')).toContain(`${variable}=${value}`);
+      expect(env('inference')).not.toContain(variable);
+    }
   });
 });
 
