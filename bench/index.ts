@@ -1,7 +1,7 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
  *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
- *                 [--compare other-build/dist] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
+ *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
@@ -15,7 +15,7 @@
  * - concurrency: throughput and p50/p95/p99 at 1, 2, 4, 8 and 16 concurrent clients, against
  *   the single-stream rate of raw session.run;
  * - memory: peak RSS of a fresh API process under 16 concurrent 12 MP uploads, with glibc's
- *   default malloc, glibc tuned (what npm start sets) and jemalloc;
+ *   default malloc, glibc tuned, glibc tuned with the V8 heap flag (what npm start sets) and jemalloc;
  * - scale: 1 and 2 API processes (examples/cluster, shared Redis limits) against one inference
  *   server, 8 clients;
  * - soak: RSS of the inference server after request 50 and after request N (default 500);
@@ -29,7 +29,11 @@
  *   medians, and each mode's ratio to `balanced`;
  * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
  *   model that takes any size), with each one's ratio to 1024.
- * The API (examples/express-app) and the inference server run as their own processes. `--model`
+ * The API (examples/express-app) and the inference server run as their own processes; the API as
+ * `npm start` starts it (`--api-runtime launcher`, the default: glibc malloc tuned and the V8 heap
+ * flag of src/runtime/v8-heap.ts) or as bare `node` (`plain`); `--compare-runtime` picks the
+ * compared API's (default: the same), so `--compare dist --compare-runtime plain` measures those
+ * settings side by side on one build. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
  * FP32 tensors); the raw baseline runs the same file. Each latency section also reports the API
  * process's CPU time per image (from /proc, the inference server excluded: the mean over the
@@ -57,6 +61,7 @@ import { printSummary, summarize } from './cpu-profile-summary.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { SessionPool } from '../src/inference-server/session-pool.js';
 import { findJemalloc, GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
+import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
@@ -75,6 +80,8 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '10' },
     'cpu-prof': { type: 'string' },
     compare: { type: 'string' },
+    'api-runtime': { type: 'string', default: 'launcher' },
+    'compare-runtime': { type: 'string' },
     'memory-passes': { type: 'string', default: '2' },
     models: { type: 'string', default: 'isnet,isnet-int8' },
     qualities: { type: 'string' },
@@ -206,7 +213,17 @@ async function post(url: string, image: Buffer, query = ''): Promise<{ ms: numbe
 const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', '--model', values.model!]);
 // --cpu-prof DIR: the API runs under V8's sampling profiler (slower: for where the time goes,
 // not for the figures); its profile is summarised at the end and written to DIR.
-const api = await startApi(inference.address, {}, values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : []);
+/**
+ * How the bench starts an API process: `launcher`, as `npm start` (bgcut-launch) starts it, with
+ * the glibc malloc tuning and the V8 heap flags; `plain`, bare `node`.
+ */
+const apiRuntime = (name: string | undefined): { env: Record<string, string>; nodeArgs: string[] } => {
+  if (name === 'plain') return { env: {}, nodeArgs: [] };
+  if (name === 'launcher') return { env: { ...GLIBC_MALLOC_TUNING }, nodeArgs: [...V8_HEAP_FLAGS] };
+  throw new Error(`--api-runtime/--compare-runtime must be launcher or plain, not ${name}`);
+};
+const mainRuntime = apiRuntime(values['api-runtime']);
+const api = await startApi(inference.address, mainRuntime.env, [...mainRuntime.nodeArgs, ...(values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : [])]);
 // The raw baseline runs the model as the inference server does: in a worker thread of its own,
 // through the same SessionPool, with the same session options and threads; `raw` is the time of
 // session.run alone, measured in the worker, as the server's `inference` stage is.
@@ -337,7 +354,8 @@ try {
     const rows: Record<string, unknown>[] = [];
     // --compare DIR: the same requests, alternating, to an API started from another build
     // (e.g. main's dist/ kept in a temporary folder): before and after side by side in one run.
-    const compared = values.compare ? await startApi(inference.address, {}, [], values.compare) : undefined;
+    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+    const compared = values.compare ? await startApi(inference.address, comparedRuntime.env, comparedRuntime.nodeArgs, values.compare) : undefined;
     if (compared) alsoStop.push(compared.stop);
     /** Mean CPU ms per request of an API process over `runs` requests, after one unmeasured. */
     const apiCpuPerImage = async (target: { url: string; child: ChildProcess }, image: Buffer, query: string) => {
@@ -459,20 +477,24 @@ try {
       .jpeg({ quality: 90 })
       .toBuffer();
     // The same burst on a fresh API process with glibc's default malloc, with glibc tuned (fewer
-    // arenas, large blocks mapped and unmapped at once: what `npm start`'s bgcut-launch sets by
-    // default) and with jemalloc preloaded (its BGCUT_MALLOC=jemalloc, when the machine has the
-    // library), alternating.
+    // arenas, large blocks mapped and unmapped at once), with that and the V8 heap flag (what
+    // `npm start`'s bgcut-launch sets by default) and with jemalloc preloaded (its
+    // BGCUT_MALLOC=jemalloc, when the machine has the library), alternating.
     const jemalloc = findJemalloc();
-    const variants: Record<string, Record<string, string>> = { default: {}, 'glibc tuned (npm start)': { ...GLIBC_MALLOC_TUNING } };
-    if (jemalloc) variants.jemalloc = { LD_PRELOAD: jemalloc };
+    const variants: Record<string, { env: Record<string, string>; nodeArgs?: string[] }> = {
+      default: { env: {} },
+      'glibc tuned': { env: { ...GLIBC_MALLOC_TUNING } },
+      [`glibc tuned, ${V8_HEAP_FLAGS.join(' ')} (npm start)`]: { env: { ...GLIBC_MALLOC_TUNING }, nodeArgs: [...V8_HEAP_FLAGS] },
+    };
+    if (jemalloc) variants.jemalloc = { env: { LD_PRELOAD: jemalloc } };
     else console.log('memory: no jemalloc variant (libjemalloc.so.2 not found; apt-get install libjemalloc2)');
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};
     const statuses = new Set<number>();
     for (let pass = 0; pass < Number(values['memory-passes']); pass++) {
-      for (const [name, env] of Object.entries(variants)) {
-        const fresh = await startApi(inference.address, env);
+      for (const [name, { env, nodeArgs }] of Object.entries(variants)) {
+        const fresh = await startApi(inference.address, env, nodeArgs);
         try {
           (idles[name] ??= []).push(rssMb(fresh.child.pid!, 'VmRSS'));
           const cpuBefore = cpuMs(fresh.child.pid!);

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { chooseAllocator, GLIBC_MALLOC_TUNING, JEMALLOC_PATHS, withoutLauncherMalloc } from '../src/runtime/allocator.js';
+import { chooseHeapFlags, V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
 import { captureOutput } from './helpers/log-capture.js';
 
 const LAUNCH = path.resolve('dist/src/runtime/launch.js');
@@ -17,6 +18,7 @@ interface Report {
   allocator: string;
   ppid: number;
   args: string[];
+  execArgv: string[];
   env: Record<string, string | undefined>;
 }
 
@@ -30,19 +32,23 @@ async function reporter(): Promise<string> {
     `import { runningAllocator } from ${JSON.stringify(allocator)};
 const names = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'LD_PRELOAD', 'BGCUT_MALLOC_ENV'];
 const env = Object.fromEntries(names.map((name) => [name, process.env[name]]));
-console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), env }));
+console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), execArgv: process.execArgv, env }));
 process.exit(Number(process.argv[2] ?? 0));
 `,
   );
   return file;
 }
 
-/** Runs bgcut-launch with this process's environment less every malloc setting, plus `env`. */
-function launch(args: string[], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; code: number; pid: number; report?: Report }> {
+/** Runs bgcut-launch (under `node nodeArgs...`) with this process's environment less every malloc and heap setting, plus `env`. */
+function launch(
+  args: string[],
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<{ stdout: string; stderr: string; code: number; pid: number; report?: Report }> {
   const base = { ...process.env };
-  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV']) delete base[name];
+  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP']) delete base[name];
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [LAUNCH, ...args], { env: { ...base, ...env } }, (error, stdout, stderr) => {
+    const child = execFile(process.execPath, [...nodeArgs, LAUNCH, ...args], { env: { ...base, ...env } }, (error, stdout, stderr) => {
       captureOutput(stdout + stderr);
       const line = stdout.split('\n').find((l) => l.startsWith('report='));
       const code = error && typeof error.code === 'number' ? error.code : 0;
@@ -112,6 +118,26 @@ describe('choosing the API process malloc', () => {
   });
 });
 
+describe('choosing the API process V8 heap flags', () => {
+  it('adds --initial-old-space-size=128 by default and for BGCUT_V8_HEAP=tuned', () => {
+    expect(V8_HEAP_FLAGS).toEqual(['--initial-old-space-size=128']);
+    expect(chooseHeapFlags([], {})).toEqual({ flags: ['--initial-old-space-size=128'] });
+    expect(chooseHeapFlags(['--inspect'], { BGCUT_V8_HEAP: 'tuned' })).toEqual({ flags: ['--initial-old-space-size=128'] });
+  });
+
+  it("adds none for BGCUT_V8_HEAP=default or when node was given an initial heap size of its own, and says why", () => {
+    expect(chooseHeapFlags([], { BGCUT_V8_HEAP: 'default' })).toEqual({ flags: [], reason: 'BGCUT_V8_HEAP=default' });
+    expect(chooseHeapFlags(['--initial-old-space-size=512'], {})).toEqual({ flags: [], reason: '--initial-old-space-size=512 given already' });
+    expect(chooseHeapFlags(['--initial_heap_size=64'], {})).toEqual({ flags: [], reason: '--initial_heap_size=64 given already' });
+    // A maximum alone is not a starting size: the flag is still added.
+    expect(chooseHeapFlags(['--max-old-space-size=4096'], {}).flags).toEqual(['--initial-old-space-size=128']);
+  });
+
+  it('rejects a BGCUT_V8_HEAP it does not know', () => {
+    expect(() => chooseHeapFlags([], { BGCUT_V8_HEAP: 'on' })).toThrow(/BGCUT_V8_HEAP=on: expected tuned \(the default\) or default/);
+  });
+});
+
 describe('the inference server environment of examples/start.ts (withoutLauncherMalloc)', () => {
   it("drops the variables the launcher listed in BGCUT_MALLOC_ENV, and that list, and keeps the user's own", () => {
     const launched = { PATH: '/bin', ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' };
@@ -127,14 +153,15 @@ describe('the inference server environment of examples/start.ts (withoutLauncher
 });
 
 describe('bgcut-launch', () => {
-  it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment by default, passing on its arguments and exit code', async () => {
+  it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment and the V8 heap flag by default, passing on its arguments and exit code', async () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '3', 'two words']);
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144)`);
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128`);
     expect(report).toEqual({
       allocator: 'glibc tuned',
       ppid: pid,
       args: ['3', 'two words'],
+      execArgv: ['--initial-old-space-size=128'],
       env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
     });
     expect(code).toBe(3);
@@ -158,22 +185,46 @@ describe('bgcut-launch', () => {
     expect(code).toBe(3);
   });
 
-  it('runs the app in its own process on the system malloc with BGCUT_MALLOC=system, logging why', async () => {
+  it('runs the app as its child on the system malloc with BGCUT_MALLOC=system, with the heap flag and no malloc variables, logging why', async () => {
     const script = await reporter();
-    const { stdout, code, report } = await launch([script, '0'], { BGCUT_MALLOC: 'system' });
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc: BGCUT_MALLOC=system`);
+    const { stdout, code, pid, report } = await launch([script, '0'], { BGCUT_MALLOC: 'system' });
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc (BGCUT_MALLOC=system), --initial-old-space-size=128`);
+    expect(report).toMatchObject({ allocator: 'system', ppid: pid, execArgv: ['--initial-old-space-size=128'], env: {} });
+    expect(code).toBe(0);
+  });
+
+  it('runs the app in its own process with BGCUT_MALLOC=system and BGCUT_V8_HEAP=default, logging why', async () => {
+    const script = await reporter();
+    const { stdout, code, report } = await launch([script, '0'], { BGCUT_MALLOC: 'system', BGCUT_V8_HEAP: 'default' });
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc: BGCUT_MALLOC=system; V8's own heap sizing (BGCUT_V8_HEAP=default)`);
     expect(report?.allocator).toBe('system');
     expect(report?.ppid).toBe(process.pid); // the launcher's own process, whose parent is this one
+    expect(report?.execArgv).toEqual([]);
     expect(report?.env).toEqual({});
     expect(code).toBe(0);
   });
 
-  it.runIf(process.platform === 'linux')("runs the app in its own process with the user's MALLOC_ARENA_MAX as it is, logging why", async () => {
+  it.runIf(process.platform === 'linux')("keeps the user's MALLOC_ARENA_MAX as it is, logging why", async () => {
     const script = await reporter();
     const { stdout, report } = await launch([script, '0'], { MALLOC_ARENA_MAX: '4' });
-    expect(stdout).toContain('on the system malloc: MALLOC_ARENA_MAX=4 set already: left as it is');
-    expect(report?.ppid).toBe(process.pid);
+    expect(stdout).toContain('on the system malloc (MALLOC_ARENA_MAX=4 set already: left as it is), --initial-old-space-size=128');
     expect(report?.env).toEqual({ MALLOC_ARENA_MAX: '4' });
+  });
+
+  it.runIf(glibcLinux)("keeps the user's own initial heap size and adds none (node --initial-heap-size=64 bgcut-launch ...)", async () => {
+    const script = await reporter();
+    const { stdout, report } = await launch([script, '0'], {}, ['--initial-heap-size=64']);
+    expect(stdout).toContain("V8's own heap sizing (--initial-heap-size=64 given already)");
+    expect(report?.execArgv).toEqual(['--initial-heap-size=64']);
+    expect(report?.allocator).toBe('glibc tuned');
+  });
+
+  it('exits with 2 and a message for a BGCUT_V8_HEAP it does not know', async () => {
+    const script = await reporter();
+    const { stderr, code, report } = await launch([script, '0'], { BGCUT_V8_HEAP: 'big' });
+    expect(stderr).toContain('bgcut-launch: BGCUT_V8_HEAP=big: expected tuned (the default) or default');
+    expect(report).toBeUndefined();
+    expect(code).toBe(2);
   });
 
   it('exits with 2 and a message for a BGCUT_MALLOC it does not know', async () => {

@@ -7,6 +7,7 @@ import { parseAllDocuments } from 'yaml';
 import { InferenceMetrics } from '../src/inference-server/metrics.js';
 import { resolveServerOptions } from '../src/inference-server/server.js';
 import { GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
+import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const k8sDir = path.join(root, 'deploy/k8s');
@@ -196,7 +197,8 @@ describe('Dockerfile (not built here: no container runtime; checked as text agai
 
   it('the API image: the app the packaging check runs, its port, its readiness route', () => {
     const { lines } = stage('api');
-    expect(exec(lines.find((l) => l.startsWith('CMD'))!)).toEqual(['node', 'server.mjs']);
+    // node with the V8 heap flags bgcut-launch adds (the image starts the app without the launcher).
+    expect(exec(lines.find((l) => l.startsWith('CMD'))!)).toEqual(['node', ...V8_HEAP_FLAGS, 'server.mjs']);
     expect(lines.join('\n')).toMatch(/PORT=3000/);
     expect(lines).toContain('EXPOSE 3000');
     expect(lines.find((l) => l.startsWith('HEALTHCHECK'))).toContain('http://127.0.0.1:3000/readyz');

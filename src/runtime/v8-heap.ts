@@ -1,0 +1,45 @@
+/**
+ * The V8 heap setting the launcher (launch.ts) starts the API with: the old generation's initial
+ * size, `--initial-old-space-size=128` (MB).
+ *
+ * Why: the API's JS heap is small (about 18 MB live) while each request allocates megabytes of
+ * image buffers outside it. Left to itself V8 sizes the old generation's limit to the small live
+ * heap and ran a full mark-compact after almost every 0.7 MP request (21 in 21 requests), about a
+ * fifth of the API's CPU; with the initial size set it ran about one every four requests, and the
+ * API's CPU per 0.7 MP PNG fell by about a quarter, with the same peak memory
+ * (docs/benchmarks.md, "The V8 heap"). The flag reserves nothing: V8 still grows the heap only
+ * as objects need it, and external (image) memory still triggers collections of its own.
+ *
+ * V8 reads it only when the process starts, and Node refuses it in NODE_OPTIONS, so it is a
+ * command-line flag of the API process; an app that mounts the core in its own process passes it
+ * to `node` itself.
+ *
+ * `BGCUT_V8_HEAP=default` leaves V8's own sizing; nothing is added when the process is already
+ * started with an initial heap size of its own (`--initial-old-space-size`, `--initial-heap-size`).
+ */
+export const V8_HEAP_FLAGS: readonly string[] = Object.freeze(['--initial-old-space-size=128']);
+
+/** Flags that size the initial heap: when the user passed one, the launcher adds none. */
+const USER_HEAP_FLAGS = ['--initial-old-space-size', '--initial-heap-size', '--initial_old_space_size', '--initial_heap_size'];
+
+export interface HeapChoice {
+  /** Node flags to start the app with (empty: none). */
+  flags: string[];
+  /** Why none, when none (logged). */
+  reason?: string;
+}
+
+/**
+ * The heap flags to start an app with, given the flags `node` itself was started with and the
+ * environment. Throws a RangeError for a `BGCUT_V8_HEAP` it does not know.
+ */
+export function chooseHeapFlags(execArgv: readonly string[] = process.execArgv, env: NodeJS.ProcessEnv = process.env): HeapChoice {
+  const setting = env.BGCUT_V8_HEAP;
+  if (setting !== undefined && setting !== '' && setting !== 'tuned' && setting !== 'default') {
+    throw new RangeError(`BGCUT_V8_HEAP=${setting}: expected tuned (the default) or default (V8's own sizing)`);
+  }
+  if (setting === 'default') return { flags: [], reason: 'BGCUT_V8_HEAP=default' };
+  const own = execArgv.find((arg) => USER_HEAP_FLAGS.some((flag) => arg === flag || arg.startsWith(`${flag}=`)));
+  if (own) return { flags: [], reason: `${own} given already` };
+  return { flags: [...V8_HEAP_FLAGS] };
+}
