@@ -6,7 +6,8 @@
  *
  * Run: REDIS_URL=redis://127.0.0.1:6379 BGCUT_API_PROCESSES=2 node dist/src/runtime/launch.js dist/examples/cluster.js
  * (through bgcut-launch, every worker runs on the launcher's malloc as well, glibc tuned by
- * default or jemalloc with BGCUT_MALLOC=jemalloc: the workers inherit the environment).
+ * default or jemalloc with BGCUT_MALLOC=jemalloc, and with its V8 heap flag: the workers inherit
+ * the environment and the primary's node flags).
  * Each worker's `inference.maxConcurrentInferences` slots are its own: N workers together may
  * keep N times as many inferences in flight at the inference server.
  */
