@@ -484,7 +484,7 @@ try {
     const variants: Record<string, { env: Record<string, string>; nodeArgs?: string[] }> = {
       default: { env: {} },
       'glibc tuned': { env: { ...GLIBC_MALLOC_TUNING } },
-      [`glibc tuned, ${V8_HEAP_FLAGS.join(' ')} (npm start)`]: { env: { ...GLIBC_MALLOC_TUNING }, nodeArgs: [...V8_HEAP_FLAGS] },
+      [`glibc tuned, ${V8_HEAP_FLAGS.join(' ')} (npm start)`]: apiRuntime('launcher'),
     };
     if (jemalloc) variants.jemalloc = { env: { LD_PRELOAD: jemalloc } };
     else console.log('memory: no jemalloc variant (libjemalloc.so.2 not found; apt-get install libjemalloc2)');

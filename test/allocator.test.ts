@@ -219,18 +219,13 @@ describe('bgcut-launch', () => {
     expect(report?.allocator).toBe('glibc tuned');
   });
 
-  it('exits with 2 and a message for a BGCUT_V8_HEAP it does not know', async () => {
+  it.each([
+    ['BGCUT_MALLOC', 'jemaloc', 'bgcut-launch: BGCUT_MALLOC=jemaloc: expected tuned (the default), jemalloc or system'],
+    ['BGCUT_V8_HEAP', 'big', 'bgcut-launch: BGCUT_V8_HEAP=big: expected tuned (the default) or default'],
+  ])('exits with 2 and a message for a %s it does not know (%s)', async (name, value, message) => {
     const script = await reporter();
-    const { stderr, code, report } = await launch([script, '0'], { BGCUT_V8_HEAP: 'big' });
-    expect(stderr).toContain('bgcut-launch: BGCUT_V8_HEAP=big: expected tuned (the default) or default');
-    expect(report).toBeUndefined();
-    expect(code).toBe(2);
-  });
-
-  it('exits with 2 and a message for a BGCUT_MALLOC it does not know', async () => {
-    const script = await reporter();
-    const { stderr, code, report } = await launch([script, '0'], { BGCUT_MALLOC: 'jemaloc' });
-    expect(stderr).toContain('bgcut-launch: BGCUT_MALLOC=jemaloc: expected tuned (the default), jemalloc or system');
+    const { stderr, code, report } = await launch([script, '0'], { [name]: value });
+    expect(stderr).toContain(message);
     expect(report).toBeUndefined();
     expect(code).toBe(2);
   });

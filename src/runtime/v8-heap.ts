@@ -4,11 +4,12 @@
  *
  * Why: the API's JS heap is small (about 18 MB live) while each request allocates megabytes of
  * image buffers outside it. Left to itself V8 sizes the old generation's limit to the small live
- * heap and ran a full mark-compact after almost every 0.7 MP request (21 in 21 requests), about a
- * fifth of the API's CPU; with the initial size set it ran about one every four requests, and the
- * API's CPU per 0.7 MP PNG fell by about a quarter, with the same peak memory
- * (docs/benchmarks.md, "The V8 heap"). The flag reserves nothing: V8 still grows the heap only
- * as objects need it, and external (image) memory still triggers collections of its own.
+ * heap and ran a full mark-compact after almost every 0.7 MP request (21 in 21 requests); with
+ * the initial size set it ran 6 in 21, and the API's CPU per 0.7 MP PNG fell by about a fifth
+ * (160 vs 197.5 ms, A/B). The cost: image buffers that are garbage live a little longer, ~20 MB
+ * more peak RSS under 16 concurrent 12 MP uploads (348 vs 326 MB; docs/benchmarks.md, "The V8
+ * heap"). The flag reserves nothing: V8 still grows the heap only as objects need it, and
+ * external (image) memory still triggers collections of its own.
  *
  * V8 reads it only when the process starts, and Node refuses it in NODE_OPTIONS, so it is a
  * command-line flag of the API process; an app that mounts the core in its own process passes it
