@@ -33,7 +33,7 @@ const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [optio
 The API key is read from BGCUT_API_KEY.`;
 
 const FORMATS = ['png', 'webp', 'jpg', 'avif'] as const;
-const SIZES = ['preview', 'full', 'auto'] as const;
+const SIZES = ['preview', 'medium', 'hd', 'full', 'auto'] as const;
 
 class UsageError extends Error {}
 

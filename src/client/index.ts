@@ -48,7 +48,7 @@ export interface RemoveBackgroundOptions {
   crop?: boolean;
   /** `10px` or `5%`; needs `crop`. */
   cropMargin?: string;
-  size?: 'preview' | 'full' | 'auto';
+  size?: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
   model?: string;
   /** The file name sent with the upload (the result's name is derived from it). */
   filename?: string;

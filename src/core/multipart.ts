@@ -25,8 +25,23 @@ export interface Upload {
 const ENVELOPE_BYTES = 64 * 1024;
 
 /** Largest body accepted for these limits; a declared Content-Length above it is refused unread. */
-export function maxBodyBytes(limits: UploadLimits): number {
-  return limits.maxFileBytes + limits.maxFields * limits.maxFieldBytes + ENVELOPE_BYTES;
+export function maxBodyBytes(limits: UploadLimits, largeField?: LargeField): number {
+  return limits.maxFileBytes + limits.maxFields * limits.maxFieldBytes + ENVELOPE_BYTES + (largeField?.maxBytes ?? 0);
+}
+
+/** One text field allowed to be longer than `maxFieldBytes` (remove.bg's `image_file_b64`). */
+export interface LargeField {
+  name: string;
+  maxBytes: number;
+}
+
+/** Which parts make up the form: bgcut's own (`file`), or another dialect's (remove.bg's `image_file`). */
+export interface FormShape {
+  /** Name of the file part. Default `file`. */
+  fileField?: string;
+  /** Text fields that may stand in for the file (`image_url`): then the Upload's file is empty. */
+  fileAlternatives?: string[];
+  largeField?: LargeField;
 }
 
 /**
@@ -40,15 +55,18 @@ export function readUpload(
   headers: IncomingHeaders,
   limits: UploadLimits,
   signal: AbortSignal,
-  /** A form field that may stand in for the file (`image_url`): then the Upload's file is empty. */
-  fileAlternative?: string,
+  /** A form field that may stand in for the file (`image_url`), or the form's whole shape. */
+  shape?: string | FormShape,
 ): Promise<Upload> {
+  const form: FormShape = typeof shape === 'string' ? { fileAlternatives: [shape] } : (shape ?? {});
+  const fileField = form.fileField ?? 'file';
+  const largeField = form.largeField;
   const contentType = headers['content-type'];
   if (typeof contentType !== 'string' || !/^multipart\/form-data\s*;/i.test(contentType)) {
     return Promise.reject(new ApiError('not_multipart'));
   }
   const declaredLength = Number(headers['content-length']);
-  if (Number.isFinite(declaredLength) && declaredLength > maxBodyBytes(limits)) {
+  if (Number.isFinite(declaredLength) && declaredLength > maxBodyBytes(limits, largeField)) {
     return Promise.reject(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
   }
 
@@ -66,7 +84,7 @@ export function readUpload(
         fileSize: limits.maxFileBytes,
         files: 1,
         fields: limits.maxFields,
-        fieldSize: limits.maxFieldBytes,
+        fieldSize: Math.max(limits.maxFieldBytes, largeField?.maxBytes ?? 0),
         fieldNameSize: 100,
         parts: limits.maxFields + 1,
         headerPairs: 20,
@@ -109,17 +127,17 @@ export function readUpload(
     // busboy bounds each part but not the bytes between them: count the whole body too.
     function countBytes(chunk: Buffer): void {
       received += chunk.length;
-      if (received > maxBodyBytes(limits)) {
+      if (received > maxBodyBytes(limits, largeField)) {
         fail(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
       }
     }
     body.on('data', countBytes);
 
     parser.on('file', (name, stream, info) => {
-      if (name !== 'file') {
+      if (name !== fileField) {
         stream.on('error', () => {});
         stream.resume();
-        fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "file".` }));
+        fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "${fileField}".` }));
         return;
       }
       file = { filename: info.filename ?? '', declaredType: info.mimeType };
@@ -135,12 +153,13 @@ export function readUpload(
     parser.on('field', (partName, value, info) => {
       // busboy gives no name (undefined) for a part whose Content-Disposition has none.
       const name = partName ?? '';
-      if (info.nameTruncated || info.valueTruncated) {
+      const tooLong = name !== largeField?.name && Buffer.byteLength(value) > limits.maxFieldBytes;
+      if (info.nameTruncated || info.valueTruncated || tooLong) {
         fail(new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` }));
         return;
       }
-      if (name === 'file') {
-        fail(new ApiError('missing_file', { detail: 'The part named "file" is a text field, not a file: send it with a filename.' }));
+      if (name === fileField) {
+        fail(new ApiError('missing_file', { detail: `The part named "${fileField}" is a text field, not a file: send it with a filename.` }));
         return;
       }
       fields[name] = value;
@@ -151,7 +170,7 @@ export function readUpload(
     parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
     parser.on('close', () => {
       if (settled) return;
-      if (!file && fileAlternative && fields[fileAlternative] !== undefined) {
+      if (!file && form.fileAlternatives?.some((name) => fields[name] !== undefined)) {
         settled = true;
         cleanup();
         resolve({ file: Buffer.alloc(0), filename: '', declaredType: '', fields });
@@ -163,7 +182,7 @@ export function readUpload(
       }
       const data = Buffer.concat(chunks);
       if (data.length === 0) {
-        fail(new ApiError('missing_file', { detail: 'The part named "file" is empty.' }));
+        fail(new ApiError('missing_file', { detail: `The part named "${fileField}" is empty.` }));
         return;
       }
       settled = true;

@@ -21,8 +21,8 @@ export interface OutputOptions {
   bgColor: Rgba | null;
   crop: boolean;
   cropMargin: { value: number; unit: 'px' | '%' };
-  /** `preview`: at most 0.25 MP; `full`: the input's size; `auto`: full, within the plan's cap. */
-  size: 'preview' | 'full' | 'auto';
+  /** `preview`, `medium`, `hd`: at most 0.25, 1.5, 4 MP (remove.bg's sizes); `full`: the input's size; `auto`: full, within the plan's cap. */
+  size: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
   /** `json` when the client sent `Accept: application/json`. */
   response: 'image' | 'json';
   /** The model to use, by name; undefined for the default. */
@@ -142,7 +142,12 @@ export const OUTPUT_OPTION_DEFINITIONS = {
       options.cropMargin = { value, unit };
     },
   },
-  size: oneOf('`preview`: at most 0.25 MP; `full`: the input size (403 if over the plan); `auto`: full, within the plan\'s output cap.', ['preview', 'full', 'auto'] as const, 'auto', (o, v) => (o.size = v)),
+  size: oneOf(
+    '`preview`: at most 0.25 MP; `medium`: at most 1.5 MP; `hd`: at most 4 MP; `full`: the input size (403 if over the plan); `auto`: full, within the plan\'s output cap.',
+    ['preview', 'medium', 'hd', 'full', 'auto'] as const,
+    'auto',
+    (o, v) => (o.size = v),
+  ),
   model: {
     description: 'The model to use, by name (see the operator\'s configuration); default: the server\'s default model.',
     schema: { type: 'string', pattern: MODEL_PATTERN.source },

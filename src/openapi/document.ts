@@ -2,6 +2,7 @@ import { ERROR_CATALOG, type ErrorCode } from '../core/errors.js';
 import { FORMATS } from '../core/image/output.js';
 import { OUTPUT_OPTION_DEFINITIONS, OUTPUT_OPTION_NAMES } from '../core/output-options.js';
 import { INPUT_FIELD_DEFINITIONS } from './input-fields.js';
+import { REMOVE_BG_SCHEMAS, removeBgPaths } from './remove-bg.js';
 
 /** What the document says that depends on the handler's configuration. */
 export interface OpenApiContext {
@@ -12,6 +13,8 @@ export interface OpenApiContext {
   defaultModel: string;
   problemTypeBase: string;
   version?: string;
+  /** Whether remove.bg's wire format is served (`removeBgApi`). Default true. */
+  removeBgApi?: boolean;
 }
 
 export type JsonObject = { [key: string]: unknown };
@@ -169,6 +172,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           },
         },
       },
+      ...(context.removeBgApi === false ? {} : removeBgPaths(rateLimitHeaderRefs(true), rateLimitHeaderRefs(false))),
     },
     components: {
       securitySchemes: {
@@ -212,6 +216,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           },
         },
         Account: accountSchema(context),
+        ...(context.removeBgApi === false ? {} : REMOVE_BG_SCHEMAS),
         ModelList: modelListSchema(context),
       },
     },

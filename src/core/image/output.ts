@@ -34,6 +34,8 @@ export interface Rendered {
 export const FOREGROUND_THRESHOLD = 13;
 /** `size=preview` output is at most this many pixels. */
 export const PREVIEW_PIXELS = 250_000;
+/** Most output pixels of each `size` (remove.bg's caps for preview, medium and hd), before the plan's own cap. */
+export const SIZE_PIXELS: Record<OutputOptions['size'], number> = { preview: PREVIEW_PIXELS, medium: 1_500_000, hd: 4_000_000, full: Infinity, auto: Infinity };
 
 /** Media type and file extension of each output format. */
 export const FORMATS = {
@@ -111,7 +113,7 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
 
   // jpg has no alpha: it is shown on white unless a colour is asked for.
   const background: Rgba | null = options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null);
-  const cap = options.size === 'preview' ? Math.min(PREVIEW_PIXELS, render.maxOutputPixels) : render.maxOutputPixels;
+  const cap = Math.min(SIZE_PIXELS[options.size], render.maxOutputPixels);
   const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
   // Rounded down, so the output never passes the cap.
   const outWidth = Math.max(1, Math.floor(region.width * factor));
