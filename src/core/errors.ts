@@ -44,6 +44,8 @@ export const ERROR_CATALOG = {
   },
   // The request itself.
   not_found: { status: 404, title: 'Not found', detail: 'No such endpoint.' },
+  // Only from the host app around bgcut (the examples' error handlers): a request its own parts refused.
+  bad_request: { status: 400, title: 'Bad request', detail: 'The request could not be read.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', detail: 'Use POST.' },
   not_multipart: {
     status: 415,

@@ -19,11 +19,15 @@ export interface OpenApiContext {
 
 export type JsonObject = { [key: string]: unknown };
 
+/** Codes only the host app's own parts (bad_request) or remove.bg's route (src/core/removebg) answer with. */
+const REMOVE_BG_ONLY: ReadonlySet<ErrorCode> = new Set(['bad_request', 'unknown_foreground', 'malformed_base64']);
+
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
 export const OPERATION_CODES: Record<'removeBackground' | 'getAccount' | 'listModels', ErrorCode[]> = {
   // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
-  removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed'),
+  // bad_request comes from a host app's own parts (the examples' error handlers), never from bgcut's routes.
+  removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed' && !REMOVE_BG_ONLY.has(code)),
   getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'],
   listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'],
 };
