@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFetchHandler } from '../src/adapters/fetch.js';
 import { createRemoveBgHandler, FileKeyStore, modelProfile, type RemoveBgHandler } from '../src/core/index.js';
-import { KNOWN_MODELS } from '../src/core/models/known-models.js';
+import { KNOWN_MODELS } from '../src/models/known-models.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFetchHandler } from '../src/adapters/fetch.js';
 import { createRemoveBgHandler, FileKeyStore, modelProfile, type PreprocessingProfile, type RemoveBgHandler } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
-import { KNOWN_MODELS, normalisationOf } from '../src/core/models/known-models.js';
+import { KNOWN_MODELS, normalisationOf } from '../src/models/known-models.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { expectedAlpha, familyGraph, testCard } from './helpers/family-graphs.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
