@@ -40,14 +40,15 @@ describe('OpenAPI document', () => {
     const ajv = new Ajv2020({ strict: false });
     const parameters = document.paths['/v1/remove-bg'].post.parameters as { name: string; schema: object }[];
     const samples: Record<string, string[]> = {
-      format: ['png', 'jpeg', 'JPG', 'gif', 'bmp', ''],
+      format: ['png', 'jpeg', 'JPG', 'zip', 'gif', 'bmp', ''],
       channels: ['rgba', 'alpha', 'rgb'],
       bg_color: ['#00ff00', 'red', 'transparent'],
       crop: ['true', 'false', '1', 'maybe'],
       crop_margin: ['10px', '5%', '500px', '10pt', 'ten'],
-      size: ['preview', 'full', 'auto', 'huge'],
+      size: ['preview', 'medium', 'hd', 'full', 'auto', 'huge'],
       model: ['isnet', 'a b', 'x'.repeat(65)],
       quality: ['fast', 'balanced', 'BEST', 'better', ''],
+      roi: ['10% 0% 90% 100%', '0px 0px 400px 300px', '0 0 10 10', 'a b c d', '10% 0%', '1  2 3 4'],
     };
     for (const name of Object.keys(OUTPUT_OPTION_DEFINITIONS)) {
       it(name, () => {

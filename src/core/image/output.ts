@@ -2,6 +2,7 @@ import sharp, { type Sharp } from 'sharp';
 import type { OutputOptions, Rgba } from '../output-options.js';
 import { estimateForeground, workingView } from './foreground.js';
 import type { Segmentation } from './pipeline.js';
+import { encodeZip } from './zip-output.js';
 
 export interface Box {
   top: number;
@@ -43,6 +44,7 @@ export const FORMATS = {
   webp: { contentType: 'image/webp', extension: 'webp' },
   jpg: { contentType: 'image/jpeg', extension: 'jpg' },
   avif: { contentType: 'image/avif', extension: 'avif' },
+  zip: { contentType: 'application/zip', extension: 'zip' },
 } as const;
 
 /**
@@ -203,6 +205,8 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
       return image.jpeg({ quality: 90, chromaSubsampling: '4:4:4' }).toBuffer();
     case 'avif':
       return image.avif({ quality: 70, effort: 3 }).toBuffer();
+    case 'zip':
+      return encodeZip(image, pngCompressionLevel);
   }
 }
 

@@ -2,6 +2,7 @@ import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/o
 import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
 import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
 import type { PreprocessingProfile } from '../image/profile.js';
+import { clearOutsideRegion } from '../image/roi.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { Admitted } from './admission.js';
@@ -85,6 +86,8 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   }
   if (needsFullDecode) await decodeFullSize(segmentation, deps.imageLimits);
   else fullSizeAlpha(segmentation);
+  // roi: only the region may be foreground (a step of its own, before the cutout is composed).
+  if (order.output.roi) clearOutsideRegion(segmentation.alpha, segmentation.width, segmentation.height, order.output.roi);
   // Encoding is the last step of renderOutput.
   const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
     attributes: { 'bgcut.output.format': order.output.format },

@@ -87,18 +87,18 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
     },
   },
   format: {
-    note: '`auto` -> JPEG when the result is opaque (an opaque `bg_color`), else PNG, as remove.bg; `png`, `jpg`, `webp` as they are; `zip` is not supported yet (400).',
+    note: '`auto` -> JPEG when the result is opaque (an opaque `bg_color`), else PNG, as remove.bg; `png`, `jpg`, `webp`, `zip` (`color.jpg` + `alpha.png`) as they are.',
     map(value, into, all) {
       const format = oneOf(['auto', 'png', 'jpg', 'jpeg', 'webp', 'zip'], value, 'format');
-      if (format === 'zip') throw notSupported('format=zip');
       if (format !== 'auto') into.format = format;
       else into.format = opaqueBackground(all.get('bg_color')) && lower(all.get('channels') ?? 'rgba') !== 'alpha' ? 'jpg' : 'png';
     },
   },
   roi: {
-    note: 'Only the whole image (`0% 0% 100% 100%`, the default) for now; any other region is a 400.',
-    map(value) {
-      if (!WHOLE_IMAGE_ROI.test(lower(value).replace(/\s+/g, ' '))) throw notSupported(`roi other than "0% 0% 100% 100%"`);
+    note: '`x1 y1 x2 y2` in px or % -> `roi`: only the region may be foreground. Default the whole image.',
+    map(value, into) {
+      const roi = lower(value).replace(/\s+/g, ' ');
+      if (!WHOLE_IMAGE_ROI.test(roi)) into.roi = roi;
     },
   },
   crop: {
