@@ -133,6 +133,10 @@ describe("remove.bg's npm client and documented requests against /v1.0/removebg"
     await expect(removeBgClient.removeBackgroundFromImageFile({ path: photoPath, apiKey: keys.unknown })).rejects.toEqual([
       expect.objectContaining({ code: 'auth_failed', title: expect.any(String) }),
     ]);
+    // The client hides the status: remove.bg's is 403 for any key problem (bgcut's own route: 401).
+    const direct = await fetch(`${app.url}/v1.0/removebg`, { method: 'POST', headers: { 'x-api-key': keys.unknown, 'content-type': 'application/json' }, body: '{}' });
+    expect(direct.status).toBe(403);
+    await direct.arrayBuffer();
   });
 
   it('a documented urlencoded request (image_file_b64 percent-encoded, or with raw +) gets the cutout', async () => {
@@ -151,7 +155,7 @@ describe("remove.bg's npm client and documented requests against /v1.0/removebg"
       [{ image_file_b64: 'AAAA', image_url: 'https://example.com/a.jpg' }, 'file_and_image_url', /not image_file_b64 and image_url/],
       [{ image_file_b64: '!!!not base64' }, 'malformed_base64', /base64/],
       [{ image_file_b64: 'AAAA', type: 'spaceship' }, 'invalid_option', /type/],
-      [{ image_file_b64: 'AAAA', format: 'zip' }, 'invalid_option', /not supported/],
+      [{ image_file_b64: 'AAAA', scale: '50%' }, 'invalid_option', /not supported/],
       [{ image_file_b64: 'AAAA', colour: 'red' }, 'invalid_option', /unknown parameter/],
     ];
     for (const [body, code, detail] of cases) {
