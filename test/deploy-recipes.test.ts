@@ -137,12 +137,15 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
   it('every volumeMount names a volume of its pod, and every TLS file the containers read is mounted from a Secret holding tls.crt, tls.key and ca.crt', () => {
     const secrets = documents(path.join(k8sDir, 'secrets.example.yaml'));
     const secretKeys = (name: string) => Object.keys(secrets.find((s) => s.metadata.name === name)?.stringData ?? {});
-    const pods = manifests.filter(({ doc }) => doc.spec?.template?.spec?.containers).map(({ doc }) => ({ name: doc.metadata.name as string, spec: doc.spec.template.spec as Doc }));
+    const pods = manifests
+      .filter(({ doc }) => doc.spec?.template?.spec?.containers)
+      .map(({ doc }) => ({ name: doc.metadata.name as string, spec: doc.spec.template.spec as Doc, claims: (doc.spec.volumeClaimTemplates ?? []) as Doc[] }));
     expect(pods.map((p) => p.name)).toEqual(expect.arrayContaining(['bgcut-api', 'bgcut-inference']));
     let mounts = 0;
     let tlsPaths = 0;
     for (const pod of pods) {
-      const volumes = new Map<string, Doc>((pod.spec.volumes ?? []).map((v: Doc) => [v.name, v]));
+      // A StatefulSet's volumeClaimTemplates are volumes of its pods too.
+      const volumes = new Map<string, Doc>([...(pod.spec.volumes ?? []), ...pod.claims.map((c) => ({ name: c.metadata.name, claim: c }))].map((v: Doc) => [v.name, v]));
       for (const container of pod.spec.containers as Doc[]) {
         for (const mount of container.volumeMounts ?? []) {
           mounts++;
