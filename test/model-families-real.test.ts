@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFetchHandler } from '../src/adapters/fetch.js';
 import { createRemoveBgHandler, FileKeyStore, modelProfile, type RemoveBgHandler } from '../src/core/index.js';
-import { KNOWN_MODELS } from '../src/core/models/known-models.js';
+import { KNOWN_MODELS } from '../src/models/known-models.js';
 import { toFloat32Bytes } from '../src/inference-server/float32-model.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { baseUrlOf } from './conformance/suite.js';

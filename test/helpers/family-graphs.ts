@@ -1,5 +1,5 @@
 import onnxProto from 'onnx-proto';
-import { FAMILIES, type FamilyFacts } from '../../src/core/models/families.js';
+import { FAMILIES, type FamilyFacts } from '../../src/models/families.js';
 
 const { onnx } = onnxProto;
 const FLOAT = 1;
