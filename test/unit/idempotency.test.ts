@@ -7,6 +7,7 @@ import type { Admitted } from '../../src/core/pipeline/admission.js';
 import { idempotentRequest, type IdempotencyDeps } from '../../src/core/pipeline/idempotency.js';
 import type { Order } from '../../src/core/pipeline/order.js';
 import { openRequestScope, type RequestScope } from '../../src/core/pipeline/request-scope.js';
+import { captureInternalError } from '../helpers/log-capture.js';
 
 // The Idempotency-Key step alone, over the memory store: no server, no model. The handler-level
 // behaviour (charged once, replays through HTTP, Redis across instances) is in
@@ -33,7 +34,7 @@ const depsWith = (store: IdempotencyStore = new MemoryIdempotencyStore(), extra:
   store,
   times: TIMES,
   maxResultBytes: 1000,
-  onInternalError: () => {},
+  onInternalError: captureInternalError,
   ...extra,
 });
 const answer = (body = 'cutout'): CoreResponse => ({
