@@ -16,7 +16,7 @@ export function area(name, { mutate, high, low }) {
     timeoutFactor: 3,
     reporters: ['clear-text', 'progress-append-only', 'json'],
     jsonReporter: { fileName: `reports/mutation/${name}.json` },
-    tempDirName: '.stryker-tmp',
+    tempDirName: `.stryker-tmp-${name}`,
     cleanTempDir: 'always',
     // dist stays: some tests run the built CLI (unmutated; they cannot kill mutants, only pass).
     ignorePatterns: ['bench-results', 'reports', 'docs/screenshots', '.data'],
