@@ -16,7 +16,7 @@ import { baseUrlOf } from './conformance/suite.js';
 import { uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
-import { useRedis } from './helpers/use-redis.js';
+import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 let keys: TestKeys;
@@ -163,8 +163,8 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
   });
 });
 
-describe('Idempotency-Key across instances sharing Redis', () => {
-  const shared = useRedis();
+describe.each(redisTopologies)('Idempotency-Key across instances sharing $name', (topology) => {
+  const shared = useRedisTopology(topology);
 
   it('a retry that lands on the other instance is answered from the first instance\'s result, and charged once', async () => {
     const store = new RedisKeyStore({ redis: shared.redis });

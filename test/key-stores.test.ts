@@ -3,13 +3,12 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, FileKeyStore, hashApiKey, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
+import { describe, expect, it } from 'vitest';
+import { FileKeyStore, hashApiKey, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
 import { authenticate } from '../src/core/auth/authenticate.js';
 import { ApiError } from '../src/core/errors.js';
 import { captureOutput, recordIssuedKeys } from './helpers/log-capture.js';
-import { startRedis, type RedisServer } from './helpers/redis-server.js';
+import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
 
 const run = promisify(execFile);
 const CLI = path.resolve('dist/src/cli/keys.js');
@@ -28,22 +27,16 @@ async function outcome(store: KeyAdmin, key: string, extra: { ip?: string } = {}
   }
 }
 
-let redisServer: RedisServer;
-let redis: Redis;
-beforeAll(async () => {
-  redisServer = await startRedis();
-  redis = connectRedis(redisServer.url);
-  await new Promise((r) => redis.once('ready', r));
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await redisServer?.stop();
-});
+// Every Redis test here runs on one server and on a three-master Redis Cluster.
+const topologies = redisTopologies.map((topology) => ({ name: topology.name, use: useRedisTopology(topology) }));
 
-/** One interface, two implementations: the same behaviour from each. */
+/** One interface, two implementations (the Redis one on each topology): the same behaviour from each. */
 const stores: [string, () => Promise<KeyAdmin>][] = [
   ['FileKeyStore', async () => new FileKeyStore({ file: await tempFile('keys.json'), reloadIntervalMs: 0 })],
-  ['RedisKeyStore', async () => new RedisKeyStore({ redis, keyPrefix: `t${Math.random().toString(36).slice(2)}`, cacheTtlMs: 0 })],
+  ...topologies.map(({ name, use }): [string, () => Promise<KeyAdmin>] => [
+    `RedisKeyStore on ${name}`,
+    async () => new RedisKeyStore({ redis: use.redis, keyPrefix: `t${Math.random().toString(36).slice(2)}`, cacheTtlMs: 0 }),
+  ]),
 ];
 
 describe.each(stores)('%s', (_name, make) => {
@@ -145,11 +138,12 @@ describe('bgcut-keys CLI', () => {
     return result;
   };
 
-  it.each([['file'], ['redis']])('manages keys and accounts in the %s store', async (kind) => {
+  it.each([['file'], ...topologies.map((t) => [t.name])])('manages keys and accounts in the store: %s', async (kind) => {
     const file = await tempFile('keys.json');
-    const prefixArgs = kind === 'file' ? ['--file', file] : ['--redis', redisServer.url];
-    const store: KeyAdmin = kind === 'file' ? new FileKeyStore({ file, reloadIntervalMs: 0 }) : new RedisKeyStore({ redis, cacheTtlMs: 0 });
-    const account = `acct_cli_${kind}`;
+    const use = topologies.find((t) => t.name === kind)?.use;
+    const prefixArgs = !use ? ['--file', file] : ['--redis', use.url];
+    const store: KeyAdmin = !use ? new FileKeyStore({ file, reloadIntervalMs: 0 }) : new RedisKeyStore({ redis: use.redis, cacheTtlMs: 0 });
+    const account = `acct_cli_${kind.replace(/\W+/g, "_")}`;
 
     const created = await cli(['keys', 'create', '--account', account, '--plan', 'pro', '--expires', '30d', ...prefixArgs]);
     expect(created.code).toBe(0);

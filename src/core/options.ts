@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { ActivityRecorder } from './activity/recorder.js';
 import type { IdempotencyStore } from './idempotency/store.js';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
@@ -99,7 +99,7 @@ export interface RemoveBgOptions {
   /** Plans by name, each account names one (see loadPlansFile). Default: DEFAULT_PLANS. */
   plans?: Plans;
   /** Redis for limits, quotas, concurrency and usage shared by many API instances. Default: in memory. */
-  redis?: Redis;
+  redis?: RedisClient;
   /** While Redis is down: `fail-closed` (503, the default) or `insurance` (per-instance limits). */
   redisFailureMode?: RedisFailureMode;
   /** API instances sharing Redis, to size insurance limits (each gets 1/n). Default 1. */
@@ -164,7 +164,7 @@ export interface IdempotencyOptions {
   memoryMaxBytes?: number;
   /** How long a claim lasts if its request never completes (an instance that died). Default 10 min. */
   inProgressTtlMs?: number;
-  /** Another store (default: Redis with `redis`, else memory). */
+  /** Another store (default: RedisClient with `redis`, else memory). */
   store?: IdempotencyStore;
 }
 

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import { tag, type RedisClient } from '../redis.js';
 import type { Claim, IdempotencyStore, IdempotencyTimes, StoredResponse } from './store.js';
 
 // KEYS: record (hash: state, fp, token, meta). ARGV: fingerprint, token, in-progress ttl ms.
@@ -37,7 +37,7 @@ return 1
  */
 export class RedisIdempotencyStore implements IdempotencyStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix = 'bgcut',
   ) {}
 
@@ -59,11 +59,12 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     await this.redis.eval(ABANDON, 1, this.record(key), token);
   }
 
+  // The record and the result share the Idempotency-Key's hash tag (one Cluster slot).
   private record(key: string): string {
-    return `${this.prefix}:idem:${key}`;
+    return `${this.prefix}:${tag('i', key)}:idem`;
   }
 
   private result(key: string): string {
-    return `${this.prefix}:idem-result:${key}`;
+    return `${this.prefix}:${tag('i', key)}:idem-result`;
   }
 }
