@@ -171,6 +171,8 @@ export class RedisKeyStore implements KeyAdmin {
   private readonly channel: string;
   private readonly subscribe: boolean;
   private subscriber: RedisClient | undefined;
+  private subscribed: Promise<void> | undefined;
+  private onSubscribed: (() => void) | undefined;
   /** Bumped by every change heard: a lookup that started before one is not cached. */
   private generation = 0;
 
@@ -209,14 +211,24 @@ export class RedisKeyStore implements KeyAdmin {
   private listen(): void {
     const subscriber = this.redis.duplicate();
     this.subscriber = subscriber;
+    this.subscribed ??= new Promise((resolve) => (this.onSubscribed = resolve));
     subscriber.on('error', () => {}); // the main connection reports outages
     subscriber.on('ready', () => {
       this.forget();
-      subscriber.subscribe(this.channel).catch(() => {});
+      subscriber.subscribe(this.channel).then(() => this.onSubscribed?.(), () => {});
     });
     subscriber.on('message', (_channel: string, message: string) => this.apply(message));
     // A Cluster connects by itself; one server was duplicated with its own lazyConnect setting.
     if (subscriber.status === 'wait') subscriber.connect().catch(() => {});
+  }
+
+  /**
+   * Resolves once this instance hears changes made elsewhere (it subscribes at its first lookup,
+   * or here): for readiness checks and tests.
+   */
+  listening(): Promise<void> {
+    if (!this.subscriber) this.listen();
+    return this.subscribed!;
   }
 
   private apply(message: string): void {
