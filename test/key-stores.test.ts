@@ -6,6 +6,8 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { FileKeyStore, hashApiKey, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
 import { authenticate } from '../src/core/auth/authenticate.js';
+import { newKey } from '../src/core/auth/key-records.js';
+import { RedisDashboardStore } from '../src/dashboard/index.js';
 import { ApiError } from '../src/core/errors.js';
 import { captureOutput, recordIssuedKeys } from './helpers/log-capture.js';
 import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
@@ -174,5 +176,34 @@ describe('bgcut-keys CLI', () => {
     const file = await tempFile('keys.json');
     expect((await cli(['keys', 'create', '--account', 'a', '--plan', 'gold', '--file', file])).code).toBe(2);
     expect((await cli(['keys', 'create', '--account', 'a', '--plan', 'pro', '--expires', 'soon', '--file', file])).code).toBe(2);
+  });
+});
+
+describe('bgcut-keys redis migrate: keys stored by the single-slot layout of earlier releases', () => {
+  it('copies accounts, keys and holders into the per-account layout, once; the keys then authenticate and revoke', async () => {
+    const { redis } = topologies[0]!.use; // the old layout only ever ran on one server
+    const prefix = `m${Math.random().toString(36).slice(2)}`;
+    // Written as the earlier RedisKeyStore and RedisDashboardStore wrote them.
+    const { key, record } = newKey({ accountId: 'acct_old', plan: 'pro' });
+    recordIssuedKeys([key]);
+    await redis.set(`${prefix}:account:acct_old`, JSON.stringify({ id: 'acct_old', plan: 'pro', status: 'active' }));
+    await redis.sadd(`${prefix}:accounts`, 'acct_old');
+    await redis.sadd(`${prefix}:account-keys:acct_old`, record.id);
+    await redis.set(`${prefix}:key:${record.hash}`, JSON.stringify(record));
+    await redis.set(`${prefix}:keyid:${record.id}`, record.hash);
+    const holder = { email: 'old@example.com', accountId: 'acct_old', passwordHash: 'scrypt$1$1$1$AA$AA', updatedAt: new Date().toISOString() };
+    await redis.set(`${prefix}:holder:old@example.com`, JSON.stringify(holder));
+    await redis.set(`${prefix}:holder-of:acct_old`, 'old@example.com');
+
+    const store = new RedisKeyStore({ redis, keyPrefix: prefix, cacheTtlMs: 0 });
+    expect(await outcome(store, key)).toBe('invalid_api_key');
+    expect(await store.migrateLegacyLayout()).toEqual({ accounts: 1, keys: 1 });
+    expect(await new RedisDashboardStore({ redis, keyPrefix: prefix }).migrateLegacyHolders()).toBe(1);
+    expect(await store.migrateLegacyLayout()).toEqual({ accounts: 0, keys: 0 });
+    expect(await outcome(store, key)).toBe('acct_old');
+    expect((await new RedisDashboardStore({ redis, keyPrefix: prefix }).findHolder('old@example.com'))?.accountId).toBe('acct_old');
+    expect((await store.listKeys('acct_old')).map((r) => r.id)).toEqual([record.id]);
+    await store.revokeKey(record.id);
+    expect(await outcome(store, key)).toBe('revoked_api_key');
   });
 });

@@ -36,6 +36,7 @@ const USAGE = `usage:
   bgcut-keys accounts list | suspend ACCOUNT | resume ACCOUNT
   bgcut-keys accounts set-holder ACCOUNT --email E   (dashboard sign-in; password on stdin or BGCUT_HOLDER_PASSWORD)
   bgcut-keys plans list
+  bgcut-keys redis migrate   (copies keys stored by releases before Redis Cluster support; docs/redis.md)
 options: --redis URL | --file PATH, --plans FILE, --json`;
 
 class UsageError extends Error {}
@@ -157,6 +158,13 @@ export async function main(argv: string[], out: (line: string) => void = console
           throw error;
         }
         print({ accountId, email: email.trim().toLowerCase() }, `${email.trim().toLowerCase()} can now sign in to the dashboard for ${accountId}`);
+        return 0;
+      }
+      case 'redis migrate': {
+        if (!redis) throw new UsageError('redis migrate needs --redis URL (or REDIS_URL)');
+        const copied = await (store as RedisKeyStore).migrateLegacyLayout();
+        const holders = await new RedisDashboardStore({ redis }).migrateLegacyHolders();
+        print({ ...copied, holders }, `copied ${copied.keys} keys, ${copied.accounts} accounts and ${holders} dashboard holders into the per-account layout`);
         return 0;
       }
       default:

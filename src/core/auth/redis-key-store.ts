@@ -347,6 +347,35 @@ export class RedisKeyStore implements KeyAdmin {
     this.subscriber?.disconnect();
   }
 
+  /**
+   * Copies keys and accounts stored by releases before the per-account layout (`<prefix>:key:<sha256>`,
+   * `<prefix>:account:<id>`, `<prefix>:account-keys:<id>`, `<prefix>:keyid:<id>` -> hash) into it,
+   * on the one server that held them. Safe to run again (what was copied is skipped), and while API
+   * instances of this release run (they find a key once its records are copied). Leaves the old
+   * keys in place. `bgcut-keys redis migrate` runs it.
+   */
+  async migrateLegacyLayout(): Promise<{ accounts: number; keys: number }> {
+    let accounts = 0;
+    let keys = 0;
+    for (const accountId of await this.redis.smembers(this.k('accounts'))) {
+      const legacyAccount = await this.redis.get(this.k('account', accountId));
+      if (legacyAccount && (await this.redis.set(this.accountKey(accountId, 'account'), legacyAccount, 'NX'))) accounts++;
+      for (const keyId of await this.redis.smembers(this.k('account-keys', accountId))) {
+        const hash = await this.redis.get(this.k('keyid', keyId));
+        // Already migrated: the id now points to its account, not to a hash.
+        if (!hash || hash === accountId || !/^[0-9a-f]{64}$/.test(hash)) continue;
+        const raw = await this.redis.get(this.k('key', hash));
+        if (!raw) continue;
+        await this.redis.set(this.recordKey(accountId, keyId), raw, 'NX');
+        await this.redis.sadd(this.accountKey(accountId, 'keys'), keyId);
+        await this.redis.set(this.k('keyhash', hash), `${accountId} ${keyId}`);
+        await this.redis.set(this.k('keyid', keyId), accountId);
+        keys++;
+      }
+    }
+    return { accounts, keys };
+  }
+
   private async fetch(hash: string): Promise<KeyLookup | undefined> {
     const index = await this.redis.get(this.k('keyhash', hash));
     if (!index) return undefined;

@@ -103,6 +103,24 @@ export class RedisDashboardStore implements DashboardStore {
     }
   }
 
+  /**
+   * Copies holders stored by releases before the `{holders}` layout (`<prefix>:holder:<email>`,
+   * `<prefix>:holder-of:<account>`); sessions are not copied (holders sign in again). Safe to run again.
+   */
+  async migrateLegacyHolders(): Promise<number> {
+    let copied = 0;
+    for (const accountId of await this.redis.smembers(this.k('accounts'))) {
+      const email = await this.redis.get(this.k('holder-of', accountId));
+      const raw = email ? await this.redis.get(this.k('holder', email)) : null;
+      if (!email || !raw) continue;
+      if (await this.redis.set(this.holderKey(email), raw, 'NX')) {
+        await this.redis.set(this.holderOfKey(accountId), email, 'NX');
+        copied++;
+      }
+    }
+    return copied;
+  }
+
   async createSession(idHash: string, session: SessionRecord): Promise<void> {
     const ttlMs = Math.max(1, Date.parse(session.expiresAt) - Date.now());
     // Listed under its account before it exists (two slots, no MULTI across them): signing the
