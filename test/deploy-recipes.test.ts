@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { InferenceMetrics } from '../src/inference-server/metrics.js';
+import { ApiMetrics } from '../src/core/metrics.js';
 import { resolveServerOptions } from '../src/inference-server/server.js';
 import { GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
@@ -106,13 +107,44 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(container.resources.requests.cpu).toBe(args.get('threads'));
   });
 
-  it('the autoscaler scales the inference Deployment on queue metrics the servers export', async () => {
+  it('the autoscaler scales the inference Deployment on queue metrics the servers export and on the requests the API pods hold back', async () => {
     const scaled = find('ScaledObject', 'bgcut-inference');
     expect(scaled.spec.scaleTargetRef.name).toBe(find('Deployment', 'bgcut-inference').metadata.name);
     const exported = new Set((await new InferenceMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
+    const apiExported = new Set((await new ApiMetrics(() => ({ inferenceSlots: 0, inferenceQueue: 0, pixels: 0 })).registry.getMetricsAsJSON()).map((m) => m.name));
     const queried = [...scaled.spec.triggers[0].metadata.query.matchAll(/(bgcut_[a-z_]+)\{/g)].map((m) => m[1]);
-    expect(queried).toEqual(['bgcut_inference_queue_depth', 'bgcut_inference_running']);
-    for (const metric of queried) expect(exported).toContain(metric);
+    expect(queried).toEqual(['bgcut_inference_queue_depth', 'bgcut_inference_running', 'bgcut_inference_slots_waiting']);
+    for (const metric of queried.slice(0, 2)) expect(exported).toContain(metric);
+    expect(apiExported).toContain('bgcut_inference_slots_waiting');
+    // The API pods' concurrency towards the tier is set from the environment, above the old fixed 4.
+    const apiEnv = new Map<string, Doc>(find('Deployment', 'bgcut-api').spec.template.spec.containers[0].env.map((e: Doc) => [e.name, e]));
+    expect(Number(apiEnv.get('BGCUT_MAX_CONCURRENT_INFERENCES')?.value)).toBeGreaterThan(4);
+  });
+
+  it('new inference pods get traffic within 30 s: servers close each connection after at most 20 s (the client re-resolves the Service then)', () => {
+    const args = argMap(find('Deployment', 'bgcut-inference').spec.template.spec.containers[0].args);
+    expect(cliFlags()).toContain('max-connection-age-ms');
+    expect(Number(args.get('max-connection-age-ms'))).toBeLessThanOrEqual(20_000);
+    expect(resolveServerOptions({ maxConnectionAgeMs: 20_000 }).maxConnectionAgeMs).toBe(20_000);
+  });
+
+  it('Redis: a memory cap under the container limit and noeviction (full, it refuses writes instead of dropping counters); idempotency answers bounded per pod within it', () => {
+    const container = find('StatefulSet', 'redis').spec.template.spec.containers[0];
+    const args: string[] = container.args;
+    expect(args[args.indexOf('--maxmemory-policy') + 1]).toBe('noeviction');
+    const mb = (text: string) => Number.parseInt(text, 10) * (/gi?b?$/i.test(text) ? 1024 : 1);
+    const maxmemoryMb = mb(args[args.indexOf('--maxmemory') + 1]!);
+    expect(maxmemoryMb).toBeLessThan(mb(container.resources.limits.memory));
+    const api = find('Deployment', 'bgcut-api').spec.template.spec.containers[0];
+    const perPod = Number(api.env.find((e: Doc) => e.name === 'BGCUT_IDEMPOTENCY_REDIS_MAX_BYTES').value);
+    const maxPods = find('HorizontalPodAutoscaler', 'bgcut-api').spec.maxReplicas;
+    // Answers at most half of Redis's memory, the rest for keys, counters and sessions.
+    expect((perPod * maxPods) / 1024 / 1024).toBeLessThanOrEqual(maxmemoryMb / 2);
+  });
+
+  it('the API app shares the dashboard sign-in throttle through Redis, and reads the inference concurrency from the environment', () => {
+    expect(apiAppSource).toMatch(/createDashboard\(\{[^}]*\.\.\.\(redis \? \{ redis \}/);
+    expect(apiAppSource).toMatch(/limits: \{ maxConcurrentInferences \}/);
   });
 
   it('the API pods: env the app reads, the inference Service address, probe paths the app serves, Secrets that exist', () => {
@@ -290,7 +322,11 @@ describe('compose.yaml (not run here; checked against the Dockerfile, the code a
     expect(env.BGCUT_INFERENCE_ADDRESS).toBe(`dns:///inference:${inferencePort}`);
     expect(new URL(env.REDIS_URL!).hostname).toBe('redis');
     const nginx = readFileSync(path.join(root, 'deploy/compose/nginx.conf'), 'utf8');
-    expect(nginx).toContain(`server api:${env.PORT};`);
+    // Resolved again while running (a variable in proxy_pass, Docker's resolver): replicas that come and go are found.
+    expect(nginx).toContain(`set $api_upstream http://api:${env.PORT};`);
+    expect(nginx).toContain('proxy_pass $api_upstream;');
+    expect(nginx).toMatch(/resolver 127\.0\.0\.11 valid=\d+s/);
+    expect(services.redis!.command.join(' ')).toMatch(/--maxmemory \S+ --maxmemory-policy noeviction/);
     expect(nginx).toMatch(new RegExp(`listen ${services.proxy!.ports[0].split(':')[1]};`));
     expect(services.proxy!.volumes[0]).toMatch(/^\.\/deploy\/compose\/nginx\.conf:/);
     expect(services.api!.healthcheck.test.join(' ')).toContain(`http://127.0.0.1:${env.PORT}/readyz`);

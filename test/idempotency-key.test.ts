@@ -16,7 +16,8 @@ import { baseUrlOf } from './conformance/suite.js';
 import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
-import { useRedis } from './helpers/use-redis.js';
+import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
+import { RedisIdempotencyStore } from '../src/core/idempotency/redis-store.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 let keys: TestKeys;
@@ -163,11 +164,12 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     await handler.close();
   });
 
-  it('a result larger than maxResultBytes is charged once but not kept: its retry gets 409 idempotency_result_gone', async () => {
+  it('a result larger than maxResultBytes is not kept and its key is released: the retry runs again (and is charged again)', async () => {
     const handler = handlerWith({ idempotency: { maxResultBytes: 100 } });
     expect((await send(handler.handle, keys.oneImage, photo, 'big')).status).toBe(200);
     const again = await send(handler.handle, keys.oneImage, photo, 'big');
-    expect([again.status, codeOf(again)]).toEqual([409, 'idempotency_result_gone']);
+    // A fresh run: the one-image quota is spent, so it is refused as a new request would be.
+    expect([again.status, codeOf(again)]).toEqual([429, 'quota_exceeded']);
     await handler.close();
   });
 
@@ -190,8 +192,21 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
   });
 });
 
-describe('Idempotency-Key across instances sharing Redis', () => {
-  const shared = useRedis();
+describe.each(redisTopologies)('Idempotency-Key across instances sharing $name', (topology) => {
+  const shared = useRedisTopology(topology);
+
+  it('keeps at most redisMaxBytes of answers per instance: one past it is not stored and its key is released', async () => {
+    const store = new RedisIdempotencyStore(shared.redis, { keyPrefix: `ib${Math.random().toString(36).slice(2)}`, maxBytes: 250 });
+    const times = { keyTtlMs: 60_000, resultTtlMs: 30_000, inProgressTtlMs: 60_000 };
+    for (const key of ['a', 'b', 'c']) {
+      expect(await store.claim(key, 'fp', key, times)).toMatchObject({ state: 'claimed' });
+      await store.complete(key, key, { status: 200, headers: {}, body: Buffer.alloc(100, key) }, times);
+    }
+    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200, body: Buffer.alloc(100, 'a') } });
+    expect(await store.claim('b', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
+    // 300 bytes do not fit in 250: the third answer was not stored, and its key is free again.
+    expect(await store.claim('c', 'fp', 'y', times)).toEqual({ state: 'claimed', token: 'y' });
+  });
 
   it('a retry that lands on the other instance is answered from the first instance\'s result, and charged once', async () => {
     const store = new RedisKeyStore({ redis: shared.redis });

@@ -23,6 +23,6 @@ export { KNOWN_MODELS, type KnownModel, type Licence } from '../models/known-mod
 export type { ModelListEntry } from './models/model-list.js';
 export { QUALITIES, QUALITY_QUOTA_WEIGHT, type Quality } from './image/multi-pass.js';
 export { OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
-export { connectRedis } from './redis.js';
+export { connectRedis, parseRedisUrl, redisReady, type ConnectRedisOptions, type RedisAddress, type RedisClient } from './redis.js';
 export { MemoryIdempotencyStore, type IdempotencyStore, type StoredResponse, type Claim as IdempotencyClaim, type IdempotencyTimes, type MemoryIdempotencyOptions } from './idempotency/store.js';
 export { RedisIdempotencyStore } from './idempotency/redis-store.js';

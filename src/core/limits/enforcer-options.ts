@@ -1,11 +1,12 @@
-import type { Redis } from 'ioredis';
+import { nodeOptionsOf, type RedisClient } from '../redis.js';
+import { Cluster } from 'ioredis';
 import type { RedisFailureMode } from './insurance.js';
 import type { Plans } from './plans.js';
 
 export interface PlanEnforcerOptions {
   plans: Plans;
   /** Shared state for many API instances; absent for in-memory limits (one instance). */
-  redis?: Redis | undefined;
+  redis?: RedisClient | undefined;
   redisFailureMode?: RedisFailureMode | undefined;
   /** How many API instances share the limits, for sizing insurance limits. Default 1. */
   insuranceInstances?: number | undefined;
@@ -57,12 +58,15 @@ export function validateEnforcerOptions(options: PlanEnforcerOptions): void {
     }
     return;
   }
-  const client = redis.options;
+  const client = nodeOptionsOf(redis);
   if (client.autoResendUnfulfilledCommands !== false) {
     warn({ code: 'redis-resends-commands', message: 'the Redis client resends unanswered commands after a reconnect, so a quota or usage write could apply twice: create it with connectRedis() or autoResendUnfulfilledCommands: false' });
   }
   if (client.enableOfflineQueue !== false) {
     warn({ code: 'redis-offline-queue', message: 'the Redis client queues commands while disconnected, so requests wait for Redis instead of failing over: create it with connectRedis() or enableOfflineQueue: false' });
+  }
+  if (redis instanceof Cluster && Number(redis.options.retryDelayOnFailover ?? 100) > 0) {
+    warn({ code: 'redis-cluster-resends-commands', message: 'the Redis Cluster client sends a command again when its node\'s connection closed before the reply, so a quota or usage write could apply twice: create it with connectRedis() or retryDelayOnFailover: 0' });
   }
   if (!client.commandTimeout) {
     warn({ code: 'redis-no-command-timeout', message: 'the Redis client has no commandTimeout, so a Redis that hangs holds requests: create it with connectRedis() or set commandTimeout' });
