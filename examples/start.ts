@@ -20,19 +20,28 @@ const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
 const keysFile = process.env.BGCUT_KEYS_FILE ?? '.data/keys.json';
 const demoEmail = 'demo@example.com';
 
-// The launcher's malloc settings (npm start: glibc tuned, or jemalloc preloaded) are for the API:
-// the inference server keeps the system malloc it was measured with (with 2 arenas, ONNX
-// Runtime's threads could contend on them). Malloc variables the user set are passed on.
-const inferenceEnv = withoutLauncherMalloc(process.env);
-const inference = spawn(process.execPath, [fileURLToPath(new URL('../src/inference-server/cli.js', import.meta.url))], {
-  // BGCUT_MODELS (see modelsFromEnvironment) names the models for the server too, unless it has its own list.
-  env: { ...inferenceEnv, BGCUT_INFERENCE_PORT: String(inferencePort), ...(process.env.BGCUT_MODELS && !process.env.BGCUT_INFERENCE_MODEL ? { BGCUT_INFERENCE_MODEL: process.env.BGCUT_MODELS } : {}) },
-  stdio: ['ignore', 'inherit', 'inherit'],
-});
-inference.on('exit', (code, signal) => {
-  console.error(`inference server exited (${signal ?? code}); stopping`);
-  process.exit(1);
-});
+// BGCUT_INFERENCE_ADDRESS: an inference server that is already running elsewhere (its own host,
+// or the test suite's); otherwise one is started here as a child process.
+const externalInference = process.env.BGCUT_INFERENCE_ADDRESS;
+const inferenceAddress = externalInference ?? `127.0.0.1:${inferencePort}`;
+const inference = externalInference ? undefined : startInferenceServer();
+
+function startInferenceServer() {
+  // The launcher's malloc settings (npm start: glibc tuned, or jemalloc preloaded) are for the API:
+  // the inference server keeps the system malloc it was measured with (with 2 arenas, ONNX
+  // Runtime's threads could contend on them). Malloc variables the user set are passed on.
+  const inferenceEnv = withoutLauncherMalloc(process.env);
+  const child = spawn(process.execPath, [fileURLToPath(new URL('../src/inference-server/cli.js', import.meta.url))], {
+    // BGCUT_MODELS (see modelsFromEnvironment) names the models for the server too, unless it has its own list.
+    env: { ...inferenceEnv, BGCUT_INFERENCE_PORT: String(inferencePort), ...(process.env.BGCUT_MODELS && !process.env.BGCUT_INFERENCE_MODEL ? { BGCUT_INFERENCE_MODEL: process.env.BGCUT_MODELS } : {}) },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  child.on('exit', (code, signal) => {
+    console.error(`inference server exited (${signal ?? code}); stopping`);
+    process.exit(1);
+  });
+  return child;
+}
 
 const keyStore = new FileKeyStore({ file: keysFile });
 const dashboardStore = new FileDashboardStore(keyStore);
@@ -43,12 +52,14 @@ const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', label
 const demoPassword = randomBytes(9).toString('base64url');
 await setAccountHolder(dashboardStore, 'demo', demoEmail, demoPassword);
 
-const handler = handlerFromEnvironment({ keyStore, activity, inference: { address: `127.0.0.1:${inferencePort}`, ...modelsFromEnvironment() } });
+const handler = handlerFromEnvironment({ keyStore, activity, inference: { address: inferenceAddress, ...modelsFromEnvironment() } });
 const dashboard = createDashboard({ handler, keyStore, store: dashboardStore, activity, secret: dashboardSecret(path.dirname(keysFile)) });
 console.log('waiting for the inference server to load the model...');
 await handler.ready();
 
 const server = createExpressApp(handler, '', dashboard).listen(port, () => {
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0; // PORT=0: a free port
   console.log(`bgcut listening on http://localhost:${port}`);
   console.log(`demo key: ${key}`);
   console.log(`try: curl -H "X-API-KEY: ${key}" -F file=@photo.jpg http://localhost:${port}/v1/remove-bg -o out.png`);
@@ -71,6 +82,7 @@ function dashboardSecret(folder: string): string {
 
 shutDownGracefully(server, handler, async () => {
   await activity.close();
+  if (!inference) return;
   inference.removeAllListeners('exit');
   const exited = new Promise((resolve) => inference.once('exit', resolve));
   inference.kill('SIGTERM');
