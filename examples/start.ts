@@ -1,8 +1,9 @@
 /**
  * `npm start`: the inference server (a child process, as it would be on its own host) and the
  * Express example with the dashboard, on embedded defaults: in-memory rate limits, a file key
- * store in .data/, the built-in ISNet model. Prints a fresh demo key, a ready curl command, the
- * dashboard's address and a demo sign-in.
+ * store in .data/ (with the month's quota and usage and the daily history beside it, so a
+ * restart keeps them), the built-in ISNet model. Prints a fresh demo key, a ready curl command,
+ * the dashboard's address and a demo sign-in.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -19,6 +20,7 @@ const port = Number(process.env.PORT ?? 3000);
 const inferencePort = Number(process.env.BGCUT_INFERENCE_PORT ?? 50051);
 const keysFile = process.env.BGCUT_KEYS_FILE ?? '.data/keys.json';
 const demoEmail = 'demo@example.com';
+const DEMO_LABEL = 'demo (npm start)';
 
 // BGCUT_INFERENCE_ADDRESS: an inference server that is already running elsewhere (its own host,
 // or the test suite's); otherwise one is started here as a child process.
@@ -46,13 +48,11 @@ function startInferenceServer() {
 const keyStore = new FileKeyStore({ file: keysFile });
 const dashboardStore = new FileDashboardStore(keyStore);
 const activity = new ActivityRecorder({ store: dashboardStore });
-// Only the hash is stored, so a key can be shown once: mint a fresh demo key each start and
-// revoke the previous one; likewise a fresh demo password.
-const { key } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', label: 'demo (npm start)', revokeOthers: true });
+const key = await freshDemoKey();
 const demoPassword = randomBytes(9).toString('base64url');
 await setAccountHolder(dashboardStore, 'demo', demoEmail, demoPassword);
 
-const handler = handlerFromEnvironment({ keyStore, activity, inference: { address: inferenceAddress, ...modelsFromEnvironment() } });
+const handler = handlerFromEnvironment({ keyStore, activity, usageStore: dashboardStore.usage, inference: { address: inferenceAddress, ...modelsFromEnvironment() } });
 const dashboard = createDashboard({ handler, keyStore, store: dashboardStore, activity, secret: dashboardSecret(path.dirname(keysFile)) });
 console.log('waiting for the inference server to load the model...');
 await handler.ready();
@@ -65,6 +65,30 @@ const server = createExpressApp(handler, '', dashboard).listen(port, () => {
   console.log(`try: curl -H "X-API-KEY: ${key}" -F file=@photo.jpg http://localhost:${port}/v1/remove-bg -o out.png`);
   console.log(`dashboard: http://localhost:${port}${dashboard.basePath}  (sign in as ${demoEmail} / ${demoPassword})`);
 });
+
+/**
+ * Only a key's hash is stored, so a key can be shown once: each start mints a fresh demo key and
+ * removes the previous demo key, and only it (its id is kept beside the key file). The keys the
+ * holder made in the dashboard are the holder's: a restart leaves them as they are.
+ */
+async function freshDemoKey(): Promise<string> {
+  const idFile = path.join(path.dirname(keysFile), 'demo-key-id');
+  let previous: string | undefined;
+  try {
+    previous = readFileSync(idFile, 'utf8').trim();
+  } catch {
+    previous = undefined;
+  }
+  const { key, record } = await keyStore.createKey({ accountId: 'demo', plan: 'pro', label: DEMO_LABEL });
+  // Removed rather than revoked, so the holder's list does not gather one revoked demo key per
+  // restart. A data folder from before the id file: its demo keys are known by their label.
+  await keyStore.update((data) => {
+    data.keys = data.keys.filter((k) => k.id === record.id || (previous ? k.id !== previous : !(k.accountId === 'demo' && k.label === DEMO_LABEL)));
+  });
+  mkdirSync(path.dirname(idFile), { recursive: true });
+  writeFileSync(idFile, record.id);
+  return key;
+}
 
 /** BGCUT_DASHBOARD_SECRET, or one made once and kept beside the key file, so sign-ins survive restarts. */
 function dashboardSecret(folder: string): string {
@@ -82,6 +106,7 @@ function dashboardSecret(folder: string): string {
 
 shutDownGracefully(server, handler, async () => {
   await activity.close();
+  await dashboardStore.close();
   if (!inference) return;
   inference.removeAllListeners('exit');
   const exited = new Promise((resolve) => inference.once('exit', resolve));

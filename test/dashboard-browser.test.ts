@@ -333,7 +333,10 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
     await app?.close();
   });
 
-  const shot = (page: Page, name: string) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  // Phone-width pages join the screenshots (the desktop ones are the first suite's).
+  const shot = async (page: Page, name: string) => {
+    if (viewport.name === 'phone') await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  };
   const keyCount = async () => (await app.keyStore.listKeys(HOLDER.accountId)).length;
 
   async function signedIn(who = HOLDER): Promise<{ context: BrowserContext; page: Page }> {
