@@ -11,6 +11,7 @@ import { launchChromium } from './helpers/browser.js';
 import { HOLDER, OTHER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
 import { startExampleProcess, type ExampleProcess } from './helpers/example-process.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
+import { JsonFile } from '../src/dashboard/stores/json-file.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 /**
@@ -19,6 +20,24 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * docs/screenshots with `npm run screenshots` (the ones the README shows).
  */
 const SHOTS = process.env.BGCUT_SCREENSHOT_DIR ?? 'test/output/screenshots';
+
+/**
+ * The 29 days before today seeded straight into the store, so the chart in the screenshots has
+ * a history: requests (activity) and, of them, the charged cutouts (the usage the month's total
+ * is summed from), written under the file's lock like the store's own writes. Today stays real.
+ */
+async function seedHistory(app: DashboardApp): Promise<void> {
+  const earlier = lastDays(30).slice(0, 29);
+  const cutouts = earlier.map((_, i) => Math.max(0, Math.round(30 + 18 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 20 : 0))));
+  const refused = earlier.map((_, i) => (i % 4 === 1 ? 3 : i % 9 === 0 ? 6 : 0));
+  await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: cutouts[i]! + refused[i]! })), lastUsed: [] });
+  type WithUsage = { usage?: { days: Record<string, Record<string, { images: number; megapixels: number }>>; quota: Record<string, number> } };
+  await new JsonFile<WithUsage>(app.store.file, () => ({})).update((data) => {
+    data.usage ??= { days: {}, quota: {} };
+    const days = (data.usage.days[HOLDER.accountId] ??= {});
+    earlier.forEach((day, i) => (days[day] = { images: cutouts[i]!, megapixels: Math.round(cutouts[i]! * 3.1) / 10 }));
+  });
+}
 
 describe('dashboard in chromium', () => {
   let app: DashboardApp;
@@ -148,6 +167,7 @@ describe('dashboard in chromium', () => {
     await signIn(page, HOLDER, `${app.url}/dashboard/try`);
     await page.waitForURL(`${app.url}/dashboard/try`);
     const standing = () => app.handler.accountSummary({ id: HOLDER.accountId, plan: 'roomy', status: 'active' });
+    await seedHistory(app);
     const before = await standing();
     // Before an image is chosen: no result area (no empty images, no Download).
     expect(await page.locator('#compare').isVisible()).toBe(false);
@@ -208,16 +228,13 @@ describe('dashboard in chromium', () => {
     // The page's script sent each try's quality with its image.
     expect(await page.evaluate(() => (window as unknown as { postedQualities: string[] }).postedQualities)).toEqual(['balanced', 'fast']);
 
-    // Earlier days seeded straight into the store (so the chart in the screenshot has a history); today is real.
-    const earlier = lastDays(30).slice(0, 29);
-    await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: Math.max(0, Math.round(30 + 18 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 20 : 0))) })), lastUsed: [] });
     await page.getByRole('link', { name: 'Usage' }).click();
     expect(Number(await page.textContent('#usage-images'))).toBe(before.usage.images + 2);
     const after = await standing();
     expect(after.quota!.used - before.quota!.used).toBe(2);
     expect(await page.textContent('label[for="quota-meter"]')).toBe(`This month's quota: ${after.quota!.used} of 500 image credits used`);
     const today = new Date().toISOString().slice(0, 10);
-    expect(Number(await page.locator('table.daily tr', { hasText: today }).locator('td').nth(1).textContent())).toBeGreaterThanOrEqual(1);
+    expect(Number(await page.locator('table.daily tr', { hasText: today }).locator('td').nth(1).textContent())).toBeGreaterThanOrEqual(2);
     await shot(page, 'usage');
     await context.close();
   }, 180_000);
@@ -499,8 +516,7 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
   }, 120_000);
 
   it('the daily chart is readable: values on a y-axis, no labels on top of each other, cutouts and refusals apart', async () => {
-    const earlier = lastDays(30).slice(0, 29);
-    await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: 20 + (i % 9) * 7 })), lastUsed: [] });
+    await seedHistory(app);
     const { context, page } = await signedIn();
     await page.goto(`${app.url}/dashboard/usage`);
     const labels = await page.locator('.chart svg text').evaluateAll((els) =>

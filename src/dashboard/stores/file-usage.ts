@@ -43,8 +43,9 @@ const MAX_PENDING = 100_000;
  *
  * Like ActivityRecorder, changes are counted in memory and written as one batch of additions
  * (a timer, every `flushIntervalMs`, and `close()`), never one file write per request; reads
- * add what is pending to the file's content as last read. Several processes may share the file:
- * each adds its own counts, and sees the others' after its next write.
+ * add what is pending to the file's content. Several processes may share the file: each adds
+ * its own counts; the pages read the file afresh, the quota checks the content as of this
+ * process's last write (so the processes together may pass a quota by what they charged since).
  */
 export class FileUsageStore implements LocalUsageStore {
   private pendingDays = new Map<string, PendingDay>();
@@ -68,6 +69,21 @@ export class FileUsageStore implements LocalUsageStore {
   ) {
     this.timer = setInterval(() => void this.flush().catch(() => {}), options.flushIntervalMs ?? 2000);
     this.timer.unref();
+  }
+
+  /** Completed writes: a file read that overlapped one is not taken as the snapshot. */
+  private writes = 0;
+
+  /**
+   * For the pages (the month's total, the daily chart): the file as it is now, so what other
+   * processes sharing it have written shows too. The quota's checks use the snapshot.
+   */
+  private async current(): Promise<UsageSection> {
+    const writes = this.writes;
+    if (this.flushing || !this.snapshot) return this.stored();
+    const usage = (await this.file.read()) ?? emptyUsage();
+    if (!this.flushing && this.writes === writes) this.snapshot = usage;
+    return this.snapshot;
   }
 
   private async stored(): Promise<UsageSection> {
@@ -98,7 +114,7 @@ export class FileUsageStore implements LocalUsageStore {
 
   async get(accountId: string, month: string): Promise<Usage> {
     this.serving = true;
-    const days = (await this.stored()).days[accountId] ?? {};
+    const days = (await this.current()).days[accountId] ?? {};
     const usage: Usage = { month, images: 0, megapixels: 0 };
     for (const [day, counts] of Object.entries(days)) {
       if (!day.startsWith(month)) continue;
@@ -117,7 +133,7 @@ export class FileUsageStore implements LocalUsageStore {
   /** Charged cutouts of one account per day, for the given days (the chart's bars); undefined unless `serving`. */
   async dailyUsage(accountId: string, days: string[]): Promise<DayUsage[] | undefined> {
     if (!this.serving) return undefined;
-    const stored = (await this.stored()).days[accountId] ?? {};
+    const stored = (await this.current()).days[accountId] ?? {};
     return days.map((day) => {
       const parts = [stored[day], this.writingDays.get(`${accountId}\n${day}`), this.pendingDays.get(`${accountId}\n${day}`)];
       return { images: parts.reduce((n, p) => n + (p?.images ?? 0), 0), megapixels: round(parts.reduce((n, p) => n + (p?.megapixels ?? 0), 0)) };
@@ -184,6 +200,7 @@ export class FileUsageStore implements LocalUsageStore {
         written = structuredClone(usage);
       });
       this.snapshot = written;
+      this.writes++;
       this.writingDays = new Map();
       this.writingQuota = new Map();
     } catch (error) {
