@@ -28,14 +28,18 @@ const SHOTS = process.env.BGCUT_SCREENSHOT_DIR ?? 'test/output/screenshots';
  */
 async function seedHistory(app: DashboardApp): Promise<void> {
   const earlier = lastDays(30).slice(0, 29);
-  const cutouts = earlier.map((_, i) => Math.max(0, Math.round(30 + 18 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 20 : 0))));
-  const refused = earlier.map((_, i) => (i % 4 === 1 ? 3 : i % 9 === 0 ? 6 : 0));
+  const cutouts = earlier.map((_, i) => Math.max(0, Math.round(9 + 6 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 6 : 0))));
+  const refused = earlier.map((_, i) => (i % 4 === 1 ? 1 : i % 9 === 0 ? 2 : 0));
   await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: cutouts[i]! + refused[i]! })), lastUsed: [] });
   type WithUsage = { usage?: { days: Record<string, Record<string, { images: number; megapixels: number }>>; quota: Record<string, number> } };
   await new JsonFile<WithUsage>(app.store.file, () => ({})).update((data) => {
     data.usage ??= { days: {}, quota: {} };
     const days = (data.usage.days[HOLDER.accountId] ??= {});
     earlier.forEach((day, i) => (days[day] = { images: cutouts[i]!, megapixels: Math.round(cutouts[i]! * 3.1) / 10 }));
+    // The quota counter of this month agrees with them (one credit per cutout on this plan).
+    const month = lastDays(1)[0]!.slice(0, 7);
+    const key = `${HOLDER.accountId}:${month}`;
+    data.usage.quota[key] = (data.usage.quota[key] ?? 0) + earlier.reduce((n, day, i) => n + (day.startsWith(month) ? cutouts[i]! : 0), 0);
   });
 }
 
@@ -356,8 +360,8 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
   });
 
   // Phone-width pages join the screenshots (the desktop ones are the first suite's).
-  const shot = async (page: Page, name: string) => {
-    if (viewport.name === 'phone') await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  const shot = async (page: Page, name: string, fullPage = true) => {
+    if (viewport.name === 'phone') await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage });
   };
   const keyCount = async () => (await app.keyStore.listKeys(HOLDER.accountId)).length;
 
@@ -460,7 +464,8 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
     }
     // And nothing covers it: a click would reach it.
     for (const control of controls) await control.click({ trial: true, timeout: 5000 });
-    await shot(page, `keys-${viewport.name}`);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot(page, `keys-${viewport.name}`, false); // the first screen, as a phone shows it
 
     // Revoke one: it leaves the list of live keys, and is still there to look at when asked for.
     const revoked = rowOf(page, `reach 1 ${viewport.name}`);

@@ -75,8 +75,9 @@ export class FileUsageStore implements LocalUsageStore {
   private writes = 0;
 
   /**
-   * For the pages (the month's total, the daily chart): the file as it is now, so what other
-   * processes sharing it have written shows too. The quota's checks use the snapshot.
+   * For the pages (the month's total, the quota used, the daily chart): the file as it is now,
+   * so what other processes sharing it have written shows too. The quota's checks (`charge`)
+   * use the snapshot: no file read on the request path.
    */
   private async current(): Promise<UsageSection> {
     const writes = this.writes;
@@ -142,8 +143,9 @@ export class FileUsageStore implements LocalUsageStore {
 
   // QuotaStore (one process's view: a call here is never lost or repeated, so ops need no record) --
 
+  /** For the pages (the quota meter): from the file as it is now, like `get`. */
   async used(key: string): Promise<number> {
-    await this.stored();
+    await this.current();
     return this.usedNow(key);
   }
 
