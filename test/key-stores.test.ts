@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { FileKeyStore, hashApiKey, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
+import { FileKeyStore, hashApiKey, KeyAlreadyReplacedError, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
 import { authenticate } from '../src/core/auth/authenticate.js';
 import { newKey } from '../src/core/auth/key-records.js';
 import { RedisDashboardStore } from '../src/dashboard/index.js';
@@ -79,6 +79,20 @@ describe.each(stores)('%s', (_name, make) => {
     recordIssuedKeys([again.key]);
     expect(await outcome(store, rotated.key)).toBe('expired_api_key');
     expect(await outcome(store, again.key)).toBe('acct_r');
+  });
+
+  it('refuses to rotate a key that is already being replaced; the successor keeps the planned expiry, never the overlap\'s end', async () => {
+    const store = await make();
+    const planned = new Date(Date.now() + 30 * 86_400_000);
+    const old = await store.createKey({ accountId: 'acct_rr', plan: 'free', expiresAt: planned });
+    const rotated = await store.rotateKey(old.record.id, 3_600_000);
+    recordIssuedKeys([old.key, rotated.key]);
+    expect(rotated.old.replacedBy).toBe(rotated.record.id);
+    expect(rotated.record.expiresAt).toBe(planned.toISOString());
+    const error = await store.rotateKey(old.record.id, 3_600_000).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(KeyAlreadyReplacedError);
+    expect((error as KeyAlreadyReplacedError).successorId).toBe(rotated.record.id);
+    expect((await store.listKeys('acct_rr')).filter((k) => !k.revokedAt)).toHaveLength(2);
   });
 
   it('restricts keys to addresses (CIDR) when asked', async () => {

@@ -97,6 +97,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
+    usageStore: options.usageStore,
     // As the host gave them (resolveOptions checked them): the enforcer warns about settings
     // that do nothing without Redis, and fills in the same defaults.
     redisFailureMode: options.redisFailureMode,

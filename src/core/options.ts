@@ -6,6 +6,7 @@ import { grpcTarget, type InferenceTls } from './inference/inference-client.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
 import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
+import type { LocalUsageStore } from './limits/enforcer-options.js';
 import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
 import { OUTPUT_OPTION_NAMES } from './output-options.js';
 import { resolveImageUrlOptions, type ImageUrlOptions } from './image-url/options.js';
@@ -119,6 +120,11 @@ export interface RemoveBgOptions {
   onResponse?: (entry: AccessLogEntry) => void;
   /** Counts requests per account and day and notes each key's last use, for the dashboard. Default: none. */
   activity?: ActivityRecorder;
+  /**
+   * Without `redis`: where the month's quota and usage are kept, so they survive a restart
+   * (FileDashboardStore's `usage`). Default: memory, lost on restart. Ignored with `redis`.
+   */
+  usageStore?: LocalUsageStore;
   /** How requests with an `Idempotency-Key` header are remembered (see docs/limits.md). */
   idempotency?: IdempotencyOptions;
   inference?: InferenceOptions;

@@ -22,6 +22,12 @@ export interface Admitted {
    * one keeps them. Resolves with the seconds the caller is now locked out for (0 when not).
    */
   settle(valid: boolean): Promise<number>;
+  /**
+   * Tries left before a lock, counting this one as failed (the fewest of any counter), and how
+   * long that lock would last: so a page can warn before the try that locks.
+   */
+  remaining: number;
+  lockSecondsAfterLast: number;
 }
 
 export interface Refused {
@@ -110,8 +116,11 @@ export class SignInThrottle {
         return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(error.msBeforeNext / 1000)) };
       }
     }
+    const tightest = consumed.reduce((a, b) => (b.res.remainingPoints < a.res.remainingPoints ? b : a));
     return {
       allowed: true,
+      remaining: tightest.res.remainingPoints,
+      lockSecondsAfterLast: tightest.counter.blockSeconds || Math.ceil(tightest.res.msBeforeNext / 1000),
       settle: async (valid) => {
         if (valid) {
           await Promise.all(consumed.map(({ counter, key }) => (counter.resetOnSuccess ? counter.limiter.delete(key) : counter.limiter.reward(key, 1))));

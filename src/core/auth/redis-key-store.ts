@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { checkKeyPrefix, isUnreachable, tag, type RedisClient } from '../redis.js';
 import { hashesEqual } from './api-key.js';
-import { newKey, NotFoundError, TooManyKeysError } from './key-records.js';
+import { KeyAlreadyReplacedError, newKey, NotFoundError, TooManyKeysError } from './key-records.js';
 import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
 
 export interface RedisKeyStoreOptions {
@@ -138,8 +138,10 @@ local raw = redis.call('GET', KEYS[1])
 if not raw then return nil end
 local old = cjson.decode(raw)
 if old.revokedAt ~= nil and old.revokedAt ~= cjson.null then return redis.error_reply('revoked') end
+if old.replacedBy ~= nil and old.replacedBy ~= cjson.null then return redis.error_reply('replaced ' .. old.replacedBy) end
 if not redis.call('GET', KEYS[2]) then return nil end
 local created = cjson.decode(ARGV[2])
+old.replacedBy = created.id
 created.expiresAt = old.expiresAt
 if created.expiresAt == nil then created.expiresAt = cjson.null end
 local current = old.expiresAt
@@ -309,6 +311,7 @@ export class RedisKeyStore implements KeyAdmin {
   async rotateKey(keyId: string, overlapMs: number): Promise<{ key: string; record: KeyRecord; old: KeyRecord }> {
     const old = await this.getKeyById(keyId);
     if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
+    if (old.replacedBy) throw new KeyAlreadyReplacedError(keyId, old.replacedBy);
     const created = newKey({ accountId: old.accountId, plan: '', allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
     const { record } = created;
     await this.writeIndexes(old.accountId, record);
@@ -319,6 +322,8 @@ export class RedisKeyStore implements KeyAdmin {
     ).catch(async (error: Error) => {
       await this.dropIndexes(record);
       if (isScriptError(error, 'revoked')) throw new Error(`key ${keyId} is revoked`);
+      const replaced = /replaced (\S+)/.exec(error.message);
+      if (replaced) throw new KeyAlreadyReplacedError(keyId, replaced[1]!);
       throw error;
     })) as [string, string] | null;
     if (!written) {

@@ -54,9 +54,9 @@ export class PlanEnforcer {
       memoryConcurrency,
       this.insurance,
     );
-    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
+    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : (options.usageStore ?? new MemoryQuotaStore());
     this.quota = new QuotaLimiter(this.quotas, new MemoryQuotaStore(), this.insurance, this.pending, () => this.flushSoon());
-    this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
+    this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : (options.usageStore ?? new MemoryUsageMeter());
     if (redis) {
       const onReady = () => void this.flushPending();
       redis.on('ready', onReady);
