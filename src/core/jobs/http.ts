@@ -123,7 +123,7 @@ async function createJob(scope: RequestScope, base: string, deps: JobRoutesDeps)
   }
 
   // Idempotency-Key: a retry of the same batch gets the same job; the same key for another batch is 422.
-  let claim: { key: string; token: string } | undefined;
+  let claim: { key: string; token: string; lease: { keep(): void } } | undefined;
   if (typeof idempotencyHeader === 'string') {
     const key = `${identity.account.id}:${idempotencyHeader}`;
     const token = randomUUID();
@@ -138,8 +138,8 @@ async function createJob(scope: RequestScope, base: string, deps: JobRoutesDeps)
       if (!found.result) throw new ApiError('idempotency_result_gone');
       return { ...found.result, headers: { ...found.result.headers, ...scope.rateHeaders, 'idempotent-replayed': 'true' } };
     }
-    claim = { key, token };
-    scope.hold(() => deps.idempotency.store.abandon(key, token));
+    // Given up if accepting the job fails on the way; kept once it is queued.
+    claim = { key, token, lease: scope.hold(() => deps.idempotency.store.abandon(key, token)) };
   }
 
   const id = randomUUID();
@@ -161,7 +161,8 @@ async function createJob(scope: RequestScope, base: string, deps: JobRoutesDeps)
   const statusUrl = `${base}/${id}`;
   const response = jsonResponse(202, { ...scope.rateHeaders, location: statusUrl, 'cache-control': 'no-store' }, { id, state: job.state, statusUrl, images: sources.length });
   if (claim) {
-    const { key, token } = claim;
+    const { key, token, lease } = claim;
+    lease.keep();
     await deps.idempotency.store
       .complete(key, token, { status: response.status, headers: { location: statusUrl, 'content-type': 'application/json' }, body: response.body }, deps.idempotency.times)
       .catch(deps.events.onInternalError);
