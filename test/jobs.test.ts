@@ -51,7 +51,8 @@ function handlerWith(options: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
   const handler = createRemoveBgHandler({
     keyStore: keys.store,
     plans: PLANS,
-    inference: { address: inject('inferenceAddress') },
+    // A deadline for a box under heavy load: a slow inference is not what these tests are about.
+    inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
     onInternalError: captureInternalError,
     ...options,
     jobs: { resultsDir, ...options.jobs },
@@ -102,10 +103,9 @@ describe('a job through the in-process queue, end to end with the real model', (
     expect(statusUrl).toBe(`/v1/jobs/${id}`);
 
     const status = await waitForEnd(handler, metered, id);
+    expect(status.images.map((i: { state: string; error?: { code: string } }) => `${i.state}${i.error ? ` ${i.error.code}` : ''}`)).toEqual(['done', 'failed corrupt_image', 'done']);
     expect(status.state).toBe('succeeded');
     expect(status.progress).toEqual({ total: 3, done: 2, failed: 1, canceled: 0, fraction: 1 });
-    expect(status.images.map((i: { state: string }) => i.state)).toEqual(['done', 'failed', 'done']);
-    expect(status.images[1].error.code).toBe('corrupt_image');
 
     for (const [n, source] of [[0, images[0]!], [2, images[1]!]] as const) {
       const result = await handler.jobs!(coreRequest('GET', `/v1/jobs/${id}/results/${n}`, metered));
