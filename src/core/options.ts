@@ -10,6 +10,7 @@ import type { LocalUsageStore } from './limits/enforcer-options.js';
 import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
 import { OUTPUT_OPTION_NAMES } from './output-options.js';
 import { resolveImageUrlOptions, type ImageUrlOptions } from './image-url/options.js';
+import { resolveJobsOptions, type JobsOptions } from './jobs/options.js';
 
 /** One line per response, for access logs. Holds the key's short id, never the key. */
 export interface AccessLogEntry {
@@ -131,6 +132,8 @@ export interface RemoveBgOptions {
   limits?: RequestLimits;
   /** `image_url` input: on by default, fetched with SSRF protection; see ImageUrlOptions. */
   imageUrl?: ImageUrlOptions;
+  /** Asynchronous batch jobs at `/v1/jobs` (on by default, queued in this process); see JobsOptions. */
+  jobs?: JobsOptions;
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
   pngCompressionLevel?: number;
   /**
@@ -219,6 +222,8 @@ export function resolveOptions(options: RemoveBgOptions) {
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
     imageUrl: resolveImageUrlOptions(options.imageUrl),
+    // Checked here, so a bad value fails when the handler is created; the service keeps the objects.
+    jobs: (resolveJobsOptions(options.jobs), options.jobs),
     publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
