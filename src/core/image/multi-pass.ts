@@ -183,7 +183,9 @@ export function looksConfidence(whole: Buffer, w: number, h: number, looks: Look
 
 /** Horizontal mirror of interleaved 8-bit pixels, by libvips (flop): the same bytes as a loop, off the event loop. */
 async function mirrored(pixels: Buffer, width: number, height: number, channels: 1 | 3): Promise<Buffer> {
-  const out = await sharp(pixels, { raw: { width, height, channels } }).flop().raw().toBuffer();
+  const flopped = sharp(pixels, { raw: { width, height, channels } }).flop();
+  // One channel in comes back as three unless asked for the one.
+  const out = await (channels === 1 ? flopped.extractChannel(0) : flopped).raw().toBuffer();
   if (out.length !== pixels.length) throw new Error(`mirror: ${out.length} bytes from ${pixels.length}`);
   return out;
 }
