@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
  *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]]
  *
@@ -29,6 +29,9 @@
  *   medians, and each mode's ratio to `balanced`;
  * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
  *   model that takes any size), with each one's ratio to 1024.
+ * - host (asked by name only): the API process's event-loop delay and a cheap route's latency
+ *   beside a control process, under 2 clients x 24 MP and 8 clients x 1 MP, per output
+ *   (bench/host.ts); `--compare` runs another build's API alike, cell by cell.
  * The API (examples/express-app) and the inference server run as their own processes; the API as
  * `npm start` starts it (`--api-runtime launcher`, the default: glibc malloc tuned and the V8 heap
  * flag of src/runtime/v8-heap.ts) or as bare `node` (`plain`); `--compare-runtime` picks the
@@ -67,6 +70,7 @@ import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 import { balancingBench, printBalancingTable } from './balancing.js';
 import { compareModelSpeed, printModelSpeed } from './model-speed.js';
+import { hostBench } from './host.js';
 
 const { values } = parseArgs({
   options: {
@@ -86,6 +90,7 @@ const { values } = parseArgs({
     models: { type: 'string', default: 'isnet,isnet-int8' },
     qualities: { type: 'string' },
     sizes: { type: 'string' },
+    'host-requests': { type: 'string', default: '2' },
   },
 });
 const warmup = Number(values.warmup);
@@ -93,7 +98,7 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
-const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8'];
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8', 'host'];
 for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
 // The prepared built-ins (8-bit pixels in, 8-bit mask out) share a profile; isnet-fp16 is ISNet as shipped.
@@ -343,6 +348,21 @@ try {
   }
   if (sections.has('large')) {
     await latency('latency_24mp', await largeImage());
+  }
+
+  if (sections.has('host')) {
+    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+    report.host = await hostBench({
+      startApi: (env, nodeArgs, build) => {
+        const runtime = build ? comparedRuntime : mainRuntime;
+        return startApi(inference.address, { ...runtime.env, ...env }, [...runtime.nodeArgs, ...nodeArgs], build);
+      },
+      key,
+      photo,
+      large: await largeImage(),
+      compare: values.compare,
+      requestsPerClient: Number(values['host-requests']),
+    });
   }
 
   if (sections.has('floor')) {

@@ -5,7 +5,8 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, validatePlans, type RemoveBgHandler } from '../src/core/index.js';
 import { BEST_PASSES, flipGrey, maxPasses, mergeMasks, objectCrop, pasteBlended, planFor, QUALITY_QUOTA_WEIGHT, segmentAtQuality } from '../src/core/image/multi-pass.js';
-import { probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { quotaCost } from '../src/core/limits/plans.js';
 import { parseOutputOptions } from '../src/core/output-options.js';
@@ -92,6 +93,8 @@ describe('quality modes with the real model', () => {
     calls.push(input);
     return client.maskModel('isnet', ISNET_PROFILE)(input, signal);
   };
+  const pool = new PixelPool({ threads: 1 });
+  afterAll(() => pool.close());
   beforeAll(() => {
     client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   });
@@ -102,9 +105,11 @@ describe('quality modes with the real model', () => {
     const probe = await probeImage(image.bytes, limits);
     calls = [];
     const single = await segment(image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000));
-    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000));
+    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000), pool);
     expect(calls.length).toBe(2);
-    expect(Buffer.compare(balanced.alpha, single.alpha)).toBe(0);
+    expect(Buffer.compare(balanced.mask.grey, single.mask.grey)).toBe(0);
+    expect(balanced.mask.parts).toEqual([]);
+    expect(Buffer.compare(await fullSizeAlpha(balanced, pool), await fullSizeAlpha(single, pool))).toBe(0);
     expect(Buffer.compare(balanced.rgb, single.rgb)).toBe(0);
   }, 120_000);
 
@@ -113,19 +118,20 @@ describe('quality modes with the real model', () => {
     const image = await objectOnTexture(640, 480);
     const probe = await probeImage(image.bytes, limits);
     calls = [];
-    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000));
+    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000), pool);
     calls = [];
-    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(240_000));
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(240_000), pool);
     expect(calls.length).toBe(maxPasses(BEST_PASSES));
     // Every call had its own input (the image, its mirror, the object's crop).
     const distinct = new Set(calls.map((c) => `${c[0]}:${c[5000]}:${c[600_000]}:${c[2_000_000]}`));
     expect(distinct.size).toBe(calls.length);
-    expect(best.alpha.length).toBe(640 * 480);
-    expect(best.rgb.length).toBe(640 * 480 * 3);
+    const bestAlpha = await fullSizeAlpha(best, pool);
+    expect(bestAlpha.length).toBe(640 * 480);
+    expect(best.mask.parts.length).toBe(1);
     expect(best.width).toBe(640);
-    const bestIou = iou(best.alpha, image.truth);
+    const bestIou = iou(bestAlpha, image.truth);
     expect(bestIou).toBeGreaterThan(0.9);
-    expect(bestIou).toBeGreaterThan(iou(balanced.alpha, image.truth) - 0.02);
+    expect(bestIou).toBeGreaterThan(iou(await fullSizeAlpha(balanced, pool), image.truth) - 0.02);
     expect(best.timings.inference).toBeGreaterThan(0);
   }, 240_000);
 
@@ -143,11 +149,12 @@ describe('quality modes with the real model', () => {
       sent.push(`${size?.width}x${size?.height}:${input.length}`);
       return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
     };
-    const fast = await segmentAtQuality('fast', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    const fast = await segmentAtQuality('fast', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), pool, true, plan);
     expect(sent).toEqual([`${plan.size}x${plan.size}:${plan.size * plan.size * 3}`]);
-    expect(fast.alpha.length).toBe(640 * 480);
+    const fastAlpha = await fullSizeAlpha(fast, pool);
+    expect(fastAlpha.length).toBe(640 * 480);
     expect(fast.model.width).toBe(plan.size);
-    expect(iou(fast.alpha, image.truth)).toBeGreaterThan(0.9);
+    expect(iou(fastAlpha, image.truth)).toBeGreaterThan(0.9);
     expect(fast.confidence).toBeGreaterThan(0.5);
   }, 120_000);
 
@@ -162,11 +169,12 @@ describe('quality modes with the real model', () => {
       sent.push(size!.width);
       return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
     };
-    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), pool, true, plan);
     expect(sent.length).toBe(maxPasses(passes));
     expect(sent.sort((a, b) => a - b)).toEqual([320, 384, 384, 512]);
-    expect(best.alpha.length).toBe(640 * 480);
-    expect(iou(best.alpha, image.truth)).toBeGreaterThan(0.9);
+    const bestAlpha = await fullSizeAlpha(best, pool);
+    expect(bestAlpha.length).toBe(640 * 480);
+    expect(iou(bestAlpha, image.truth)).toBeGreaterThan(0.9);
     expect(best.confidence).toBeGreaterThan(0.5);
   }, 120_000);
 });

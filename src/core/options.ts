@@ -4,6 +4,7 @@ import type { IdempotencyStore } from './idempotency/store.js';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
 import { grpcTarget, type InferenceTls } from './inference/inference-client.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
+import { defaultPixelThreads } from './image/pixel-pool.js';
 import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
 import type { LocalUsageStore } from './limits/enforcer-options.js';
@@ -137,6 +138,12 @@ export interface RemoveBgOptions {
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
   pngCompressionLevel?: number;
   /**
+   * Worker threads for the per-pixel work written in JavaScript (full-size mask, foreground
+   * colour, composition), so it never blocks the host's event loop. Default: the host's cores
+   * less one, 1..4 (docs/configuration.md, "Threads").
+   */
+  pixelThreads?: number;
+  /**
    * Recover the object's own colour at soft edges, so no old background shows through hair or
    * fur on a new background. Default true.
    */
@@ -248,6 +255,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxPixelsInProcess: limits.maxPixelsInProcess ?? 16_000_000,
     },
     pngCompressionLevel: options.pngCompressionLevel ?? 4,
+    pixelThreads: options.pixelThreads ?? defaultPixelThreads(),
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
@@ -271,6 +279,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   for (const profile of Object.values(resolved.inference.models)) validateProfile(profile);
   if (!Object.hasOwn(resolved.inference.models, resolved.inference.modelName)) {
     throw new RangeError(`inference.models must include the default model "${resolved.inference.modelName}"`);
+  }
+  if (!Number.isInteger(resolved.pixelThreads) || resolved.pixelThreads < 1 || resolved.pixelThreads > 256) {
+    throw new RangeError('pixelThreads must be an integer in 1..256');
   }
   if (!Number.isInteger(resolved.pngCompressionLevel) || resolved.pngCompressionLevel < 0 || resolved.pngCompressionLevel > 9) {
     throw new RangeError('pngCompressionLevel must be 0..9');
