@@ -124,14 +124,20 @@ export async function pngEncoders(): Promise<PngEncoder[]> {
   const napi = await optional('@napi-rs/image');
   if (napi) {
     const { Transformer, CompressionType, FilterType } = napi.default ?? napi;
-    for (const [label, compressionType] of [['Fast', CompressionType.Fast], ['Default', CompressionType.Default]] as const) {
-      for (const [filterLabel, filterType] of [['NoFilter', FilterType.NoFilter], ['Paeth', FilterType.Paeth]] as const) {
-        encoders.push({
-          name: `@napi-rs/image ${label}, ${filterLabel}`,
-          mainThread: false,
-          encode: (rgba, width, height) => Transformer.fromRgbaPixels(rgba, width, height).png({ compressionType, filterType }),
-        });
-      }
+    const settings: [string, number, string, number][] = [
+      ['Fast', CompressionType.Fast, 'NoFilter', FilterType.NoFilter],
+      ['Fast', CompressionType.Fast, 'Sub', FilterType.Sub],
+      ['Fast', CompressionType.Fast, 'Up', FilterType.Up],
+      ['Fast', CompressionType.Fast, 'Paeth', FilterType.Paeth],
+      ['Default', CompressionType.Default, 'NoFilter', FilterType.NoFilter],
+      ['Default', CompressionType.Default, 'Paeth', FilterType.Paeth],
+    ];
+    for (const [label, compressionType, filterLabel, filterType] of settings) {
+      encoders.push({
+        name: `@napi-rs/image ${label}, ${filterLabel}`,
+        mainThread: false,
+        encode: (rgba, width, height) => Transformer.fromRgbaPixels(rgba, width, height).png({ compressionType, filterType }),
+      });
     }
   }
   const jsquash = await optional('@jsquash/png/encode.js');
