@@ -3,7 +3,6 @@ import * as protoLoader from '@grpc/proto-loader';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ProtoGrpcType } from './generated/grpc_predict_v2.js';
-import { modelInferRequestSerializer } from './model-infer-request.js';
 
 export type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
 export type { ModelInferResponse, ModelInferResponse__Output } from './generated/inference/ModelInferResponse.js';
@@ -58,18 +57,5 @@ export function loadInferenceProto(): ProtoGrpcType {
   return cached;
 }
 
-/**
- * The client class of the inference service with the API's own ModelInfer request serializer
- * (model-infer-request.ts: the tensors' bytes written into the message once); every other
- * method as proto-loader made it.
- */
-export function inferenceServiceClient(): ProtoGrpcType['inference']['GRPCInferenceService'] {
-  const Service = loadInferenceProto().inference.GRPCInferenceService;
-  const method = Service.service.ModelInfer;
-  const definition = { ...Service.service, ModelInfer: { ...method, requestSerialize: modelInferRequestSerializer(method.requestSerialize) } };
-  return grpc.makeGenericClientConstructor(definition, 'GRPCInferenceService') as unknown as ProtoGrpcType['inference']['GRPCInferenceService'];
-}
-
-export { modelInferRequestSerializer } from './model-infer-request.js';
 export { DATATYPE_BYTES, isDatatype, type Datatype } from './datatypes.js';
 export { CONTENTS_FIELD, elementCount, typedContentsToBytes, typedValueCount } from './tensor-contents.js';

@@ -5,7 +5,7 @@ import {
   MODEL_INFER_SPAN,
   elementCount,
   isDatatype,
-  inferenceServiceClient,
+  loadInferenceProto,
   typedContentsToBytes,
   typedValueCount,
   type Datatype,
@@ -111,8 +111,7 @@ export class InferenceClient {
   private readonly freeSizes = new Set<string>();
 
   constructor(private readonly options: InferenceClientOptions) {
-    // ModelInfer's request is written by the API's own serializer (src/protocol/model-infer-request.ts).
-    const Service = inferenceServiceClient();
+    const Service = loadInferenceProto().inference.GRPCInferenceService;
     registerLeastRequestPolicy();
     const credentials = options.tls
       ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
@@ -191,7 +190,7 @@ export class InferenceClient {
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
     // The request already ended (a `best` pass after its client left): nothing is sent.
     if (signal.aborted) return Promise.reject(abortReason(signal));
-    // A view of the tensor, not a copy: the request serializer writes it into the message.
+    // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
     const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
     const request = {
       modelName: model,
