@@ -104,9 +104,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     insuranceInstances: options.insuranceInstances,
     concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
-  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, redisMaxBytes, ...idempotencyTimes } = config.idempotency;
   const idempotency: IdempotencyDeps = {
-    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis, { maxBytes: redisMaxBytes }) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
     times: idempotencyTimes,
     maxResultBytes,
     onInternalError: config.onInternalError,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { ActivityRecorder } from './activity/recorder.js';
 import type { IdempotencyStore } from './idempotency/store.js';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
@@ -100,7 +100,7 @@ export interface RemoveBgOptions {
   /** Plans by name, each account names one (see loadPlansFile). Default: DEFAULT_PLANS. */
   plans?: Plans;
   /** Redis for limits, quotas, concurrency and usage shared by many API instances. Default: in memory. */
-  redis?: Redis;
+  redis?: RedisClient;
   /** While Redis is down: `fail-closed` (503, the default) or `insurance` (per-instance limits). */
   redisFailureMode?: RedisFailureMode;
   /** API instances sharing Redis, to size insurance limits (each gets 1/n). Default 1. */
@@ -164,13 +164,26 @@ export interface IdempotencyOptions {
   keyTtlMs?: number;
   /** How long the response is kept to be answered again (bytes in Redis or memory for this long). Default 10 min. */
   resultTtlMs?: number;
-  /** Largest response kept, in bytes; a retry of a larger one gets 409 `idempotency_result_gone`. Default 16 MiB. */
+  /**
+   * Largest response kept, in bytes. A larger one is not stored and its key is released: a retry
+   * runs (and is charged) again. Default 16 MiB.
+   */
   maxResultBytes?: number;
   /** Without Redis: most bytes of responses kept in memory (least recently used dropped first). Default 256 MiB. */
   memoryMaxBytes?: number;
-  /** How long a claim lasts if its request never completes (an instance that died). Default 10 min. */
+  /**
+   * With Redis: most bytes of responses this instance keeps in Redis at once (until each one's
+   * `resultTtlMs` lapses); past it an answer is not stored and its key is released. Redis holds at
+   * most (API instances) x this of answers. Default 128 MiB.
+   */
+  redisMaxBytes?: number;
+  /**
+   * How long a claim lasts if its request never completes (an instance that died): retries get
+   * 409 until then. Longer than the longest request (upload timeout + inference deadline).
+   * Default 2 min.
+   */
   inProgressTtlMs?: number;
-  /** Another store (default: Redis with `redis`, else memory). */
+  /** Another store (default: RedisClient with `redis`, else memory). */
   store?: IdempotencyStore;
 }
 
@@ -199,7 +212,8 @@ export function resolveOptions(options: RemoveBgOptions) {
       resultTtlMs: options.idempotency?.resultTtlMs ?? 600_000,
       maxResultBytes: options.idempotency?.maxResultBytes ?? 16 * 1024 * 1024,
       memoryMaxBytes: options.idempotency?.memoryMaxBytes ?? 256 * 1024 * 1024,
-      inProgressTtlMs: options.idempotency?.inProgressTtlMs ?? 600_000,
+      redisMaxBytes: options.idempotency?.redisMaxBytes ?? 128 * 1024 * 1024,
+      inProgressTtlMs: options.idempotency?.inProgressTtlMs ?? 120_000,
       store: options.idempotency?.store,
     },
     exposeMetrics: options.exposeMetrics ?? false,
@@ -264,7 +278,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     throw new RangeError('concurrencyLeaseMs must be an integer of at least 1000 (ms)');
   }
   positive('shutdownTimeoutMs', resolved.shutdownTimeoutMs);
-  for (const name of ['keyTtlMs', 'resultTtlMs', 'maxResultBytes', 'memoryMaxBytes', 'inProgressTtlMs'] as const) {
+  for (const name of ['keyTtlMs', 'resultTtlMs', 'maxResultBytes', 'memoryMaxBytes', 'redisMaxBytes', 'inProgressTtlMs'] as const) {
     positive(`idempotency.${name}`, resolved.idempotency[name]);
   }
   if (resolved.idempotency.resultTtlMs > resolved.idempotency.keyTtlMs) throw new RangeError('idempotency.resultTtlMs must be at most idempotency.keyTtlMs');

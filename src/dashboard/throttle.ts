@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../core/redis.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
 export interface SignInThrottleOptions {
@@ -66,7 +66,7 @@ export class SignInThrottle {
   private readonly byEmailPerDay: Counter;
   private readonly byAccountPasswordChange: Counter;
 
-  constructor(options: SignInThrottleOptions, redis: Redis | undefined, prefix: string) {
+  constructor(options: SignInThrottleOptions, redis: RedisClient | undefined, prefix: string) {
     // The one option of earlier versions that no longer exists: refused rather than ignored.
     if ('perEmail' in options) {
       throw new RangeError('dashboard throttle.perEmail is gone: failures are counted per email and client address (perEmailAndAddress, default 5) and per email over a day (perEmailPerDay, default 50)');

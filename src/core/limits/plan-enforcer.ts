@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import { ApiError } from '../errors.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore } from './concurrency.js';
