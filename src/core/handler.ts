@@ -3,6 +3,7 @@ import { InferenceClient } from './inference/inference-client.js';
 import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
+import { PixelPool } from './image/pixel-pool.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
 import { accountSummary, type AccountSummary } from './account-summary.js';
@@ -15,7 +16,7 @@ import { resolveOptions, type RemoveBgOptions } from './options.js';
 import { ApiError } from './errors.js';
 import { untilAborted } from '../util/abortable.js';
 import { admit } from './pipeline/admission.js';
-import { makeCutout } from './pipeline/cutout.js';
+import { makeCutout, type CutoutDeps } from './pipeline/cutout.js';
 import { idempotentRequest, type IdempotencyDeps } from './pipeline/idempotency.js';
 import { MemoryIdempotencyStore } from './idempotency/store.js';
 import { RedisIdempotencyStore } from './idempotency/redis-store.js';
@@ -31,6 +32,9 @@ import { quotaCost } from './limits/plans.js';
 import { readRemoveBgRequest } from './removebg/read-request.js';
 import type { RemoveBgRequest } from './removebg/parameters.js';
 import { removeBgAccount, removeBgAnswer, removeBgError, wantsJson } from './removebg/answers.js';
+import { createJobService } from './jobs/service.js';
+import { cutoutImage } from './jobs/image-cutout.js';
+import { JOBS_PATH } from './jobs/http.js';
 
 export type { Route } from './http-types.js';
 
@@ -64,6 +68,10 @@ export interface RemoveBgHandler {
   metrics(request: CoreRequest): Promise<CoreResponse>;
   /** The API's routes, for adapters to mount (`/metrics` only with `exposeMetrics`). */
   routes: Route[];
+  /** `/v1/jobs` and below (undefined with `jobs: { enabled: false }`). */
+  jobs: ((request: CoreRequest) => Promise<CoreResponse>) | undefined;
+  /** Resolves when the webhooks started so far are delivered or given up (for tests and shutdown). */
+  webhooksIdle(): Promise<void>;
   /**
    * What the API reference of this handler says, or undefined with `apiDocs: false`. The core
    * does not serve the reference: adapters mount its routes (src/openapi) next to `routes`.
@@ -126,15 +134,16 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
+    usageStore: options.usageStore,
     // As the host gave them (resolveOptions checked them): the enforcer warns about settings
     // that do nothing without Redis, and fills in the same defaults.
     redisFailureMode: options.redisFailureMode,
     insuranceInstances: options.insuranceInstances,
     concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
-  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, redisMaxBytes, ...idempotencyTimes } = config.idempotency;
   const idempotency: IdempotencyDeps = {
-    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis, { maxBytes: redisMaxBytes }) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
     times: idempotencyTimes,
     maxResultBytes,
     onInternalError: config.onInternalError,
@@ -143,6 +152,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
   const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
+  // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
+  const pixelPool = new PixelPool({ threads: config.pixelThreads });
   const metrics = new ApiMetrics(() => ({ inferenceSlots: inferenceSlots.inUse, inferenceQueue: inferenceSlots.queued, pixels: pixelBudget.inUse }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };
@@ -162,6 +173,53 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
 
   const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
+  const cutoutDeps: CutoutDeps = {
+    enforcer,
+    inferenceSlots,
+    pixelBudget,
+    pixelPool,
+    profiles: config.inference.models,
+    model,
+    freeSize: (name) => client.freeSize(name),
+    imageLimits: { maxInputPixels: config.limits.maxInputPixels },
+    render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
+    onInternalError: config.onInternalError,
+  };
+  const admissionDeps = {
+    keyStore: config.keyStore,
+    enforcer,
+    inFlight,
+    inferenceSaturated: () => client.saturated(),
+    retryAfterSeconds: config.inference.retryAfterSeconds,
+    onIdentified: (id: Identity) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
+  };
+
+  // Jobs: each image through the same cutout step, its inference slots taken below synchronous requests.
+  const jobService = config.jobs?.enabled === false ? undefined : createJobService(config.jobs, {
+    redis: config.redis,
+    imageUrl,
+    maxUploadBytes: config.limits.maxUploadBytes,
+    cutout: (job, n, attempt, image, signal) => cutoutImage(job, n, attempt, image, signal, {
+      enforcer,
+      verifier,
+      models: config.inference.models,
+      defaultModel: config.inference.modelName,
+      maxInputPixels: config.limits.maxInputPixels,
+      cutout: { ...cutoutDeps, inferenceSlots: inferenceSlots.lowPriority() },
+    }),
+    routes: {
+      keyStore: config.keyStore,
+      admission: admissionDeps,
+      enforcer,
+      verifier,
+      models: config.inference.models,
+      defaultModel: config.inference.modelName,
+      upload,
+      idempotency: { store: idempotency.store, times: idempotency.times },
+    },
+    onInternalError: config.onInternalError,
+  });
+  const jobsRoute = jobService && ((request: CoreRequest) => respond(JOBS_PATH, request, respondDeps, (scope) => jobService.route(scope)));
 
   const bgcutDialect: Dialect = {
     route: '/v1/remove-bg',
@@ -170,14 +228,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
 
   function handle(request: CoreRequest, known?: Identity, dialect: Dialect = bgcutDialect): Promise<CoreResponse> {
     const handled = () => respond(dialect.route, request, respondDeps, async (scope) => {
-      const admitted = await traceStep('bgcut.admission', () => admit(scope, {
-        keyStore: config.keyStore,
-        enforcer,
-        inFlight,
-        inferenceSaturated: () => client.saturated(),
-        retryAfterSeconds: config.inference.retryAfterSeconds,
-        onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
-      }, known));
+      const admitted = await traceStep('bgcut.admission', () => admit(scope, admissionDeps, known));
       const idempotent = idempotentRequest(scope, admitted, idempotency);
       const order = await traceStep('bgcut.upload', () => takeOrder(scope, admitted.plan, {
         verifier,
@@ -193,18 +244,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
       const replayed = await idempotent?.claim(order);
       if (replayed) return replayed;
-      const cutout = await makeCutout(scope, admitted, order, {
-        enforcer,
-        inferenceSlots,
-        pixelBudget,
-        profiles: config.inference.models,
-        model,
-        freeSize: (name) => client.freeSize(name),
-        imageLimits: { maxInputPixels: config.limits.maxInputPixels },
-        render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
-        onInternalError: config.onInternalError,
-        checkResult: dialect.checkResult,
-      });
+      const cutout = await makeCutout(scope, admitted, order, dialect.checkResult ? { ...cutoutDeps, checkResult: dialect.checkResult } : cutoutDeps);
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
       const response = dialect.answer(cutout, order, admitted, scope.rateHeaders);
       await idempotent?.complete(response);
@@ -244,7 +284,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         return removeBgAnswer(cutout, { json: wantsJson(request.headers.accept), reportedType: mapped?.reportedType, credits, rateHeaders });
       },
     };
-    return handle(request, undefined, dialect).then(removeBgError);
+    // remove.bg's JSON answer is made here from the image: the core is asked for the image alone.
+    const { accept: _accept, ...headers } = request.headers;
+    return handle({ ...request, headers }, undefined, dialect).then(removeBgError);
   }
 
   async function removeBgAccountRoute(request: CoreRequest): Promise<CoreResponse> {
@@ -287,7 +329,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       }
       await inFlight.close(5_000);
     }
+    // Jobs running get the same time to finish; what they leave is taken up by another instance (BullMQ) or lost (in process).
+    await jobService?.close();
     client.close();
+    await pixelPool.close();
     // What was counted but not yet written goes now, not with the next timer tick that will never
     // come: the activity batch (the host's recorder keeps running; it is the host's to close) and
     // usage that Redis has not heard of yet.
@@ -314,8 +359,11 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
             { path: '/v1.0/account', handle: removeBgAccountRoute },
           ]
         : []),
+      ...(jobsRoute ? [{ path: JOBS_PATH, subpaths: true, handle: jobsRoute }] : []),
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
     ],
+    jobs: jobsRoute,
+    webhooksIdle: async () => jobService?.webhooksIdle(),
     apiDocs: config.apiDocs ? docsContext(config) : undefined,
     ready: () => verifier.ready(),
     close: () => (closed ??= close()),

@@ -3,6 +3,7 @@ import { FORMATS } from '../core/image/output.js';
 import { OUTPUT_OPTION_DEFINITIONS, OUTPUT_OPTION_NAMES } from '../core/output-options.js';
 import { INPUT_FIELD_DEFINITIONS } from './input-fields.js';
 import { REMOVE_BG_SCHEMAS, removeBgPaths } from './remove-bg.js';
+import { JOB_ONLY_CODES, jobOperationCodes, jobPaths, jobSchemas } from './jobs.js';
 
 /** What the document says that depends on the handler's configuration. */
 export interface OpenApiContext {
@@ -24,13 +25,15 @@ const REMOVE_BG_ONLY: ReadonlySet<ErrorCode> = new Set(['bad_request', 'unknown_
 
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
-export const OPERATION_CODES: Record<'removeBackground' | 'getAccount' | 'listModels', ErrorCode[]> = {
-  // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
-  // bad_request comes from a host app's own parts (the examples' error handlers), never from bgcut's routes.
-  removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed' && !REMOVE_BG_ONLY.has(code)),
-  getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'],
-  listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'],
-};
+// not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
+// bad_request comes from a host app's own parts (the examples' error handlers), never from bgcut's routes.
+const REMOVE_BACKGROUND_CODES = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed' && !JOB_ONLY_CODES.includes(code) && !REMOVE_BG_ONLY.has(code));
+export const OPERATION_CODES = {
+  removeBackground: REMOVE_BACKGROUND_CODES,
+  ...jobOperationCodes(REMOVE_BACKGROUND_CODES),
+  getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'] as ErrorCode[],
+  listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'] as ErrorCode[],
+} satisfies Record<string, ErrorCode[]>;
 
 const RATE_LIMIT_HEADERS = {
   'RateLimit-Policy': { description: 'The plan\'s per-minute policy (IETF draft), e.g. `"minute";q=100;w=60`.', schema: { type: 'string' } },
@@ -177,6 +180,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
         },
       },
       ...(context.removeBgApi === false ? {} : removeBgPaths(rateLimitHeaderRefs(true), rateLimitHeaderRefs(false))),
+      ...jobPaths(optionProperties, problemResponses, OPERATION_CODES, rateLimitHeaderRefs(false)),
     },
     components: {
       securitySchemes: {
@@ -222,6 +226,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
         Account: accountSchema(context),
         ...(context.removeBgApi === false ? {} : REMOVE_BG_SCHEMAS),
         ModelList: modelListSchema(context),
+        ...jobSchemas(),
       },
     },
   };
