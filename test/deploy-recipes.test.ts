@@ -164,8 +164,45 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     const refs = manifests.flatMap(({ doc }) => JSON.stringify(doc).match(/"secretKeyRef":\{[^}]*\}/g) ?? []).map((r) => JSON.parse(r.slice('"secretKeyRef":'.length)) as { name: string; key: string });
     expect(refs.length).toBeGreaterThanOrEqual(3);
     for (const ref of refs) expect(secretKeys(ref.name), `${ref.name}/${ref.key}`).toContain(ref.key);
-    const volumes = manifests.flatMap(({ doc }) => doc.spec?.template?.spec?.volumes ?? []).filter((v: Doc) => v.secret);
-    for (const volume of volumes) expect(secretKeys(volume.secret.secretName)).toEqual(expect.arrayContaining(['tls.crt', 'tls.key', 'ca.crt']));
+  });
+
+  it('every volumeMount names a volume of its pod, and every TLS file the containers read is mounted from a Secret holding tls.crt, tls.key and ca.crt', () => {
+    const secrets = documents(path.join(k8sDir, 'secrets.example.yaml'));
+    const secretKeys = (name: string) => Object.keys(secrets.find((s) => s.metadata.name === name)?.stringData ?? {});
+    const pods = manifests
+      .filter(({ doc }) => doc.spec?.template?.spec?.containers)
+      .map(({ doc }) => ({ name: doc.metadata.name as string, spec: doc.spec.template.spec as Doc, claims: (doc.spec.volumeClaimTemplates ?? []) as Doc[] }));
+    expect(pods.map((p) => p.name)).toEqual(expect.arrayContaining(['bgcut-api', 'bgcut-inference']));
+    let mounts = 0;
+    let tlsPaths = 0;
+    for (const pod of pods) {
+      // A StatefulSet's volumeClaimTemplates are volumes of its pods too.
+      const volumes = new Map<string, Doc>([...(pod.spec.volumes ?? []), ...pod.claims.map((c) => ({ name: c.metadata.name, claim: c }))].map((v: Doc) => [v.name, v]));
+      for (const container of pod.spec.containers as Doc[]) {
+        for (const mount of container.volumeMounts ?? []) {
+          mounts++;
+          expect(volumes.has(mount.name), `${pod.name}: volumeMount ${mount.name} names a volume`).toBe(true);
+        }
+        // The TLS files: the inference server's --tls-* flags, the API's BGCUT_*TLS* env.
+        const paths = [
+          ...(container.args ?? []).map((a: string) => /^--tls-[a-z-]+=(.+)$/.exec(a)?.[1]).filter(Boolean),
+          ...(container.env ?? []).filter((e: Doc) => /TLS/.test(e.name) && typeof e.value === 'string').map((e: Doc) => e.value),
+        ] as string[];
+        for (const file of paths) {
+          tlsPaths++;
+          const mount = (container.volumeMounts ?? []).find((m: Doc) => file.startsWith(`${m.mountPath}/`));
+          expect(mount, `${pod.name}: ${file} lies under a volumeMount`).toBeDefined();
+          const volume = volumes.get(mount.name);
+          expect(volume?.secret?.secretName, `${pod.name}: ${file} is mounted from a Secret`).toBeTypeOf('string');
+          const keys = secretKeys(volume!.secret.secretName);
+          expect(keys, `${volume!.secret.secretName}`).toEqual(expect.arrayContaining(['tls.crt', 'tls.key', 'ca.crt']));
+          expect(keys, `${pod.name}: ${file} is a key of ${volume!.secret.secretName}`).toContain(path.basename(file));
+        }
+      }
+    }
+    expect(mounts).toBeGreaterThanOrEqual(2);
+    // Both tiers speak mutual TLS: three files each.
+    expect(tlsPaths).toBeGreaterThanOrEqual(6);
   });
 });
 
@@ -191,6 +228,7 @@ describe('Dockerfile (not built here: no container runtime; checked as text agai
       const { lines } = stage(name);
       const users = lines.filter((l) => l.startsWith('USER '));
       expect(users.at(-1), name).toBe('USER node');
+      expect(lines.findIndex((l) => l.startsWith('USER ')), name).toBeGreaterThanOrEqual(0);
       expect(lines.findIndex((l) => l.startsWith('USER '))).toBeLessThan(lines.findIndex((l) => l.startsWith('CMD')));
       expect(lines.some((l) => l.startsWith('HEALTHCHECK'))).toBe(true);
       expect(lines).toContain('STOPSIGNAL SIGTERM');
@@ -216,7 +254,11 @@ describe('Dockerfile (not built here: no container runtime; checked as text agai
 
   it('the inference image: the model prepared at build time by its runtime user, flags the CLI knows, health on the port it opens', () => {
     const install = stage('inference-install').lines;
-    expect(install.findIndex((l) => l === 'USER node')).toBeLessThan(install.findIndex((l) => l.includes('bgcut-inference-server prepare')));
+    const user = install.findIndex((l) => l === 'USER node');
+    const prepare = install.findIndex((l) => l.includes('bgcut-inference-server prepare'));
+    // Both lines must be there (findIndex's -1 is less than anything), the user first.
+    expect(user, 'USER node').toBeGreaterThanOrEqual(0);
+    expect(prepare, 'prepare').toBeGreaterThan(user);
     const { lines } = stage('inference');
     const cmd = argMap(exec(lines.find((l) => l.startsWith('CMD'))!));
     for (const flag of cmd.keys()) expect(cliFlags(), flag).toContain(flag);

@@ -13,7 +13,7 @@ import {
 } from '../src/core/index.js';
 import { createExpressApp } from '../examples/express-app.js';
 import { baseUrlOf } from './conformance/suite.js';
-import { uploadRequest } from './helpers/core-request.js';
+import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
@@ -39,6 +39,16 @@ const send = (handle: (r: ReturnType<typeof uploadRequest>['request']) => Promis
   return handle(driven.request);
 };
 const codeOf = (response: CoreResponse) => (JSON.parse(response.body.toString()) as { code: string }).code;
+/** The account's usage this month as GET /v1/account reads it back. */
+async function usageOf(handler: { account: (r: ReturnType<typeof drivenRequest>['request']) => Promise<CoreResponse> }, key: string) {
+  const driven = drivenRequest({ key, url: '/v1/account' });
+  driven.request.method = 'GET';
+  delete driven.request.headers['content-type'];
+  driven.body.end();
+  const response = await handler.account(driven.request);
+  expect(response.status).toBe(200);
+  return (JSON.parse(response.body.toString()) as { usage: { images: number }; quota: { used: number } | null });
+}
 
 /** Promise.withResolvers, which Node 20 lacks. */
 function deferred() {
@@ -75,6 +85,8 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     // The one image of the month was charged once: a new request is over the quota.
     const fresh = await send(handler.handle, keys.oneImage, photo, 'retry-2');
     expect([fresh.status, codeOf(fresh)]).toEqual([429, 'quota_exceeded']);
+    const standing = await usageOf(handler, keys.oneImage);
+    expect([standing.usage.images, standing.quota?.used]).toEqual([1, 1]);
     await handler.close();
   });
 
@@ -116,8 +128,14 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     ['non-ASCII', 'clé'],
   ])('a malformed key (%s) is refused with 400 invalid_idempotency_key, before the upload is read', async (_, value) => {
     const handler = handlerWith();
-    const response = await send(handler.handle, keys.good, photo, value);
-    expect([response.status, codeOf(response)]).toEqual([400, 'invalid_idempotency_key']);
+    // An upload that never finishes: the answer can only come if nothing waits for the body.
+    const driven = drivenRequest({ key: keys.good, headers: { 'idempotency-key': value, 'content-length': '1000000' } });
+    driven.body.write(Buffer.from('------never-sent\r\nContent-Disposition: form-data; name="file"; filename="a.jpg"\r\n\r\n'));
+    const response = await Promise.race([handler.handle(driven.request), pause(10_000).then(() => 'no answer while the upload hangs' as const)]);
+    expect(response).not.toBe('no answer while the upload hangs');
+    const answered = response as CoreResponse;
+    expect([answered.status, codeOf(answered)]).toEqual([400, 'invalid_idempotency_key']);
+    driven.abort();
     await handler.close();
   });
 
@@ -140,6 +158,9 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     expect((await answer).status).toBe(499);
     const retry = await send(handler.handle, keys.oneImage, photo, 'left');
     expect([retry.status, retry.headers['idempotent-replayed']]).toEqual([200, undefined]);
+    // Charged once: the account's usage and quota, read back, count one image.
+    const standing = await usageOf(handler, keys.oneImage);
+    expect([standing.usage.images, standing.quota?.used]).toEqual([1, 1]);
     await handler.close();
   });
 
@@ -155,12 +176,18 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
   it('the memory store keeps at most memoryMaxBytes of results, dropping the least recently used', async () => {
     const store = new MemoryIdempotencyStore({ maxBytes: 3000 });
     const times = { keyTtlMs: 60_000, resultTtlMs: 60_000, inProgressTtlMs: 60_000 };
-    for (const key of ['a', 'b', 'c']) {
+    const keep = async (key: string) => {
       await store.claim(key, 'fp', key, times);
       await store.complete(key, key, { status: 200, headers: {}, body: Buffer.alloc(100) }, times);
-    }
-    // 3 x (100 + 1 KiB counted for headers) do not fit in 3000 bytes: the oldest result went, its key stays.
-    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: undefined });
+    };
+    await keep('a');
+    await keep('b');
+    // 'a' is replayed (used) after 'b' was stored: least recently used is now 'b', first in is still 'a'.
+    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
+    await keep('c');
+    // 3 x (100 + 1 KiB counted for headers) do not fit in 3000 bytes: 'b' went (FIFO would drop 'a'); its key stays.
+    expect(await store.claim('b', 'fp', 'x', times)).toMatchObject({ state: 'done', result: undefined });
+    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
     expect(await store.claim('c', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
   });
 });

@@ -18,8 +18,8 @@ export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, typ
 export type { RedisFailureMode } from './limits/plan-enforcer.js';
 export { ISNET_PROFILE, ISNET_FP32_PROFILE, PROFILES, type PreprocessingProfile, type ModelAbout, type ModeCost } from './image/profile.js';
 export { modelProfile, type ModelProfileOptions } from './models/model-profile.js';
-export { FAMILIES, type FamilyName, type FamilyFacts } from './models/families.js';
-export { KNOWN_MODELS, type KnownModel, type Licence } from './models/known-models.js';
+export { FAMILIES, type FamilyName, type FamilyFacts } from '../models/families.js';
+export { KNOWN_MODELS, type KnownModel, type Licence } from '../models/known-models.js';
 export type { ModelListEntry } from './models/model-list.js';
 export { QUALITIES, QUALITY_QUOTA_WEIGHT, type Quality } from './image/multi-pass.js';
 export { OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
