@@ -11,6 +11,7 @@ import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { quotaCost } from '../src/core/limits/plans.js';
 import { parseOutputOptions } from '../src/core/output-options.js';
 import { uploadRequest } from './helpers/core-request.js';
+import { metricValue } from './helpers/fuzz.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
@@ -233,11 +234,18 @@ describe('quality through the endpoint', () => {
   }, 240_000);
 
   it('plans restrict it: by qualities, and by outputOptions like any option (403 before any inference)', async () => {
+    // The inference server's own count of runs started (files run one at a time: nothing else calls it).
+    const runs = async () => metricValue(await (await fetch(inject('inferenceMetricsUrl'))).text(), 'bgcut_inference_started_total');
+    const before = await runs();
     const noBest = await send(keys.no_best!, '?quality=best');
     expect(noBest.status).toBe(403);
     expect(JSON.parse(noBest.body.toString()).code).toBe('option_not_in_plan');
     const formatOnly = await send(keys.format_only!, '?quality=fast');
     expect(formatOnly.status).toBe(403);
+    expect(await runs()).toBe(before);
+    // The counter does count: an allowed cutout moves it.
+    expect((await send(keys.no_best!, '?quality=fast')).status).toBe(200);
+    expect(await runs()).toBeGreaterThan(before);
   }, 60_000);
 
   it('a best cutout that weighs more than the quota left is refused with 429', async () => {

@@ -1,3 +1,4 @@
+import { MIN_STRETCH_PEAK } from '../../models/prepared-tensors.js';
 import { countKernel } from './kernel-calls.js';
 import type { PreprocessingProfile } from './profile.js';
 
@@ -40,11 +41,8 @@ export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32
   return imageToTensor(rgb, { ...profile, inputDatatype: 'FP32', inputLayout: 'NCHW' }) as Float32Array;
 }
 
-/**
- * Below this peak the model found nothing: its output is noise, and stretching it would turn the
- * noise into a foreground. (ISNet peaks at 0.02-0.05 on blank images, near 1 on objects.)
- */
-export const MIN_STRETCH_PEAK = 0.25;
+// The "found nothing" peak is a fact the inference server's preparation shares: src/models.
+export { MIN_STRETCH_PEAK };
 
 /**
  * A mask to 8-bit grey, optionally stretched to the full range first. Fixed-point masks count

@@ -14,8 +14,8 @@ import { outputFilename } from './responses.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
-  /** Model inputs in flight on this instance (each a tensor plus its gRPC copies). */
-  inferenceSlots: Budget;
+  /** Model inputs in flight on this instance (each a tensor plus its gRPC copies); jobs take them at low priority. */
+  inferenceSlots: Pick<Budget, 'take'>;
   /** Full-size pixels decoded, composed and encoded at once on this instance. */
   pixelBudget: Budget;
   /** The worker threads that run the pixel loops (image/pixel-pool.ts). */
@@ -45,7 +45,7 @@ export interface Cutout {
 export async function makeCutout(scope: RequestScope, admitted: Admitted, order: Order, deps: CutoutDeps): Promise<Cutout> {
   const { signal } = scope;
   const account = admitted.identity.account;
-  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, undefined, QUALITY_QUOTA_WEIGHT[order.output.quality]), signal, (late) => late());
+  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, undefined, QUALITY_QUOTA_WEIGHT[order.output.quality], order.chargeOp && `${order.chargeOp}:quota`), signal, (late) => late());
   const quota = scope.hold(refund);
 
   const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
@@ -97,7 +97,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   // Charged for good only if the client is still there to get the cutout.
   signal.throwIfAborted();
   quota.keep();
-  await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
+  await deps.enforcer.recordUsage(account.id, order.pixels, undefined, order.chargeOp && `${order.chargeOp}:usage`).catch(deps.onInternalError);
   return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
 }
 
