@@ -2,7 +2,7 @@ import os from 'node:os';
 import { Piscina } from 'piscina';
 import type { Look } from './confidence.js';
 import type { MaskPlan } from './full-size-mask.js';
-import type { BestPasses } from './passes.js';
+import type { BestPasses, Region } from './passes.js';
 import type { RenderJob, RenderResult } from './pixel-worker.js';
 
 /**
@@ -80,6 +80,11 @@ export class PixelPool {
   /** looksConfidence of multi-pass.ts. */
   looksConfidence(whole: Buffer, w: number, h: number, looks: Look[], laidFrom: number): Promise<number> {
     return this.run<number>('looksConfidence', { whole, w, h, looks, laidFrom });
+  }
+
+  /** objectCrop of multi-pass.ts. */
+  objectCrop(mask: Buffer, mw: number, mh: number, width: number, height: number, margin: number, maxArea: number): Promise<Region | null> {
+    return this.run<Region | null>('objectCrop', { mask, mw, mh, width, height, margin, maxArea });
   }
 
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */

@@ -8,7 +8,7 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import type { Look } from './confidence.js';
 import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
 import { kernelCalls } from './kernel-calls.js';
-import { looksConfidence, mergeMasks } from './multi-pass.js';
+import { looksConfidence, mergeMasks, objectCrop } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import type { BestPasses } from './passes.js';
 import { upscaleMask } from './tensor.js';
@@ -67,6 +67,11 @@ export function looksConfidence_(task: { whole: Uint8Array; w: number; h: number
   return reply(looksConfidence(buf(task.whole), task.w, task.h, looks, task.laidFrom), []);
 }
 export { looksConfidence_ as looksConfidence };
+
+export function objectCrop_(task: { mask: Uint8Array; mw: number; mh: number; width: number; height: number; margin: number; maxArea: number }): unknown {
+  return reply(objectCrop(buf(task.mask), task.mw, task.mh, task.width, task.height, task.margin, task.maxArea), []);
+}
+export { objectCrop_ as objectCrop };
 
 export async function render(job: RenderJob): Promise<unknown> {
   const result: RenderResult = await renderFullSize({
