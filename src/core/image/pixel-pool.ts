@@ -1,9 +1,10 @@
 import os from 'node:os';
 import { Piscina } from 'piscina';
+import { ApiError } from '../errors.js';
 import type { Look } from './confidence.js';
 import type { MaskPlan } from './full-size-mask.js';
 import type { BestPasses, Region } from './passes.js';
-import type { RenderJob, RenderResult } from './pixel-worker.js';
+import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -89,7 +90,8 @@ export class PixelPool {
 
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
   async render(job: RenderJob): Promise<RenderResult> {
-    const result = await this.run<RenderResult>('render', job);
+    const result = await this.run<RenderResult | WorkerApiError>('render', job);
+    if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }
 
