@@ -76,6 +76,19 @@ describe('bgcut remove (batch CLI)', () => {
     expect(posts - before).toBe(1); // only the failing file was sent again
   });
 
+  it('--job: the folder as one server-side job (one POST), progress from its status, results written, failures by code', async () => {
+    const out = path.join(work, 'out-job');
+    const before = posts;
+    const result = await bgcut(['remove', path.join(work, 'in'), '--out', out, '--job', '--format', 'webp'], { BGCUT_API_KEY: keys.good, BGCUT_API_URL: apiUrl });
+    expect(posts - before).toBe(1);
+    expect(result.stderr).toContain('3 done, 1 failed');
+    expect(result.stderr).toMatch(/unsupported_image_type x1: .*not-an-image\.jpg/);
+    expect(result.stderr).toMatch(/4\/4/);
+    expect(result.code).toBe(1);
+    expect((await readdir(out, { recursive: true })).sort()).toEqual(['a.webp', 'c.webp', 'sub', 'sub/b.webp']);
+    expect((await sharp(path.join(out, 'a.webp')).metadata()).format).toBe('webp');
+  }, 300_000);
+
   it('globs; exit 0 when everything succeeds', async () => {
     const out = path.join(work, 'out-glob');
     const result = await bgcut(['remove', `${work}/in/sub/*.jpg`, '--out', out], { BGCUT_API_KEY: keys.good, BGCUT_API_URL: apiUrl });
