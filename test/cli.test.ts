@@ -32,7 +32,14 @@ describe('bgcut remove (batch CLI)', () => {
 
   beforeAll(async () => {
     keys = await createTestKeys();
-    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: captureInternalError });
+    handler = createRemoveBgHandler({
+      keyStore: keys.store,
+      plans: TEST_PLANS,
+      // A deadline and one job image at a time for a loaded box: a slow inference is not what these tests are about.
+      inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
+      jobs: { imageConcurrency: 1 },
+      onInternalError: captureInternalError,
+    });
     await handler.ready();
     const app = createExpressApp(handler, '/api');
     server = http.createServer((req, res) => {
