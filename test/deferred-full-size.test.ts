@@ -38,7 +38,7 @@ async function cutout(bytes: Buffer, output: OutputOptions, wait: boolean) {
   const seg = await segment(bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), !wait);
   if (wait) {
     expect(seg.rgb.length).toBe(0);
-    await keepOnlyWhatRenderNeeds(seg, output, render);
+    await keepOnlyWhatRenderNeeds(seg, output, render, pool);
     expect(seg.model.rgb.length).toBeLessThan(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
   }
   return renderOutput(seg, output, render, pool);
