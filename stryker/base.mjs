@@ -19,7 +19,7 @@ export function area(name, { mutate, high, low }) {
     tempDirName: `.stryker-tmp-${name}`,
     cleanTempDir: 'always',
     // dist stays: some tests run the built CLI (unmutated; they cannot kill mutants, only pass).
-    ignorePatterns: ['bench-results', 'reports', 'docs/screenshots', '.data'],
+    ignorePatterns: ['bench-results', 'reports', 'docs/screenshots', '.data', '.stryker-tmp*'],
     thresholds: { high, low, break: null },
   };
 }

@@ -266,7 +266,7 @@ describe('dashboard over HTTP (Express)', () => {
     }
   });
 
-  it('shows the usage page with the plan, quota, rate standing and a 30-day chart with a table', async () => {
+  it('shows the usage page with the plan, quota, rate standing and a 30-day chart of cutouts and refusals with a table', async () => {
     const client = new Client(app.url);
     await client.signIn(HOLDER.email, HOLDER.password);
     app.activity.record(HOLDER.accountId, undefined);
@@ -274,7 +274,9 @@ describe('dashboard over HTTP (Express)', () => {
     expect(page.status).toBe(200);
     expect(page.text).toContain('Plan: roomy');
     expect(page.text).toContain('of 500 image credits used');
-    expect(page.text).toMatch(/<rect [^>]*class="bar"/);
+    // A request counted with no cutout charged for it: a refusal, drawn and listed apart.
+    expect(page.text).toMatch(/<rect [^>]*class="bar refused"/);
+    expect(page.text).toContain(`<tr><td>${new Date().toISOString().slice(0, 10)}</td><td>0</td><td>1</td></tr>`);
     expect((page.text.match(/<tr><td>\d{4}-\d\d-\d\d<\/td>/g) ?? []).length).toBe(30);
   });
 });

@@ -26,9 +26,14 @@ describe('OpenAPI document', () => {
   it('lists every error code of the catalogue, each under its own status', () => {
     expect(document.components.schemas.Problem.properties.code.enum.sort()).toEqual(Object.keys(ERROR_CATALOG).sort());
     const responses = document.paths['/v1/remove-bg'].post.responses;
+    const jobs = document.paths['/v1/jobs'].post.responses;
+    const codesAt = (operation: Record<string, any>, status: number): string[] => operation[String(status)]?.content['application/problem+json'].schema.allOf[1].properties.code.enum ?? [];
     for (const [code, { status }] of Object.entries(ERROR_CATALOG)) {
       if (code === 'not_found' || code === 'client_closed') continue;
-      expect(responses[String(status)].content['application/problem+json'].schema.allOf[1].properties.code.enum).toContain(code);
+      // The jobs' own codes are documented on the jobs' operations.
+      const readJob = ['job_not_found', 'result_not_ready', 'results_expired'].includes(code);
+      const where = readJob ? document.paths['/v1/jobs/{id}/results/{n}'].get.responses : ['batch_empty', 'batch_too_large', 'callback_url_refused', 'webhook_secret_missing'].includes(code) ? jobs : responses;
+      expect(codesAt(where, status), code).toContain(code);
     }
     expect(responses['429'].headers['Retry-After']).toBeDefined();
     expect(document.components.securitySchemes.ApiKey).toEqual(expect.objectContaining({ type: 'apiKey', in: 'header', name: 'X-API-KEY' }));
