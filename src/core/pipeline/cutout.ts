@@ -83,7 +83,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   const render = { ...renderSettingsFor(order.output.quality, deps.render), maxOutputPixels: order.maxOutputPixels };
   if (!pixels) {
     // A request that waits for memory holds only its upload and small views meanwhile.
-    await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
+    await keepOnlyWhatRenderNeeds(segmentation, order.output, render, deps.pixelPool);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
   // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
