@@ -4,7 +4,7 @@ import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAMILIES } from '../src/core/models/families.js';
+import { FAMILIES } from '../src/models/families.js';
 import { resolveFamilyModel, WrongGraphError } from '../src/inference-server/families/family-model.js';
 import { graphSignature, signatureDifferences } from '../src/inference-server/families/signature.js';
 import { prepareModel } from '../src/inference-server/prepare-model.js';

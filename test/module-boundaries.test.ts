@@ -62,6 +62,31 @@ describe('module boundaries', () => {
     expect(reach.some((chain) => chain.includes('src/openapi/'))).toBe(true);
   });
 
+  it('nothing under src/inference-server imports src/core (or the API tiers), directly or through other files', () => {
+    const files = tsFilesUnder(path.join(SRC, 'inference-server'));
+    expect(files.length).toBeGreaterThan(15);
+    const apiTiers = ['core', 'adapters', 'openapi', 'dashboard', 'client', 'cli'].map((folder) => path.join(SRC, folder));
+    const violations = files.flatMap((file) => forbiddenReach(file, apiTiers, /^(express|fastify)(\/|$)/));
+    expect([...new Set(violations)]).toEqual([]);
+  });
+
+  it('src/models is a leaf: its files import only each other, no package and neither tier', () => {
+    const leaf = path.join(SRC, 'models');
+    const files = tsFilesUnder(leaf);
+    expect(files.length).toBeGreaterThan(2);
+    const outside = files.flatMap((file) =>
+      specifiersOf(file)
+        .filter((specifier) => !specifier.startsWith('.') || !sourceOf(file, specifier).startsWith(leaf + path.sep))
+        .map((specifier) => `${path.relative(ROOT, file)} -> ${specifier}`),
+    );
+    expect(outside).toEqual([]);
+  });
+
+  it('both tiers take the model facts from src/models', () => {
+    const importsOf = (folder: string) => tsFilesUnder(path.join(SRC, folder)).flatMap((file) => specifiersOf(file).filter((s) => s.startsWith('.')).map((s) => sourceOf(file, s)));
+    for (const tier of ['core', 'inference-server']) expect(importsOf(tier)).toContain(path.join(SRC, 'models', 'families.ts'));
+  });
+
   it('the dashboard and the core share their stream helpers from src/util, not from each other', () => {
     const dashboardImports = tsFilesUnder(path.join(SRC, 'dashboard')).flatMap((file) => specifiersOf(file).map((s) => (s.startsWith('.') ? sourceOf(file, s) : s)));
     expect(dashboardImports.filter((target) => target.startsWith(path.join(SRC, 'core', 'pipeline')))).toEqual([]);

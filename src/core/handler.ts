@@ -3,6 +3,7 @@ import { InferenceClient } from './inference/inference-client.js';
 import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
+import { PixelPool } from './image/pixel-pool.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
 import { accountSummary, type AccountSummary } from './account-summary.js';
@@ -104,15 +105,16 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
+    usageStore: options.usageStore,
     // As the host gave them (resolveOptions checked them): the enforcer warns about settings
     // that do nothing without Redis, and fills in the same defaults.
     redisFailureMode: options.redisFailureMode,
     insuranceInstances: options.insuranceInstances,
     concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
-  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, redisMaxBytes, ...idempotencyTimes } = config.idempotency;
   const idempotency: IdempotencyDeps = {
-    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis, { maxBytes: redisMaxBytes }) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
     times: idempotencyTimes,
     maxResultBytes,
     onInternalError: config.onInternalError,
@@ -121,6 +123,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
   const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
+  // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
+  const pixelPool = new PixelPool({ threads: config.pixelThreads });
   const metrics = new ApiMetrics(() => ({ inferenceSlots: inferenceSlots.inUse, inferenceQueue: inferenceSlots.queued, pixels: pixelBudget.inUse }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };
@@ -144,6 +148,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     enforcer,
     inferenceSlots,
     pixelBudget,
+    pixelPool,
     profiles: config.inference.models,
     model,
     freeSize: (name) => client.freeSize(name),
@@ -255,6 +260,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     // Jobs running get the same time to finish; what they leave is taken up by another instance (BullMQ) or lost (in process).
     await jobService?.close();
     client.close();
+    await pixelPool.close();
     // What was counted but not yet written goes now, not with the next timer tick that will never
     // come: the activity batch (the host's recorder keeps running; it is the host's to close) and
     // usage that Redis has not heard of yet.

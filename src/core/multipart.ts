@@ -110,13 +110,17 @@ function readForm(
       headers: headers as Record<string, string>,
       // File names in UTF-8, as browsers send them (busboy's default reads them as latin1).
       defParamCharset: 'utf8',
+      // busboy signals a size or parts limit when the count *reaches* it (a file of exactly
+      // fileSize bytes is flagged; the part that makes `parts` is flagged), so each is set one
+      // above what is allowed: a file of maxFileBytes, a field of maxFieldBytes, and maxFields
+      // fields beside the file all pass. `fields` and `files` are exact (checked as a part starts).
       limits: {
-        fileSize: limits.maxFileBytes,
+        fileSize: limits.maxFileBytes + 1,
         files: limits.maxFiles,
         fields: limits.maxFields,
-        fieldSize: limits.maxFieldBytes,
+        fieldSize: limits.maxFieldBytes + 1,
         fieldNameSize: 100,
-        parts: limits.maxFields + limits.maxFiles,
+        parts: limits.maxFields + limits.maxFiles + 1,
         headerPairs: 20,
       },
     });

@@ -4,6 +4,8 @@ import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/prom
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { FAMILIES } from '../models/families.js';
+import { MIN_STRETCH_PEAK, PREPARED_INPUT, PREPARED_OUTPUT } from '../models/prepared-tensors.js';
 import { toFloat32Bytes } from './float32-model.js';
 import { ISNET_INT8, loadCalibrationTable, makeInt8Model, type Int8Recipe } from './int8-model.js';
 import { prepareModel, type PrepareOptions } from './prepare-model.js';
@@ -29,11 +31,20 @@ export const BUILTIN_MODELS = {
 export type BuiltinModelName = keyof typeof BUILTIN_MODELS;
 
 /** How the prepared built-ins are made from ISNet; bump PREPARE_REVISION when the rewrite changes. */
+const ISNET_PREPARED = {
+  sourceInput: FAMILIES.isnet.export.input,
+  sourceOutput: FAMILIES.isnet.export.outputs[0]!,
+  mean: FAMILIES.isnet.mean,
+  inputName: PREPARED_INPUT,
+  outputName: PREPARED_OUTPUT,
+  minStretchPeak: MIN_STRETCH_PEAK,
+  freeSize: true,
+} as const;
 const PREPARED: Partial<Record<BuiltinModelName, PrepareOptions>> = {
-  isnet: { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
-  'isnet-u16': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 16, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
-  'isnet-fp32': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
-  'isnet-int8': { sourceInput: 'input', sourceOutput: 'output', mean: [0.5, 0.5, 0.5], maskBits: 8, inputName: 'image', outputName: 'mask', minStretchPeak: 0.25, freeSize: true },
+  isnet: { ...ISNET_PREPARED, maskBits: 8 },
+  'isnet-u16': { ...ISNET_PREPARED, maskBits: 16 },
+  'isnet-fp32': { ...ISNET_PREPARED, maskBits: 8 },
+  'isnet-int8': { ...ISNET_PREPARED, maskBits: 8 },
 };
 const PREPARE_REVISION = 3;
 /** Built-ins whose trunk is rewritten (FP32, or 8-bit: see int8-model.ts); bump TRUNK_REVISION when a rewrite changes. */

@@ -3,6 +3,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../../src/core/index.js';
 import { probeImage } from '../../src/core/image/pipeline.js';
+import { settle } from '../helpers/abort-storm.js';
 import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../helpers/fixtures.js';
 import { startInferenceProcess } from '../helpers/inference-process.js';
 import { alphaIoU, decodeAlpha, headerOnlyJpeg, objectOnTexture } from '../helpers/synthetic-image.js';
@@ -228,7 +229,9 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       const image = await objectOnTexture(160, 120);
       const send = () => post({ headers: { 'x-api-key': keys.oneAtATime }, body: imageForm(image.bytes) });
       const first = send();
-      await new Promise((r) => setTimeout(r, 300));
+      // Event-based: the second goes once the account's one request is in progress, as /v1/account says.
+      const inProgress = async () => ((await (await fetch(`${app.url}/api/v1/account`, { headers: { 'x-api-key': keys.oneAtATime } })).json()) as { inProgress: number }).inProgress;
+      await settle(inProgress, (n) => n >= 1, 30_000);
       const second = await send();
       await expectProblem(second, 429, 'concurrency_limited');
       expect((await first).status).toBe(200);

@@ -1,3 +1,5 @@
+import { MIN_STRETCH_PEAK } from '../../models/prepared-tensors.js';
+import { countKernel } from './kernel-calls.js';
 import type { PreprocessingProfile } from './profile.js';
 
 /** A model's input: 8-bit pixels or normalised floats. */
@@ -39,11 +41,8 @@ export function rgbToTensor(rgb: Buffer, profile: PreprocessingProfile): Float32
   return imageToTensor(rgb, { ...profile, inputDatatype: 'FP32', inputLayout: 'NCHW' }) as Float32Array;
 }
 
-/**
- * Below this peak the model found nothing: its output is noise, and stretching it would turn the
- * noise into a foreground. (ISNet peaks at 0.02-0.05 on blank images, near 1 on objects.)
- */
-export const MIN_STRETCH_PEAK = 0.25;
+// The "found nothing" peak is a fact the inference server's preparation shares: src/models.
+export { MIN_STRETCH_PEAK };
 
 /**
  * A mask to 8-bit grey, optionally stretched to the full range first. Fixed-point masks count
@@ -98,6 +97,7 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
  * centre-aligned).
  */
 export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number): Buffer {
+  countKernel('upscaleMask');
   const out = Buffer.allocUnsafe(width * height);
   const sx = width > 1 ? (srcWidth - 1) / (width - 1) : 0;
   const sy = height > 1 ? (srcHeight - 1) / (height - 1) : 0;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import type { ImageStatus, JobRecord } from './job.js';
 import type { JobPatch, JobStore } from './job-store.js';
 
@@ -12,7 +12,7 @@ const UNFINISHED_TTL_MS = 30 * 86_400_000;
  */
 export class RedisJobStore implements JobStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix = 'bgcut',
   ) {}
 

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import type { CoreRequest, CoreResponse } from '../http-types.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import type { JobRecord } from './job.js';
@@ -14,7 +14,7 @@ import { WebhookSender } from './webhooks/sender.js';
 import type { RequestScope } from '../pipeline/request-scope.js';
 
 export interface JobServiceDeps {
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: Error) => void) | undefined };
   maxUploadBytes: number;
   cutout: RunnerDeps['cutout'];

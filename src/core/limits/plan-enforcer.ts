@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import { ApiError } from '../errors.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore } from './concurrency.js';
@@ -54,9 +54,9 @@ export class PlanEnforcer {
       memoryConcurrency,
       this.insurance,
     );
-    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
+    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : (options.usageStore ?? new MemoryQuotaStore());
     this.quota = new QuotaLimiter(this.quotas, new MemoryQuotaStore(), this.insurance, this.pending, () => this.flushSoon());
-    this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
+    this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : (options.usageStore ?? new MemoryUsageMeter());
     if (redis) {
       const onReady = () => void this.flushPending();
       redis.on('ready', onReady);

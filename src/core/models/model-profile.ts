@@ -1,10 +1,7 @@
 import { ISNET_FP32_PROFILE, ISNET_PROFILE, type ModelAbout, type PreprocessingProfile } from '../image/profile.js';
-import { FAMILIES, isFamilyName, type FamilyName } from './families.js';
-import { KNOWN_MODELS, LICENCES, normalisationOf, type KnownModel } from './known-models.js';
-
-/** Names of the prepared model's tensors: what the inference server's preparation writes. */
-export const PREPARED_INPUT = 'image';
-export const PREPARED_OUTPUT = 'mask';
+import { FAMILIES, isFamilyName, type FamilyName } from '../../models/families.js';
+import { KNOWN_MODELS, LICENCES, normalisationOf, type KnownModel } from '../../models/known-models.js';
+import { PREPARED_INPUT, PREPARED_OUTPUT } from '../../models/prepared-tensors.js';
 
 export interface ModelProfileOptions {
   /**

@@ -1,6 +1,7 @@
-import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
+import { FORMATS, keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
 import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
-import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import type { ImageLimits, MaskModel, Segmentation } from '../image/pipeline.js';
+import type { PixelPool } from '../image/pixel-pool.js';
 import type { PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
@@ -9,6 +10,7 @@ import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
 import { traceStep } from '../../tracing/otel.js';
+import { outputFilename } from './responses.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -16,6 +18,8 @@ export interface CutoutDeps {
   inferenceSlots: Pick<Budget, 'take'>;
   /** Full-size pixels decoded, composed and encoded at once on this instance. */
   pixelBudget: Budget;
+  /** The worker threads that run the pixel loops (image/pixel-pool.ts). */
+  pixelPool: PixelPool;
   profiles: Record<string, PreprocessingProfile>;
   /** The model by name, as a function from input tensor to mask. */
   model: (name: string) => MaskModel;
@@ -48,7 +52,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   // The mask alone of an opaque image needs no full-size decode at all: only the model's input
   // is decoded (an image with alpha is decoded for its own alpha, folded into the mask).
   const needsFullDecode = order.output.channels !== 'alpha' || order.probe.hasAlpha;
-  // Decode the full size while the model runs when there is memory for it now; else later.
+  // With memory for the full size now, a small JPEG is decoded once for the model and the output.
   const early = deps.pixelBudget.tryTake(order.pixels);
   let pixels = early ? scope.hold(early) : undefined;
   let segmentation: Segmentation;
@@ -65,6 +69,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
         deps.model(order.modelName),
         deps.imageLimits,
         signal,
+        deps.pixelPool,
         Boolean(pixels) && needsFullDecode,
         planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
       );
@@ -81,10 +86,9 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
-  if (needsFullDecode) await decodeFullSize(segmentation, deps.imageLimits);
-  else fullSizeAlpha(segmentation);
-  // Encoding is the last step of renderOutput.
-  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
+  // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
+  const json = order.output.response === 'json' ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) } : undefined;
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
   });
@@ -105,6 +109,7 @@ function stageAttributes(timings: Segmentation['timings']): Record<string, numbe
 function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {
   const timings: Record<string, number> = {};
   for (const [stage, ms] of Object.entries(segmentation.timings)) timings[stage] = ms ?? 0;
+  timings.decode = (timings.decode ?? 0) + rendered.timings.decode;
   timings.postprocess = (timings.postprocess ?? 0) + rendered.timings.postprocess;
   timings.encode = rendered.timings.encode;
   return timings;

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { KnownModel } from '../../core/models/known-models.js';
+import type { KnownModel } from '../../models/known-models.js';
 
 const expandHome = (dir: string) => (dir === '~' || dir.startsWith('~/') ? path.join(os.homedir(), dir.slice(1)) : dir);
 

@@ -1,4 +1,4 @@
-import { isKnownModel } from '../../core/models/known-models.js';
+import { isKnownModel } from '../../models/known-models.js';
 import { isBuiltinModel, resolveModelFile } from '../model-source.js';
 import { resolveFamilyModel } from './family-model.js';
 

@@ -1,5 +1,5 @@
 import onnxProto from 'onnx-proto';
-import type { FamilyFacts } from '../../core/models/families.js';
+import type { FamilyFacts } from '../../models/families.js';
 
 type Model = onnxProto.onnx.IModelProto;
 

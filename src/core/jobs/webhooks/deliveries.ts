@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis.js';
 
 export interface DeliveryAttempt {
   at: string;
@@ -80,7 +80,7 @@ return 1
 /** Deliveries in Redis: a hash of them and an index by time, per account (hash-tagged by account). */
 export class RedisDeliveryLog implements DeliveryLog {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix = 'bgcut',
   ) {}
 

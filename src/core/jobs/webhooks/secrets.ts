@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis.js';
 import writeFileAtomic from 'write-file-atomic';
 
 /**
@@ -68,7 +68,7 @@ export class FileWebhookSecretStore implements WebhookSecretStore {
 
 export class RedisWebhookSecretStore implements WebhookSecretStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix = 'bgcut',
   ) {}
 
