@@ -156,6 +156,11 @@ export interface RemoveBgOptions {
    * endpoint (public, no key needed). Default true.
    */
   apiDocs?: boolean;
+  /**
+   * Serve remove.bg's wire format beside bgcut's own: `POST /v1.0/removebg` and `GET /v1.0/account`
+   * (docs/remove-bg.md), so remove.bg's clients work with only their endpoint changed. Default true.
+   */
+  removeBgApi?: boolean;
   /** The API's public base URL for the document's `servers`. Default: where the document was fetched from. */
   publicBaseUrl?: string;
   /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
@@ -231,6 +236,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     },
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
+    removeBgApi: options.removeBgApi ?? true,
     imageUrl: resolveImageUrlOptions(options.imageUrl),
     // Checked here, so a bad value fails when the handler is created; the service keeps the objects.
     jobs: (resolveJobsOptions(options.jobs), options.jobs),

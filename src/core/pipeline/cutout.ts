@@ -28,6 +28,8 @@ export interface CutoutDeps {
   imageLimits: ImageLimits;
   render: { pngCompressionLevel: number; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
+  /** A last check of the result before it is charged (remove.bg's 400 `unknown_foreground`): a throw refunds the quota. */
+  checkResult?: ((rendered: Rendered) => void) | undefined;
 }
 
 export interface Cutout {
@@ -93,6 +95,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
   });
   await pixels.release();
+  deps.checkResult?.(rendered);
 
   // Charged for good only if the client is still there to get the cutout.
   signal.throwIfAborted();
