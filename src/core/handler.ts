@@ -164,6 +164,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         profiles: config.inference.models,
         model,
         freeSize: (name) => client.freeSize(name),
+        passModel: (requested, named) => verifier.passModel(requested, named),
         imageLimits: { maxInputPixels: config.limits.maxInputPixels },
         render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
         onInternalError: config.onInternalError,

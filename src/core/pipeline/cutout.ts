@@ -1,7 +1,7 @@
 import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
-import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
+import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor, type PassModels } from '../image/multi-pass.js';
 import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
-import type { PreprocessingProfile } from '../image/profile.js';
+import type { ModePlan, PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { Admitted } from './admission.js';
@@ -21,6 +21,8 @@ export interface CutoutDeps {
   model: (name: string) => MaskModel;
   /** Whether the served model takes any input size (its metadata says so): then each quality runs at its profile's size. */
   freeSize: (name: string) => boolean;
+  /** The served model a pass runs on, given the request's model and the one the mode table names (ModelVerifier.passModel). */
+  passModel: (requested: string, named: string | undefined) => Promise<string>;
   imageLimits: ImageLimits;
   render: { pngCompressionLevel: number; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
@@ -56,18 +58,10 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
     const profile = deps.profiles[order.modelName]!;
+    const plan = planFor(profile, order.output.quality, deps.freeSize(order.modelName));
+    const models = await passModels(order, plan, deps);
     const segment = () =>
-      segmentAtQuality(
-        order.output.quality,
-        order.upload.file,
-        order.probe,
-        profile,
-        deps.model(order.modelName),
-        deps.imageLimits,
-        signal,
-        Boolean(pixels) && needsFullDecode,
-        planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
-      );
+      segmentAtQuality(order.output.quality, order.upload.file, order.probe, profile, models, deps.imageLimits, signal, Boolean(pixels) && needsFullDecode, plan);
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {
       past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0), attributes: stageAttributes(seg.timings) }],
@@ -95,6 +89,18 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   quota.keep();
   await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
   return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
+}
+
+/**
+ * The models the passes run on: the mode table's (plan.model for the whole image, plan.cropModel
+ * for `best`'s crops) where the servers serve them, unless the request named its model, which
+ * then runs every pass.
+ */
+async function passModels(order: Order, plan: ModePlan | undefined, deps: CutoutDeps): Promise<PassModels> {
+  const requested = order.modelName;
+  if (order.output.model !== undefined || !plan) return { whole: deps.model(requested), crop: deps.model(requested) };
+  const [whole, crop] = await Promise.all([deps.passModel(requested, plan.model), deps.passModel(requested, plan.cropModel ?? plan.model)]);
+  return { whole: deps.model(whole), crop: deps.model(crop) };
 }
 
 /** Milliseconds per stage, as span attributes. */
