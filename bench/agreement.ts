@@ -16,6 +16,7 @@ import sharp from 'sharp';
 import { ISNET_FP32_PROFILE, ISNET_PROFILE, type PreprocessingProfile } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 import { startInferenceProcess } from '../test/helpers/inference-process.js';
 import { score, type Scores } from './quality-metrics.js';
@@ -69,6 +70,7 @@ async function run(variant: string): Promise<{ rows: Row[]; bytesSent: number; b
     return out;
   };
   const rows: Row[] = [];
+  const pixelPool = new PixelPool();
   try {
     for (const name of names) {
       const file = all.find((f) => f.startsWith(`${name}.`) && !f.endsWith('.mask.png') && /\.(jpe?g|png)$/i.test(f));
@@ -79,10 +81,11 @@ async function run(variant: string): Promise<{ rows: Row[]; bytesSent: number; b
       const seg = await segment(bytes, probe, profile, model, limits, new AbortController().signal, false);
       inference.push(seg.timings.inference ?? 0);
       const truth = await sharp(path.join(folder!, `${name}.mask.png`)).extractChannel(0).raw().toBuffer();
-      rows.push({ name, width: seg.width, height: seg.height, grey: Buffer.from(seg.model.alpha), scores: score(fullSizeAlpha(seg), truth, seg.width, seg.height) });
+      rows.push({ name, width: seg.width, height: seg.height, grey: Buffer.from(seg.model.alpha), scores: score(await fullSizeAlpha(seg, pixelPool), truth, seg.width, seg.height) });
       process.stderr.write('.');
     }
   } finally {
+    await pixelPool.close();
     client.close();
     await server.stop();
   }

@@ -14,6 +14,7 @@ import sharp from 'sharp';
 import { ISNET_PROFILE } from '../src/core/index.js';
 import { BEST_PASSES, segmentAtQuality, type BestPasses } from '../src/core/image/multi-pass.js';
 import { fullSizeAlpha, probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { modelRunner } from './model-runner.js';
 import { score, spearman } from './quality-metrics.js';
 
@@ -92,6 +93,7 @@ async function main() {
   const runner = modelRunner(values.model!, values['mask-cache']);
   const chosen = values.only ? values.only.split(',') : Object.keys(CANDIDATES);
   const results: Record<string, { name: string; iou: number; mae: number; boundaryF: number; passes: number; confidence: number }[]> = {};
+  const pixelPool = new PixelPool();
   try {
     for (const name of names) {
       const imageFile = all.find((f) => f.startsWith(`${name}.`) && !f.endsWith('.mask.png') && /\.(jpe?g|png)$/i.test(f))!;
@@ -104,12 +106,13 @@ async function main() {
           passes++;
           return runner.model(input, signal, size);
         };
-        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, false, { size: CANDIDATES[candidate]!.size ?? ISNET_PROFILE.width, passes: CANDIDATES[candidate]! });
-        (results[candidate] ??= []).push({ name, passes, confidence: seg.confidence, ...score(fullSizeAlpha(seg), truth.data, seg.width, seg.height) });
+        const seg = await segmentAtQuality('best', bytes, probe, ISNET_PROFILE, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, pixelPool, false, { size: CANDIDATES[candidate]!.size ?? ISNET_PROFILE.width, passes: CANDIDATES[candidate]! });
+        (results[candidate] ??= []).push({ name, passes, confidence: seg.confidence, ...score(await fullSizeAlpha(seg, pixelPool), truth.data, seg.width, seg.height) });
       }
       process.stderr.write('.');
     }
   } finally {
+    await pixelPool.close();
     await runner.close();
   }
   process.stderr.write(`\nmodel calls not in the cache: ${runner.calls()}\n`);

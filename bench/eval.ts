@@ -26,9 +26,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { DEFAULT_OUTPUT, ISNET_PROFILE } from '../src/core/index.js';
-import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, type MaskModel } from '../src/core/image/pipeline.js';
 import { planFor, QUALITIES, renderSettingsFor, segmentAtQuality, type Quality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { modelRunner } from './model-runner.js';
 import { score, spearman, type Scores } from './quality-metrics.js';
 
@@ -119,6 +120,7 @@ async function main(): Promise<number> {
   if (values.composites) await mkdir(values.composites, { recursive: true });
 
   const rows: Row[] = [];
+  const pixelPool = new PixelPool();
   try {
     for (const name of names) {
       const imageFile = all.find((f) => f.startsWith(`${name}.`) && !f.endsWith('.mask.png') && /\.(jpe?g|png)$/i.test(f));
@@ -140,11 +142,11 @@ async function main(): Promise<number> {
         const plan = size === undefined ? own : { ...own, size };
         const started = performance.now();
         const probe = await probeImage(bytes, { maxInputPixels: 100_000_000 });
-        const seg = await segmentAtQuality(quality, bytes, probe, profile, models, { maxInputPixels: 100_000_000 }, new AbortController().signal, true, plan);
-        const rendered = await renderOutput(seg, DEFAULT_OUTPUT, renderSettingsFor(quality, RENDER));
+        const seg = await segmentAtQuality(quality, bytes, probe, profile, models, { maxInputPixels: 100_000_000 }, new AbortController().signal, pixelPool, true, plan);
+        const rendered = await renderOutput(seg, DEFAULT_OUTPUT, renderSettingsFor(quality, RENDER), pixelPool);
         const ms = performance.now() - started;
         if (truth.info.width !== seg.width || truth.info.height !== seg.height) throw new Error(`${name}: mask size differs from the image`);
-        const scores = score(seg.alpha, truth.data, seg.width, seg.height);
+        const scores = score(await fullSizeAlpha(seg, pixelPool), truth.data, seg.width, seg.height);
         rows.push({ name, group: name.startsWith('dimcrop_') ? 'dimcrop' : 'whole', quality: mode, ms, inferenceMs: seg.timings.inference ?? 0, passes, bytes: rendered.body.length, confidence: seg.confidence, ...scores });
         if (values.composites) {
           // The cutout over a red background, to look at edges and colour spill.
@@ -154,6 +156,7 @@ async function main(): Promise<number> {
       if (!values.json) process.stderr.write('.');
     }
   } finally {
+    await pixelPool.close();
     await runner.close();
   }
 

@@ -1,8 +1,9 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
  *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]] [--only modes,imgly --model default [--imgly-dir DIR]]
+ *                 [--only png-settings --image a.jpg,b.jpg [--large c.jpg]]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
  * same machine load (docs/benchmarks.md describes every section and its figures):
@@ -30,8 +31,13 @@
  * - imgly (asked by name only): end to end of @imgly/background-removal-node 1.4.5 (installed
  *   into a scratch folder, bench/imgly.ts) against bgcut's default request, alternating, medians;
  *   with `--model default` bgcut runs as npm start runs it.
+ * - png-settings (asked by name only, runs alone): CPU and bytes of PNG encoders and settings on
+ *   the cutouts of the photos of `--image` (comma-separated) and `--large` (bench/png-settings.ts);
  * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
  *   model that takes any size), with each one's ratio to 1024.
+ * - host (asked by name only): the API process's event-loop delay and a cheap route's latency
+ *   beside a control process, under 2 clients x 24 MP and 8 clients x 1 MP, per output
+ *   (bench/host.ts); `--compare` runs another build's API alike, cell by cell.
  * The API (examples/express-app) and the inference server run as their own processes; the API as
  * `npm start` starts it (`--api-runtime launcher`, the default: glibc malloc tuned and the V8 heap
  * flag of src/runtime/v8-heap.ts) or as bare `node` (`plain`); `--compare-runtime` picks the
@@ -58,7 +64,9 @@ import { connectRedis, FileKeyStore, ISNET_FP32_PROFILE, ISNET_PROFILE, RedisKey
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { inputShape, maskShape } from '../src/core/image/profile.js';
 import { QUALITIES } from '../src/core/image/multi-pass.js';
-import { imageToTensor, maskToGrey } from '../src/core/image/tensor.js';
+import { imageToTensor, maskToGrey, upscaleMask } from '../src/core/image/tensor.js';
+import { clearTransparent } from '../src/core/image/output.js';
+import { measurePngSettings, pngEncoders, printPngSettings, type PngSettingsRow } from './png-settings.js';
 import { FLOOR_VARIANTS, measureFloor } from './floor.js';
 import { printSummary, summarize } from './cpu-profile-summary.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
@@ -71,6 +79,7 @@ import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 import { balancingBench, printBalancingTable } from './balancing.js';
 import { compareModelSpeed, printModelSpeed } from './model-speed.js';
 import { defaultImglyDir, ensureImgly, IMGLY_VERSION, startImgly } from './imgly.js';
+import { hostBench } from './host.js';
 
 const { values } = parseArgs({
   options: {
@@ -91,6 +100,7 @@ const { values } = parseArgs({
     qualities: { type: 'string' },
     sizes: { type: 'string' },
     'imgly-dir': { type: 'string' },
+    'host-requests': { type: 'string', default: '2' },
   },
 });
 const warmup = Number(values.warmup);
@@ -98,7 +108,7 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
-const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8', 'imgly'];
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8', 'host', 'png-settings', 'imgly'];
 for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
 // The prepared built-ins (8-bit pixels in, 8-bit mask out) share a profile; isnet-fp16 is ISNet as shipped.
@@ -220,6 +230,32 @@ async function post(url: string, image: Buffer, query = ''): Promise<{ ms: numbe
 }
 
 const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', ...(byTable ? [] : ['--model', values.model!])]);
+if (sections.has('png-settings')) {
+  // Encoders against each other on the cutouts of real photos (the model's real masks): no API.
+  if (sections.size > 1) throw new Error('--only png-settings runs alone');
+  const files = [...(values.image ?? '').split(',').filter(Boolean), ...(values.large ? [values.large] : [])];
+  if (files.length === 0) throw new Error('--only png-settings needs --image a.jpg[,b.jpg] (and optionally --large)');
+  const client = new InferenceClient({ address: inference.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+  const encoders = await pngEncoders();
+  const rows: PngSettingsRow[] = [];
+  console.log(`\npng-settings: PNG encoders on bgcut's cutouts (RGBA, transparent colour cleared; foreground colour estimation left out), CPU medians of ${runs} runs`);
+  for (const file of files) {
+    const { data: rgb, info } = await sharp(await readFile(file)).autoOrient().removeAlpha().raw().toBuffer({ resolveWithObject: true });
+    const small = await sharp(rgb, { raw: { width: info.width, height: info.height, channels: 3 } }).resize(profile.width, profile.height, { fit: 'fill' }).raw().toBuffer();
+    const { mask } = await client.maskModel(values.model!, profile)(imageToTensor(small, profile), new AbortController().signal);
+    const alpha = upscaleMask(maskToGrey(mask, profile.minMaxNormalize), profile.width, profile.height, info.width, info.height);
+    const colour = clearTransparent(rgb, alpha);
+    const rgba = await sharp(colour, { raw: { width: info.width, height: info.height, channels: 3 } }).joinChannel(alpha, { raw: { width: info.width, height: info.height, channels: 1 } }).raw().toBuffer();
+    const name = `${path.basename(file)} ${info.width}x${info.height}`;
+    const measured = await measurePngSettings({ name, rgba, width: info.width, height: info.height }, encoders, runs);
+    printPngSettings(measured);
+    rows.push(...measured);
+  }
+  client.close();
+  await inference.stop();
+  if (values.json) await writeFile(values.json, `${JSON.stringify({ machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}`, pngSettings: rows }, null, 2)}\n`);
+  process.exit(0);
+}
 // --cpu-prof DIR: the API runs under V8's sampling profiler (slower: for where the time goes,
 // not for the figures); its profile is summarised at the end and written to DIR.
 /**
@@ -378,6 +414,21 @@ try {
   }
   if (sections.has('large')) {
     await latency('latency_24mp', await largeImage());
+  }
+
+  if (sections.has('host')) {
+    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+    report.host = await hostBench({
+      startApi: (env, nodeArgs, build) => {
+        const runtime = build ? comparedRuntime : mainRuntime;
+        return startApi(inference.address, { ...runtime.env, ...env }, [...runtime.nodeArgs, ...nodeArgs], build);
+      },
+      key,
+      photo,
+      large: await largeImage(),
+      compare: values.compare,
+      requestsPerClient: Number(values['host-requests']),
+    });
   }
 
   if (sections.has('floor')) {

@@ -40,7 +40,7 @@ function summary(unit: 'images' | 'megapixels'): AccountSummary {
 
 describe('usage page', () => {
   it('names a megapixel quota in credits, with the rule that makes 1.8 megapixels processed count 7', () => {
-    const page = text(usagePage(ctx, { summary: summary('megapixels'), days: lastDays(30), counts: Array(30).fill(0) }));
+    const page = text(usagePage(ctx, { summary: summary('megapixels'), daily: { days: lastDays(30), requests: Array(30).fill(0) } }));
     expect(page).toContain('Megapixels processed 1.8');
     expect(page).toContain('7 of 20,000 megapixel credits used');
     expect(page).toContain('Each cutout uses its size in megapixels, rounded up (at least 1); quality best uses 3 times as many.');
@@ -49,7 +49,7 @@ describe('usage page', () => {
   });
 
   it('names an image quota in credits too (quality best counts 3)', () => {
-    const page = text(usagePage(ctx, { summary: summary('images'), days: lastDays(30), counts: Array(30).fill(0) }));
+    const page = text(usagePage(ctx, { summary: summary('images'), daily: { days: lastDays(30), requests: Array(30).fill(0) } }));
     expect(page).toContain('7 of 20,000 image credits used');
     expect(page).toContain('Each cutout uses 1; quality best uses 3 times as many.');
   });

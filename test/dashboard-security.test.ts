@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SCRYPT_COST, hashPassword, PasswordHasher, setAccountHolder, verifyPassword, type DashboardOptions, type PasswordCheck } from '../src/dashboard/index.js';
 import { FAST_HASHER, HOLDER, OTHER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
@@ -21,6 +22,24 @@ const apps: DashboardApp[] = [];
 afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
+/** One request over a raw socket: status, headers and every byte after them until the server closes. */
+async function rawRequest(base: string, method: string, path: string, cookie: string) {
+  const { hostname, port } = new URL(base);
+  const socket = net.connect(Number(port), hostname);
+  socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nCookie: ${cookie}\r\nConnection: close\r\n\r\n`);
+  const chunks: Buffer[] = [];
+  for await (const chunk of socket) chunks.push(chunk as Buffer);
+  const raw = Buffer.concat(chunks);
+  const end = raw.indexOf('\r\n\r\n');
+  const [statusLine, ...lines] = raw.subarray(0, end).toString('latin1').split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return { status: Number(statusLine!.split(' ')[1]), headers, body: raw.subarray(end + 4) };
+}
+
 async function start(dashboard: Partial<DashboardOptions> = {}): Promise<DashboardApp> {
   const app = await startDashboardApp({ dashboard });
   apps.push(app);
@@ -221,7 +240,15 @@ describe('route table', () => {
     expect((await client.request('GET', '/dashboard/nowhere')).status).toBe(404);
     const getRotate = await client.request('GET', '/dashboard/keys/key_1/rotate');
     expect([getRotate.status, getRotate.headers.allow]).toEqual([405, 'POST']);
-    expect((await client.request('HEAD', '/dashboard/usage')).status).toBe(200);
     expect((await client.request('GET', '/dashboard/')).headers.location).toBe('/dashboard/keys');
+    // HEAD over real HTTP: GET's status and headers (the length GET's body has), and no body at all.
+    const cookie = [...client.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const [head, get] = [await rawRequest(app.url, 'HEAD', '/dashboard/usage', cookie), await rawRequest(app.url, 'GET', '/dashboard/usage', cookie)];
+    expect(get.status).toBe(200);
+    expect(get.body.length).toBeGreaterThan(0);
+    expect(Number(get.headers['content-length'])).toBe(get.body.length);
+    const comparable = (headers: Record<string, string>) => Object.fromEntries(Object.entries(headers).filter(([name]) => name !== 'date'));
+    expect({ status: head.status, headers: comparable(head.headers) }).toEqual({ status: get.status, headers: comparable(get.headers) });
+    expect(head.body.length).toBe(0);
   });
 });

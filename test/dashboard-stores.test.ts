@@ -1,12 +1,11 @@
 import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as keysCli } from '../src/cli/keys.js';
 import { ActivityRecorder, FileKeyStore, lastDays, RedisKeyStore, type ActivityBatch, type ActivityStore, type KeyAdmin } from '../src/core/index.js';
 import { FileDashboardStore, RedisDashboardStore, verifyPassword, type DashboardStore } from '../src/dashboard/index.js';
-import { startRedis, type RedisServer } from './helpers/redis-server.js';
+import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
 
 /** The same behaviour from both stores: the file one (inside the key file) and the Redis one. */
 function storeContract(name: string, make: () => Promise<{ keys: KeyAdmin; store: DashboardStore }>) {
@@ -96,22 +95,57 @@ describe('FileDashboardStore files', () => {
   });
 });
 
-describe('on Redis', () => {
-  let redis: RedisServer;
-  const clients: Redis[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    for (const client of clients) client.disconnect();
-    await redis?.stop();
-  });
+describe.each(redisTopologies)('on $name', (topology) => {
+  const shared = useRedisTopology(topology);
   let n = 0;
   storeContract('RedisDashboardStore', async () => {
-    const client = new Redis(redis.url);
-    clients.push(client);
     const keyPrefix = `t${n++}`;
-    return { keys: new RedisKeyStore({ redis: client, keyPrefix, cacheTtlMs: 0 }), store: new RedisDashboardStore({ redis: client, keyPrefix }) };
+    return { keys: new RedisKeyStore({ redis: shared.redis, keyPrefix, cacheTtlMs: 0 }), store: new RedisDashboardStore({ redis: shared.redis, keyPrefix }) };
+  });
+
+  it('two instances setting one email for two accounts at once: one wins, the other is refused', async () => {
+    const keyPrefix = `race${n++}`;
+    // Two clients, as two API instances would have.
+    const stores = [new RedisDashboardStore({ redis: shared.redis, keyPrefix }), new RedisDashboardStore({ redis: await shared.connect(), keyPrefix })];
+    for (let i = 0; i < 20; i++) {
+      const email = `race${i}@example.com`;
+      const holder = (accountId: string) => ({ email, accountId, passwordHash: 'scrypt$1$1$1$AA$AA', updatedAt: new Date().toISOString() });
+      const outcomes = await Promise.allSettled([stores[0]!.setHolder(holder(`a${i}`)), stores[1]!.setHolder(holder(`b${i}`))]);
+      const won = outcomes.filter((o) => o.status === 'fulfilled');
+      expect(won).toHaveLength(1);
+      const winner = outcomes[0]!.status === 'fulfilled' ? `a${i}` : `b${i}`;
+      expect((await stores[0]!.findHolder(email))?.accountId).toBe(winner);
+    }
+  });
+
+  it('an activity write that fails for one account is retried for that account alone: nothing counted twice', async () => {
+    const keyPrefix = `act${n++}`;
+    const store = new RedisDashboardStore({ redis: shared.redis, keyPrefix });
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000, onError: () => {} });
+    const today = lastDays(1);
+    // acct_bad's counts hash is a string: its write fails (WRONGTYPE), acct_good's goes through.
+    const badKey = `${keyPrefix}:{a:acct_bad}:daily`;
+    await shared.redis.set(badKey, 'not a hash');
+    for (let i = 0; i < 3; i++) recorder.record('acct_good', 'key_g');
+    for (let i = 0; i < 2; i++) recorder.record('acct_bad', 'key_b');
+    await recorder.flush();
+    expect(await store.dailyCounts('acct_good', today)).toEqual([3]);
+    await shared.redis.del(badKey);
+    await recorder.flush();
+    expect(await store.dailyCounts('acct_good', today)).toEqual([3]);
+    expect(await store.dailyCounts('acct_bad', today)).toEqual([2]);
+    await recorder.close();
+  });
+
+  it('a holder who changes email frees the old one', async () => {
+    const store = new RedisDashboardStore({ redis: shared.redis, keyPrefix: `move${n++}` });
+    const holder = { email: 'old@example.com', accountId: 'm1', passwordHash: 'scrypt$1$1$1$AA$AA', updatedAt: new Date().toISOString() };
+    await store.setHolder(holder);
+    await store.setHolder({ ...holder, email: 'new@example.com' });
+    expect(await store.findHolder('old@example.com')).toBeUndefined();
+    expect((await store.findHolder('new@example.com'))?.accountId).toBe('m1');
+    await store.setHolder({ ...holder, email: 'old@example.com', accountId: 'm2' });
+    expect((await store.findHolder('old@example.com'))?.accountId).toBe('m2');
   });
 });
 

@@ -46,6 +46,13 @@ class Client {
 
 const newKeyOf = (html: string) => /id="new-key" class="secret" readonly value="(bgk_[0-9A-Za-z]+)"/.exec(html)?.[1];
 
+/** Post/Redirect/Get: a create or rotate answers 303 to the page that shows the new key once. */
+async function shownAfter(client: Client, posted: { status: number; headers: Headers }) {
+  expect(posted.status).toBe(303);
+  expect(posted.headers.get('location')).toBe('/dashboard/keys/new');
+  return client.request('/dashboard/keys/new');
+}
+
 describe('dashboard over HTTP (Express)', () => {
   let app: DashboardApp;
   beforeAll(async () => {
@@ -123,13 +130,18 @@ describe('dashboard over HTTP (Express)', () => {
     const client = new Client(app.url);
     await client.signIn(HOLDER.email, HOLDER.password);
     const token = Client.token((await client.request('/dashboard/keys')).text);
-    const created = await client.request('/dashboard/keys', { form: { _csrf: token, label: 'server one', expires: '30d', ips: '', origins: '' } });
-    expect(created.status).toBe(201);
+    const created = await shownAfter(client, await client.request('/dashboard/keys', { form: { _csrf: token, label: 'server one', expires: '30d', ips: '', origins: '' } }));
+    expect(created.status).toBe(200);
     const key = newKeyOf(created.text)!;
     recordIssuedKeys([key]);
     expect(key).toBeDefined();
     expect(created.text).toContain(`curl -H &quot;X-API-KEY: ${key}&quot; -F file=@photo.jpg ${app.url}/v1/remove-bg`);
     expect(created.headers.get('cache-control')).toBe('no-store');
+    // Shown once: the same page again (a reload) shows no key and makes none.
+    const again = await client.request('/dashboard/keys/new');
+    expect(again.status).toBe(303);
+    expect(again.headers.get('location')).toBe('/dashboard/keys?notice=key-shown');
+    expect(await app.keyStore.listKeys(HOLDER.accountId)).toHaveLength(1);
     const list = await client.request('/dashboard/keys');
     expect(list.text).not.toContain(key);
     expect(list.text).toContain('server one');
@@ -149,8 +161,8 @@ describe('dashboard over HTTP (Express)', () => {
     expect(badIp.text).toContain('is not an IP address or CIDR range');
     const badOrigin = await client.request('/dashboard/keys', { form: { _csrf: token, origins: 'https://shop.example/path' } });
     expect(badOrigin.status).toBe(400);
-    const good = await client.request('/dashboard/keys', { form: { _csrf: token, ips: '203.0.113.0/24', origins: 'https://shop.example' } });
-    expect(good.status).toBe(201);
+    const good = await shownAfter(client, await client.request('/dashboard/keys', { form: { _csrf: token, ips: '203.0.113.0/24', origins: 'https://shop.example' } }));
+    expect(good.status).toBe(200);
     recordIssuedKeys([newKeyOf(good.text)!]);
     const keys = await app.keyStore.listKeys(OTHER.accountId);
     expect(keys).toHaveLength(1);
@@ -162,7 +174,7 @@ describe('dashboard over HTTP (Express)', () => {
     const client = new Client(app.url);
     await client.signIn(HOLDER.email, HOLDER.password);
     let token = Client.token((await client.request('/dashboard/keys')).text);
-    const created = await client.request('/dashboard/keys', { form: { _csrf: token, label: 'to rotate' } });
+    const created = await shownAfter(client, await client.request('/dashboard/keys', { form: { _csrf: token, label: 'to rotate' } }));
     const first = newKeyOf(created.text)!;
     recordIssuedKeys([first]);
     const firstId = (await app.keyStore.listKeys(HOLDER.accountId)).find((k) => k.hash === hashApiKey(first))!.id;
@@ -173,8 +185,8 @@ describe('dashboard over HTTP (Express)', () => {
     expect((await intruder.request(`/dashboard/keys/${firstId}/revoke`, { form: { _csrf: intruderToken } })).status).toBe(404);
     expect((await intruder.request(`/dashboard/keys/${firstId}/revoke`)).status).toBe(404);
 
-    const rotated = await client.request(`/dashboard/keys/${firstId}/rotate`, { form: { _csrf: token, overlap: '1h' } });
-    expect(rotated.status).toBe(201);
+    const rotated = await shownAfter(client, await client.request(`/dashboard/keys/${firstId}/rotate`, { form: { _csrf: token, overlap: '1h' } }));
+    expect(rotated.status).toBe(200);
     const second = newKeyOf(rotated.text)!;
     recordIssuedKeys([second]);
     const keys = await app.keyStore.listKeys(HOLDER.accountId);
@@ -254,7 +266,7 @@ describe('dashboard over HTTP (Express)', () => {
     }
   });
 
-  it('shows the usage page with the plan, quota, rate standing and a 30-day chart with a table', async () => {
+  it('shows the usage page with the plan, quota, rate standing and a 30-day chart of cutouts and refusals with a table', async () => {
     const client = new Client(app.url);
     await client.signIn(HOLDER.email, HOLDER.password);
     app.activity.record(HOLDER.accountId, undefined);
@@ -262,7 +274,9 @@ describe('dashboard over HTTP (Express)', () => {
     expect(page.status).toBe(200);
     expect(page.text).toContain('Plan: roomy');
     expect(page.text).toContain('of 500 image credits used');
-    expect(page.text).toMatch(/<rect [^>]*class="bar"/);
+    // A request counted with no cutout charged for it: a refusal, drawn and listed apart.
+    expect(page.text).toMatch(/<rect [^>]*class="bar refused"/);
+    expect(page.text).toContain(`<tr><td>${new Date().toISOString().slice(0, 10)}</td><td>0</td><td>1</td></tr>`);
     expect((page.text.match(/<tr><td>\d{4}-\d\d-\d\d<\/td>/g) ?? []).length).toBe(30);
   });
 });

@@ -1,14 +1,16 @@
 import sharp from 'sharp';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { keepOnlyWhatRenderNeeds, renderOutput } from '../src/core/image/output.js';
-import { decodeFullSize, fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 /**
  * A request that waits for memory to render in (the pixel budget) holds only small things
- * meanwhile: no full-size mask, and of the model-size view only what foreground estimation
+ * meanwhile: no full-size mask or colour (the mask is a plan at the model's size, made full size
+ * by the pixel pool when rendering), and of the model-size view only what foreground estimation
  * needs. Holding less must not change the cutout by a single byte.
  *
  * The mask comes from a stand-in for the model (a soft-edged disc at the model's size): what is
@@ -28,29 +30,29 @@ const discModel: MaskModel = async () => {
 
 const limits = { maxInputPixels: 50_000_000 };
 const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
+const pool = new PixelPool({ threads: 1 });
+afterAll(() => pool.close());
 
 async function cutout(bytes: Buffer, output: OutputOptions, wait: boolean) {
   const probe = await probeImage(bytes, limits);
   const seg = await segment(bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), !wait);
   if (wait) {
-    expect(seg.alpha.length).toBe(0);
     expect(seg.rgb.length).toBe(0);
     await keepOnlyWhatRenderNeeds(seg, output, render);
     expect(seg.model.rgb.length).toBeLessThan(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
   }
-  await decodeFullSize(seg, limits);
-  return renderOutput(seg, output, render);
+  return renderOutput(seg, output, render, pool);
 }
 
 describe('a request waiting to render', () => {
-  it('holds no full-size mask until decodeFullSize, and fullSizeAlpha makes it once', async () => {
+  it('holds the mask at the model\'s size only, and fullSizeAlpha makes the full size from it', async () => {
     const image = await objectOnTexture(800, 600);
     const probe = await probeImage(image.bytes, limits);
     const seg = await segment(image.bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), false);
-    expect(seg.alpha.length).toBe(0);
-    const alpha = fullSizeAlpha(seg);
+    expect(seg.mask.grey.length).toBe(ISNET_PROFILE.width * ISNET_PROFILE.height);
+    expect(seg.rgb.length).toBe(0);
+    const alpha = await fullSizeAlpha(seg, pool);
     expect(alpha.length).toBe(800 * 600);
-    expect(fullSizeAlpha(seg)).toBe(alpha);
     expect(alpha[Math.round(600 * 0.55) * 800 + 400]).toBe(255);
     expect(alpha[0]).toBe(0);
   });
@@ -73,9 +75,8 @@ describe('a request waiting to render', () => {
     const output = { ...DEFAULT_OUTPUT, channels: 'alpha' } as OutputOptions;
     const probe = await probeImage(image.bytes, limits);
     const seg = await segment(image.bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), false);
-    fullSizeAlpha(seg);
     expect(seg.rgb.length).toBe(0);
-    const maskOnly = await renderOutput(seg, output, render);
+    const maskOnly = await renderOutput(seg, output, render, pool);
     const decoded = await cutout(image.bytes, output, false);
     expect(maskOnly.body.equals(decoded.body)).toBe(true);
     expect(maskOnly.foreground).toEqual(decoded.foreground);

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { InferenceMetrics } from '../src/inference-server/metrics.js';
+import { ApiMetrics } from '../src/core/metrics.js';
 import { resolveServerOptions } from '../src/inference-server/server.js';
 import { GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
@@ -106,13 +107,44 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(container.resources.requests.cpu).toBe(args.get('threads'));
   });
 
-  it('the autoscaler scales the inference Deployment on queue metrics the servers export', async () => {
+  it('the autoscaler scales the inference Deployment on queue metrics the servers export and on the requests the API pods hold back', async () => {
     const scaled = find('ScaledObject', 'bgcut-inference');
     expect(scaled.spec.scaleTargetRef.name).toBe(find('Deployment', 'bgcut-inference').metadata.name);
     const exported = new Set((await new InferenceMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
+    const apiExported = new Set((await new ApiMetrics(() => ({ inferenceSlots: 0, inferenceQueue: 0, pixels: 0 })).registry.getMetricsAsJSON()).map((m) => m.name));
     const queried = [...scaled.spec.triggers[0].metadata.query.matchAll(/(bgcut_[a-z_]+)\{/g)].map((m) => m[1]);
-    expect(queried).toEqual(['bgcut_inference_queue_depth', 'bgcut_inference_running']);
-    for (const metric of queried) expect(exported).toContain(metric);
+    expect(queried).toEqual(['bgcut_inference_queue_depth', 'bgcut_inference_running', 'bgcut_inference_slots_waiting']);
+    for (const metric of queried.slice(0, 2)) expect(exported).toContain(metric);
+    expect(apiExported).toContain('bgcut_inference_slots_waiting');
+    // The API pods' concurrency towards the tier is set from the environment, above the old fixed 4.
+    const apiEnv = new Map<string, Doc>(find('Deployment', 'bgcut-api').spec.template.spec.containers[0].env.map((e: Doc) => [e.name, e]));
+    expect(Number(apiEnv.get('BGCUT_MAX_CONCURRENT_INFERENCES')?.value)).toBeGreaterThan(4);
+  });
+
+  it('new inference pods get traffic within 30 s: servers close each connection after at most 20 s (the client re-resolves the Service then)', () => {
+    const args = argMap(find('Deployment', 'bgcut-inference').spec.template.spec.containers[0].args);
+    expect(cliFlags()).toContain('max-connection-age-ms');
+    expect(Number(args.get('max-connection-age-ms'))).toBeLessThanOrEqual(20_000);
+    expect(resolveServerOptions({ maxConnectionAgeMs: 20_000 }).maxConnectionAgeMs).toBe(20_000);
+  });
+
+  it('Redis: a memory cap under the container limit and noeviction (full, it refuses writes instead of dropping counters); idempotency answers bounded per pod within it', () => {
+    const container = find('StatefulSet', 'redis').spec.template.spec.containers[0];
+    const args: string[] = container.args;
+    expect(args[args.indexOf('--maxmemory-policy') + 1]).toBe('noeviction');
+    const mb = (text: string) => Number.parseInt(text, 10) * (/gi?b?$/i.test(text) ? 1024 : 1);
+    const maxmemoryMb = mb(args[args.indexOf('--maxmemory') + 1]!);
+    expect(maxmemoryMb).toBeLessThan(mb(container.resources.limits.memory));
+    const api = find('Deployment', 'bgcut-api').spec.template.spec.containers[0];
+    const perPod = Number(api.env.find((e: Doc) => e.name === 'BGCUT_IDEMPOTENCY_REDIS_MAX_BYTES').value);
+    const maxPods = find('HorizontalPodAutoscaler', 'bgcut-api').spec.maxReplicas;
+    // Answers at most half of Redis's memory, the rest for keys, counters and sessions.
+    expect((perPod * maxPods) / 1024 / 1024).toBeLessThanOrEqual(maxmemoryMb / 2);
+  });
+
+  it('the API app shares the dashboard sign-in throttle through Redis, and reads the inference concurrency from the environment', () => {
+    expect(apiAppSource).toMatch(/createDashboard\(\{[^}]*\.\.\.\(redis \? \{ redis \}/);
+    expect(apiAppSource).toMatch(/limits: \{ maxConcurrentInferences \}/);
   });
 
   it('the API pods: env the app reads, the inference Service address, probe paths the app serves, Secrets that exist', () => {
@@ -132,8 +164,45 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     const refs = manifests.flatMap(({ doc }) => JSON.stringify(doc).match(/"secretKeyRef":\{[^}]*\}/g) ?? []).map((r) => JSON.parse(r.slice('"secretKeyRef":'.length)) as { name: string; key: string });
     expect(refs.length).toBeGreaterThanOrEqual(3);
     for (const ref of refs) expect(secretKeys(ref.name), `${ref.name}/${ref.key}`).toContain(ref.key);
-    const volumes = manifests.flatMap(({ doc }) => doc.spec?.template?.spec?.volumes ?? []).filter((v: Doc) => v.secret);
-    for (const volume of volumes) expect(secretKeys(volume.secret.secretName)).toEqual(expect.arrayContaining(['tls.crt', 'tls.key', 'ca.crt']));
+  });
+
+  it('every volumeMount names a volume of its pod, and every TLS file the containers read is mounted from a Secret holding tls.crt, tls.key and ca.crt', () => {
+    const secrets = documents(path.join(k8sDir, 'secrets.example.yaml'));
+    const secretKeys = (name: string) => Object.keys(secrets.find((s) => s.metadata.name === name)?.stringData ?? {});
+    const pods = manifests
+      .filter(({ doc }) => doc.spec?.template?.spec?.containers)
+      .map(({ doc }) => ({ name: doc.metadata.name as string, spec: doc.spec.template.spec as Doc, claims: (doc.spec.volumeClaimTemplates ?? []) as Doc[] }));
+    expect(pods.map((p) => p.name)).toEqual(expect.arrayContaining(['bgcut-api', 'bgcut-inference']));
+    let mounts = 0;
+    let tlsPaths = 0;
+    for (const pod of pods) {
+      // A StatefulSet's volumeClaimTemplates are volumes of its pods too.
+      const volumes = new Map<string, Doc>([...(pod.spec.volumes ?? []), ...pod.claims.map((c) => ({ name: c.metadata.name, claim: c }))].map((v: Doc) => [v.name, v]));
+      for (const container of pod.spec.containers as Doc[]) {
+        for (const mount of container.volumeMounts ?? []) {
+          mounts++;
+          expect(volumes.has(mount.name), `${pod.name}: volumeMount ${mount.name} names a volume`).toBe(true);
+        }
+        // The TLS files: the inference server's --tls-* flags, the API's BGCUT_*TLS* env.
+        const paths = [
+          ...(container.args ?? []).map((a: string) => /^--tls-[a-z-]+=(.+)$/.exec(a)?.[1]).filter(Boolean),
+          ...(container.env ?? []).filter((e: Doc) => /TLS/.test(e.name) && typeof e.value === 'string').map((e: Doc) => e.value),
+        ] as string[];
+        for (const file of paths) {
+          tlsPaths++;
+          const mount = (container.volumeMounts ?? []).find((m: Doc) => file.startsWith(`${m.mountPath}/`));
+          expect(mount, `${pod.name}: ${file} lies under a volumeMount`).toBeDefined();
+          const volume = volumes.get(mount.name);
+          expect(volume?.secret?.secretName, `${pod.name}: ${file} is mounted from a Secret`).toBeTypeOf('string');
+          const keys = secretKeys(volume!.secret.secretName);
+          expect(keys, `${volume!.secret.secretName}`).toEqual(expect.arrayContaining(['tls.crt', 'tls.key', 'ca.crt']));
+          expect(keys, `${pod.name}: ${file} is a key of ${volume!.secret.secretName}`).toContain(path.basename(file));
+        }
+      }
+    }
+    expect(mounts).toBeGreaterThanOrEqual(2);
+    // Both tiers speak mutual TLS: three files each.
+    expect(tlsPaths).toBeGreaterThanOrEqual(6);
   });
 });
 
@@ -159,6 +228,7 @@ describe('Dockerfile (not built here: no container runtime; checked as text agai
       const { lines } = stage(name);
       const users = lines.filter((l) => l.startsWith('USER '));
       expect(users.at(-1), name).toBe('USER node');
+      expect(lines.findIndex((l) => l.startsWith('USER ')), name).toBeGreaterThanOrEqual(0);
       expect(lines.findIndex((l) => l.startsWith('USER '))).toBeLessThan(lines.findIndex((l) => l.startsWith('CMD')));
       expect(lines.some((l) => l.startsWith('HEALTHCHECK'))).toBe(true);
       expect(lines).toContain('STOPSIGNAL SIGTERM');
@@ -184,7 +254,11 @@ describe('Dockerfile (not built here: no container runtime; checked as text agai
 
   it('the inference image: the model prepared at build time by its runtime user, flags the CLI knows, health on the port it opens', () => {
     const install = stage('inference-install').lines;
-    expect(install.findIndex((l) => l === 'USER node')).toBeLessThan(install.findIndex((l) => l.includes('bgcut-inference-server prepare')));
+    const user = install.findIndex((l) => l === 'USER node');
+    const prepare = install.findIndex((l) => l.includes('bgcut-inference-server prepare'));
+    // Both lines must be there (findIndex's -1 is less than anything), the user first.
+    expect(user, 'USER node').toBeGreaterThanOrEqual(0);
+    expect(prepare, 'prepare').toBeGreaterThan(user);
     const { lines } = stage('inference');
     const cmd = argMap(exec(lines.find((l) => l.startsWith('CMD'))!));
     for (const flag of cmd.keys()) expect(cliFlags(), flag).toContain(flag);
@@ -248,7 +322,11 @@ describe('compose.yaml (not run here; checked against the Dockerfile, the code a
     expect(env.BGCUT_INFERENCE_ADDRESS).toBe(`dns:///inference:${inferencePort}`);
     expect(new URL(env.REDIS_URL!).hostname).toBe('redis');
     const nginx = readFileSync(path.join(root, 'deploy/compose/nginx.conf'), 'utf8');
-    expect(nginx).toContain(`server api:${env.PORT};`);
+    // Resolved again while running (a variable in proxy_pass, Docker's resolver): replicas that come and go are found.
+    expect(nginx).toContain(`set $api_upstream http://api:${env.PORT};`);
+    expect(nginx).toContain('proxy_pass $api_upstream;');
+    expect(nginx).toMatch(/resolver 127\.0\.0\.11 valid=\d+s/);
+    expect(services.redis!.command.join(' ')).toMatch(/--maxmemory \S+ --maxmemory-policy noeviction/);
     expect(nginx).toMatch(new RegExp(`listen ${services.proxy!.ports[0].split(':')[1]};`));
     expect(services.proxy!.volumes[0]).toMatch(/^\.\/deploy\/compose\/nginx\.conf:/);
     expect(services.api!.healthcheck.test.join(' ')).toContain(`http://127.0.0.1:${env.PORT}/readyz`);

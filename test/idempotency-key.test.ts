@@ -13,10 +13,11 @@ import {
 } from '../src/core/index.js';
 import { createExpressApp } from '../examples/express-app.js';
 import { baseUrlOf } from './conformance/suite.js';
-import { uploadRequest } from './helpers/core-request.js';
+import { drivenRequest, pause, uploadRequest } from './helpers/core-request.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
-import { useRedis } from './helpers/use-redis.js';
+import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
+import { RedisIdempotencyStore } from '../src/core/idempotency/redis-store.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 let keys: TestKeys;
@@ -38,6 +39,16 @@ const send = (handle: (r: ReturnType<typeof uploadRequest>['request']) => Promis
   return handle(driven.request);
 };
 const codeOf = (response: CoreResponse) => (JSON.parse(response.body.toString()) as { code: string }).code;
+/** The account's usage this month as GET /v1/account reads it back. */
+async function usageOf(handler: { account: (r: ReturnType<typeof drivenRequest>['request']) => Promise<CoreResponse> }, key: string) {
+  const driven = drivenRequest({ key, url: '/v1/account' });
+  driven.request.method = 'GET';
+  delete driven.request.headers['content-type'];
+  driven.body.end();
+  const response = await handler.account(driven.request);
+  expect(response.status).toBe(200);
+  return (JSON.parse(response.body.toString()) as { usage: { images: number }; quota: { used: number } | null });
+}
 
 /** Promise.withResolvers, which Node 20 lacks. */
 function deferred() {
@@ -74,6 +85,8 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     // The one image of the month was charged once: a new request is over the quota.
     const fresh = await send(handler.handle, keys.oneImage, photo, 'retry-2');
     expect([fresh.status, codeOf(fresh)]).toEqual([429, 'quota_exceeded']);
+    const standing = await usageOf(handler, keys.oneImage);
+    expect([standing.usage.images, standing.quota?.used]).toEqual([1, 1]);
     await handler.close();
   });
 
@@ -115,8 +128,14 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     ['non-ASCII', 'clé'],
   ])('a malformed key (%s) is refused with 400 invalid_idempotency_key, before the upload is read', async (_, value) => {
     const handler = handlerWith();
-    const response = await send(handler.handle, keys.good, photo, value);
-    expect([response.status, codeOf(response)]).toEqual([400, 'invalid_idempotency_key']);
+    // An upload that never finishes: the answer can only come if nothing waits for the body.
+    const driven = drivenRequest({ key: keys.good, headers: { 'idempotency-key': value, 'content-length': '1000000' } });
+    driven.body.write(Buffer.from('------never-sent\r\nContent-Disposition: form-data; name="file"; filename="a.jpg"\r\n\r\n'));
+    const response = await Promise.race([handler.handle(driven.request), pause(10_000).then(() => 'no answer while the upload hangs' as const)]);
+    expect(response).not.toBe('no answer while the upload hangs');
+    const answered = response as CoreResponse;
+    expect([answered.status, codeOf(answered)]).toEqual([400, 'invalid_idempotency_key']);
+    driven.abort();
     await handler.close();
   });
 
@@ -139,32 +158,55 @@ describe('Idempotency-Key: a request retried with its key is charged once', () =
     expect((await answer).status).toBe(499);
     const retry = await send(handler.handle, keys.oneImage, photo, 'left');
     expect([retry.status, retry.headers['idempotent-replayed']]).toEqual([200, undefined]);
+    // Charged once: the account's usage and quota, read back, count one image.
+    const standing = await usageOf(handler, keys.oneImage);
+    expect([standing.usage.images, standing.quota?.used]).toEqual([1, 1]);
     await handler.close();
   });
 
-  it('a result larger than maxResultBytes is charged once but not kept: its retry gets 409 idempotency_result_gone', async () => {
+  it('a result larger than maxResultBytes is not kept and its key is released: the retry runs again (and is charged again)', async () => {
     const handler = handlerWith({ idempotency: { maxResultBytes: 100 } });
     expect((await send(handler.handle, keys.oneImage, photo, 'big')).status).toBe(200);
     const again = await send(handler.handle, keys.oneImage, photo, 'big');
-    expect([again.status, codeOf(again)]).toEqual([409, 'idempotency_result_gone']);
+    // A fresh run: the one-image quota is spent, so it is refused as a new request would be.
+    expect([again.status, codeOf(again)]).toEqual([429, 'quota_exceeded']);
     await handler.close();
   });
 
   it('the memory store keeps at most memoryMaxBytes of results, dropping the least recently used', async () => {
     const store = new MemoryIdempotencyStore({ maxBytes: 3000 });
     const times = { keyTtlMs: 60_000, resultTtlMs: 60_000, inProgressTtlMs: 60_000 };
-    for (const key of ['a', 'b', 'c']) {
+    const keep = async (key: string) => {
       await store.claim(key, 'fp', key, times);
       await store.complete(key, key, { status: 200, headers: {}, body: Buffer.alloc(100) }, times);
-    }
-    // 3 x (100 + 1 KiB counted for headers) do not fit in 3000 bytes: the oldest result went, its key stays.
-    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: undefined });
+    };
+    await keep('a');
+    await keep('b');
+    // 'a' is replayed (used) after 'b' was stored: least recently used is now 'b', first in is still 'a'.
+    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
+    await keep('c');
+    // 3 x (100 + 1 KiB counted for headers) do not fit in 3000 bytes: 'b' went (FIFO would drop 'a'); its key stays.
+    expect(await store.claim('b', 'fp', 'x', times)).toMatchObject({ state: 'done', result: undefined });
+    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
     expect(await store.claim('c', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
   });
 });
 
-describe('Idempotency-Key across instances sharing Redis', () => {
-  const shared = useRedis();
+describe.each(redisTopologies)('Idempotency-Key across instances sharing $name', (topology) => {
+  const shared = useRedisTopology(topology);
+
+  it('keeps at most redisMaxBytes of answers per instance: one past it is not stored and its key is released', async () => {
+    const store = new RedisIdempotencyStore(shared.redis, { keyPrefix: `ib${Math.random().toString(36).slice(2)}`, maxBytes: 250 });
+    const times = { keyTtlMs: 60_000, resultTtlMs: 30_000, inProgressTtlMs: 60_000 };
+    for (const key of ['a', 'b', 'c']) {
+      expect(await store.claim(key, 'fp', key, times)).toMatchObject({ state: 'claimed' });
+      await store.complete(key, key, { status: 200, headers: {}, body: Buffer.alloc(100, key) }, times);
+    }
+    expect(await store.claim('a', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200, body: Buffer.alloc(100, 'a') } });
+    expect(await store.claim('b', 'fp', 'x', times)).toMatchObject({ state: 'done', result: { status: 200 } });
+    // 300 bytes do not fit in 250: the third answer was not stored, and its key is free again.
+    expect(await store.claim('c', 'fp', 'y', times)).toEqual({ state: 'claimed', token: 'y' });
+  });
 
   it('a retry that lands on the other instance is answered from the first instance\'s result, and charged once', async () => {
     const store = new RedisKeyStore({ redis: shared.redis });

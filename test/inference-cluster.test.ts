@@ -170,7 +170,15 @@ describe('backpressure', () => {
 
   it('bounds the uploads in progress in the API tier: over the cap, 503 server_busy before the upload is read', async () => {
     const api = await startApi(keys, { inference: { address: server.address }, limits: { maxInFlight: 1 } });
-    await new Promise((r) => setTimeout(r, 1100)); // past the previous test's "all full" moment
+    // The previous test's calls are all over on the server (none running or queued) before this one starts.
+    await settle(
+      async () => {
+        const text = await (await fetch(server.metricsUrl!)).text();
+        return metricValue(text, 'bgcut_inference_running') + metricValue(text, 'bgcut_inference_queue_depth');
+      },
+      (n) => n === 0,
+      60_000,
+    );
     try {
       const first = cutout(api.url, keys.good, image);
       await settle(async () => metricValue(await (await fetch(server.metricsUrl!)).text(), 'bgcut_inference_running'), (n) => n >= 1, 60_000);

@@ -143,11 +143,16 @@ describe('inference server limits and lifecycle (own instance)', () => {
   });
 
   it('answers RESOURCE_EXHAUSTED when every worker is busy and the queue is full', async () => {
-    const server = await startInferenceProcess(['--queue', '0']);
+    const server = await startInferenceProcess(['--queue', '0', '--metrics-port', '0']);
     const client = inferenceClient(server.address);
     try {
       const first = infer(client);
-      await new Promise((r) => setTimeout(r, 200));
+      // Event-based: the second call goes once the first is inside session.run, as the metrics say.
+      await settle(
+        async () => metricValue(await (await fetch(server.metricsUrl!)).text(), 'bgcut_inference_running'),
+        (running) => running >= 1,
+        30_000,
+      );
       const second = await infer(client);
       expect(second.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
       expect((await first).error).toBeNull();

@@ -58,10 +58,11 @@ describe('RedisKeyStore writes a key change in one step, and a failed step is a 
   it('a key creation that Redis refuses part of rejects, and stores nothing', async () => {
     const keyPrefix = prefix();
     const keys = new RedisKeyStore({ redis, keyPrefix, cacheTtlMs: 0 });
-    await redis.hset(`${keyPrefix}:account:acct_bad`, 'not', 'json'); // a value of the wrong type
+    await redis.hset(`${keyPrefix}:{a:acct_bad}:account`, 'not', 'json'); // a value of the wrong type
     await expect(keys.createKey({ accountId: 'acct_bad', plan: 'free' })).rejects.toThrow(/WRONGTYPE/);
-    expect(await redis.keys(`${keyPrefix}:key:*`)).toEqual([]);
-    expect(await redis.smembers(`${keyPrefix}:account-keys:acct_bad`)).toEqual([]);
+    // No record, and no index to one (the indexes written before the script are taken back).
+    expect(await redis.keys(`${keyPrefix}:*key*`)).toEqual([]);
+    expect(await redis.smembers(`${keyPrefix}:{a:acct_bad}:keys`)).toEqual([]);
   });
 });
 

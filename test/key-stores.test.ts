@@ -3,13 +3,14 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, FileKeyStore, hashApiKey, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
+import { describe, expect, it } from 'vitest';
+import { FileKeyStore, hashApiKey, KeyAlreadyReplacedError, RedisKeyStore, type KeyAdmin } from '../src/core/index.js';
 import { authenticate } from '../src/core/auth/authenticate.js';
+import { newKey } from '../src/core/auth/key-records.js';
+import { RedisDashboardStore } from '../src/dashboard/index.js';
 import { ApiError } from '../src/core/errors.js';
 import { captureOutput, recordIssuedKeys } from './helpers/log-capture.js';
-import { startRedis, type RedisServer } from './helpers/redis-server.js';
+import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
 
 const run = promisify(execFile);
 const CLI = path.resolve('dist/src/cli/keys.js');
@@ -28,22 +29,16 @@ async function outcome(store: KeyAdmin, key: string, extra: { ip?: string } = {}
   }
 }
 
-let redisServer: RedisServer;
-let redis: Redis;
-beforeAll(async () => {
-  redisServer = await startRedis();
-  redis = connectRedis(redisServer.url);
-  await new Promise((r) => redis.once('ready', r));
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await redisServer?.stop();
-});
+// Every Redis test here runs on one server and on a three-master Redis Cluster.
+const topologies = redisTopologies.map((topology) => ({ name: topology.name, use: useRedisTopology(topology) }));
 
-/** One interface, two implementations: the same behaviour from each. */
+/** One interface, two implementations (the Redis one on each topology): the same behaviour from each. */
 const stores: [string, () => Promise<KeyAdmin>][] = [
   ['FileKeyStore', async () => new FileKeyStore({ file: await tempFile('keys.json'), reloadIntervalMs: 0 })],
-  ['RedisKeyStore', async () => new RedisKeyStore({ redis, keyPrefix: `t${Math.random().toString(36).slice(2)}`, cacheTtlMs: 0 })],
+  ...topologies.map(({ name, use }): [string, () => Promise<KeyAdmin>] => [
+    `RedisKeyStore on ${name}`,
+    async () => new RedisKeyStore({ redis: use.redis, keyPrefix: `t${Math.random().toString(36).slice(2)}`, cacheTtlMs: 0 }),
+  ]),
 ];
 
 describe.each(stores)('%s', (_name, make) => {
@@ -84,6 +79,20 @@ describe.each(stores)('%s', (_name, make) => {
     recordIssuedKeys([again.key]);
     expect(await outcome(store, rotated.key)).toBe('expired_api_key');
     expect(await outcome(store, again.key)).toBe('acct_r');
+  });
+
+  it('refuses to rotate a key that is already being replaced; the successor keeps the planned expiry, never the overlap\'s end', async () => {
+    const store = await make();
+    const planned = new Date(Date.now() + 30 * 86_400_000);
+    const old = await store.createKey({ accountId: 'acct_rr', plan: 'free', expiresAt: planned });
+    const rotated = await store.rotateKey(old.record.id, 3_600_000);
+    recordIssuedKeys([old.key, rotated.key]);
+    expect(rotated.old.replacedBy).toBe(rotated.record.id);
+    expect(rotated.record.expiresAt).toBe(planned.toISOString());
+    const error = await store.rotateKey(old.record.id, 3_600_000).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(KeyAlreadyReplacedError);
+    expect((error as KeyAlreadyReplacedError).successorId).toBe(rotated.record.id);
+    expect((await store.listKeys('acct_rr')).filter((k) => !k.revokedAt)).toHaveLength(2);
   });
 
   it('restricts keys to addresses (CIDR) when asked', async () => {
@@ -145,11 +154,12 @@ describe('bgcut-keys CLI', () => {
     return result;
   };
 
-  it.each([['file'], ['redis']])('manages keys and accounts in the %s store', async (kind) => {
+  it.each([['file'], ...topologies.map((t) => [t.name])])('manages keys and accounts in the store: %s', async (kind) => {
     const file = await tempFile('keys.json');
-    const prefixArgs = kind === 'file' ? ['--file', file] : ['--redis', redisServer.url];
-    const store: KeyAdmin = kind === 'file' ? new FileKeyStore({ file, reloadIntervalMs: 0 }) : new RedisKeyStore({ redis, cacheTtlMs: 0 });
-    const account = `acct_cli_${kind}`;
+    const use = topologies.find((t) => t.name === kind)?.use;
+    const prefixArgs = !use ? ['--file', file] : ['--redis', use.url];
+    const store: KeyAdmin = !use ? new FileKeyStore({ file, reloadIntervalMs: 0 }) : new RedisKeyStore({ redis: use.redis, cacheTtlMs: 0 });
+    const account = `acct_cli_${kind.replace(/\W+/g, "_")}`;
 
     const created = await cli(['keys', 'create', '--account', account, '--plan', 'pro', '--expires', '30d', ...prefixArgs]);
     expect(created.code).toBe(0);
@@ -180,5 +190,34 @@ describe('bgcut-keys CLI', () => {
     const file = await tempFile('keys.json');
     expect((await cli(['keys', 'create', '--account', 'a', '--plan', 'gold', '--file', file])).code).toBe(2);
     expect((await cli(['keys', 'create', '--account', 'a', '--plan', 'pro', '--expires', 'soon', '--file', file])).code).toBe(2);
+  });
+});
+
+describe('bgcut-keys redis migrate: keys stored by the single-slot layout of earlier releases', () => {
+  it('copies accounts, keys and holders into the per-account layout, once; the keys then authenticate and revoke', async () => {
+    const { redis } = topologies[0]!.use; // the old layout only ever ran on one server
+    const prefix = `m${Math.random().toString(36).slice(2)}`;
+    // Written as the earlier RedisKeyStore and RedisDashboardStore wrote them.
+    const { key, record } = newKey({ accountId: 'acct_old', plan: 'pro' });
+    recordIssuedKeys([key]);
+    await redis.set(`${prefix}:account:acct_old`, JSON.stringify({ id: 'acct_old', plan: 'pro', status: 'active' }));
+    await redis.sadd(`${prefix}:accounts`, 'acct_old');
+    await redis.sadd(`${prefix}:account-keys:acct_old`, record.id);
+    await redis.set(`${prefix}:key:${record.hash}`, JSON.stringify(record));
+    await redis.set(`${prefix}:keyid:${record.id}`, record.hash);
+    const holder = { email: 'old@example.com', accountId: 'acct_old', passwordHash: 'scrypt$1$1$1$AA$AA', updatedAt: new Date().toISOString() };
+    await redis.set(`${prefix}:holder:old@example.com`, JSON.stringify(holder));
+    await redis.set(`${prefix}:holder-of:acct_old`, 'old@example.com');
+
+    const store = new RedisKeyStore({ redis, keyPrefix: prefix, cacheTtlMs: 0 });
+    expect(await outcome(store, key)).toBe('invalid_api_key');
+    expect(await store.migrateLegacyLayout()).toEqual({ accounts: 1, keys: 1 });
+    expect(await new RedisDashboardStore({ redis, keyPrefix: prefix }).migrateLegacyHolders()).toBe(1);
+    expect(await store.migrateLegacyLayout()).toEqual({ accounts: 0, keys: 0 });
+    expect(await outcome(store, key)).toBe('acct_old');
+    expect((await new RedisDashboardStore({ redis, keyPrefix: prefix }).findHolder('old@example.com'))?.accountId).toBe('acct_old');
+    expect((await store.listKeys('acct_old')).map((r) => r.id)).toEqual([record.id]);
+    await store.revokeKey(record.id);
+    expect(await outcome(store, key)).toBe('revoked_api_key');
   });
 });

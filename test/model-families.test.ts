@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFetchHandler } from '../src/adapters/fetch.js';
 import { createRemoveBgHandler, FileKeyStore, modelProfile, type PreprocessingProfile, type RemoveBgHandler } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
+import { FAMILIES } from '../src/models/families.js';
 import { KNOWN_MODELS, normalisationOf } from '../src/models/known-models.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { expectedAlpha, familyGraph, testCard } from './helpers/family-graphs.js';
@@ -23,6 +24,67 @@ const CLI = fileURLToPath(new URL('../dist/src/inference-server/cli.js', import.
 const NAMES = Object.keys(KNOWN_MODELS);
 /** Some files lie under the name they are published under rather than rembg's NAME.onnx: both are found. */
 const PUBLISHED_NAME = new Set(['birefnet-general', 'bria-rmbg', 'ben2']);
+
+/**
+ * What rembg feeds each model and does with what comes out, written here from rembg's session
+ * files (github.com/danielgatis/rembg, commit 684f8e9, rembg/sessions/*.py: `self.normalize(img,
+ * mean, std, (size, size))` after `img.convert("RGB")`, then `ort_outs[0][:, 0, :, :]`, through
+ * `self.sigmoid` for BiRefNet only) and the models' papers/code (U²-Net, IS-Net and BEN2 end in a
+ * sigmoid; BiRefNet's export ends in logits). Not read from the code under test: FAMILIES is
+ * checked against it, the synthetic graphs are built from it and the expected alpha computed from it.
+ */
+type Row = { session: string; size: number; mean: number[]; std: number[]; channels: 'RGB' | 'BGR'; output: 'probability' | 'logits'; outputIndex: number };
+const IMAGENET_MEAN = [0.485, 0.456, 0.406];
+const IMAGENET_STD = [0.229, 0.224, 0.225];
+const u2netRow = (session: string): Row => ({ session, size: 320, mean: IMAGENET_MEAN, std: IMAGENET_STD, channels: 'RGB', output: 'probability', outputIndex: 0 });
+const birefnetRow = (session: string): Row => ({ session, size: 1024, mean: IMAGENET_MEAN, std: IMAGENET_STD, channels: 'RGB', output: 'logits', outputIndex: 0 });
+const REMBG: Record<string, Row> = {
+  u2net: u2netRow('u2net.py'),
+  u2netp: u2netRow('u2netp.py'),
+  u2net_human_seg: u2netRow('u2net_human_seg.py'),
+  silueta: u2netRow('silueta.py'),
+  'isnet-general-use': { session: 'dis_general_use.py', size: 1024, mean: [0.5, 0.5, 0.5], std: [1, 1, 1], channels: 'RGB', output: 'probability', outputIndex: 0 },
+  'isnet-anime': { session: 'dis_anime.py', size: 1024, mean: IMAGENET_MEAN, std: [1, 1, 1], channels: 'RGB', output: 'probability', outputIndex: 0 },
+  'birefnet-general': birefnetRow('birefnet_general.py'),
+  'birefnet-general-lite': birefnetRow('birefnet_general_lite.py (subclass of birefnet_general)'),
+  'birefnet-portrait': birefnetRow('birefnet_portrait.py (subclass)'),
+  'birefnet-massive': birefnetRow('birefnet_massive.py (subclass)'),
+  'birefnet-hrsod': birefnetRow('birefnet_hrsod.py (subclass)'),
+  'birefnet-dis': birefnetRow('birefnet_dis.py (subclass)'),
+  'birefnet-cod': birefnetRow('birefnet_cod.py (subclass)'),
+  'bria-rmbg': { session: 'bria_rmbg.py', size: 1024, mean: IMAGENET_MEAN, std: IMAGENET_STD, channels: 'RGB', output: 'probability', outputIndex: 0 },
+  ben2: { session: 'ben_custom.py', size: 1024, mean: [0.5, 0.5, 0.5], std: [1, 1, 1], channels: 'RGB', output: 'probability', outputIndex: 0 },
+};
+
+/** The card's pixels in the order the table says the model takes them. */
+const inOrder = (rgb: Buffer, channels: Row['channels']) => {
+  if (channels === 'RGB') return rgb;
+  const swapped = Buffer.from(rgb);
+  for (let i = 0; i < swapped.length; i += 3) [swapped[i], swapped[i + 2]] = [rgb[i + 2]!, rgb[i]!];
+  return swapped;
+};
+
+describe('the model families agree with rembg\'s sessions (a table written from rembg/sessions/*.py)', () => {
+  it('the table covers every known model and nothing else', () => {
+    expect(Object.keys(REMBG).sort()).toEqual([...NAMES].sort());
+  });
+  it.each(NAMES)('%s: size, mean, std, channel order, output kind and output index as rembg has them', (name) => {
+    const known = KNOWN_MODELS[name]!;
+    const row = REMBG[name]!;
+    const family = FAMILIES[known.family];
+    const normalisation = normalisationOf(known);
+    expect({ size: family.size, mean: normalisation.mean, std: normalisation.std, channels: normalisation.channelOrder, output: family.output }).toEqual({
+      size: row.size,
+      mean: row.mean,
+      std: row.std,
+      channels: row.channels,
+      output: row.output,
+    });
+    // rembg reads ort_outs[0]: the mask is the first output, which is what FAMILIES documents (no index field to compare).
+    expect(row.outputIndex).toBe(0);
+    expect(family.outputs.min).toBeGreaterThanOrEqual(1);
+  });
+});
 
 // Every known model as a synthetic graph with its family's published signature, in a
 // rembg-style folder ($U2NET_HOME), served together by one inference server, each cut out
@@ -43,13 +105,14 @@ describe('model families through HTTP (synthetic graphs with each family\'s sign
     await mkdir(u2netHome);
     for (const name of NAMES) {
       const known = KNOWN_MODELS[name]!;
-      await writeFile(path.join(u2netHome, known.fileNames[PUBLISHED_NAME.has(name) ? 1 : 0]!), familyGraph(known.family));
+      // The graph's output kind and size are the table's: a family whose facts say otherwise gets a different mask.
+      await writeFile(path.join(u2netHome, known.fileNames[PUBLISHED_NAME.has(name) ? 1 : 0]!), familyGraph(known.family, { output: REMBG[name]!.output, size: REMBG[name]!.size }));
       profiles[name] = modelProfile(name);
     }
     // Opset 10: Clip has no bound inputs yet, so the rewrite refuses it and the file is served as it is.
     const legacy = path.join(dir, 'elsewhere', 'old-birefnet.onnx');
     await mkdir(path.dirname(legacy));
-    await writeFile(legacy, familyGraph('birefnet', { opset: 10 }));
+    await writeFile(legacy, familyGraph('birefnet', { opset: 10, output: REMBG['birefnet-general']!.output }));
     profiles.legacy = modelProfile('birefnet-general', { prepared: false });
 
     server = await startInferenceProcess(
@@ -112,20 +175,21 @@ describe('model families through HTTP (synthetic graphs with each family\'s sign
     return most;
   };
 
-  it.each(NAMES)('%s: found under rembg\'s file name, prepared, and the alpha is the one its family\'s normalisation and output give', async (name) => {
-    const known = KNOWN_MODELS[name]!;
-    const size = profiles[name]!.width;
+  it.each(NAMES)('%s: found under rembg\'s file name, prepared, and the alpha is the one rembg\'s normalisation and output give (from the table)', async (name) => {
+    const row = REMBG[name]!;
+    const size = row.size;
+    expect(profiles[name]!.width).toBe(size);
     const { response, card } = await cutout(name, size);
     expect(response.status).toBe(200);
     const { alpha, width } = await decodeAlpha(Buffer.from(await response.arrayBuffer()));
     expect(width).toBe(size);
-    const expected = expectedFor(card, normalisationOf(known));
+    const expected = expectedFor(inOrder(card, row.channels), row);
     expect(new Set(expected).size).toBeGreaterThan(100);
     // Float32 in the graph against doubles here: at most one level apart.
     expect(maxDifference(alpha, expected)).toBeLessThanOrEqual(1);
-    if (known.family === 'birefnet') {
+    if (row.output === 'logits') {
       // Logits: the stretched logits (no sigmoid) would be a visibly different mask.
-      expect(maxDifference(expectedFor(card, normalisationOf(known), false), expected)).toBeGreaterThan(30);
+      expect(maxDifference(expectedFor(card, row, false), expected)).toBeGreaterThan(30);
     }
   });
 
@@ -134,7 +198,7 @@ describe('model families through HTTP (synthetic graphs with each family\'s sign
     const { response, card } = await cutout('legacy', 1024);
     expect(response.status).toBe(200);
     const { alpha } = await decodeAlpha(Buffer.from(await response.arrayBuffer()));
-    expect(maxDifference(alpha, expectedFor(card, normalisationOf(KNOWN_MODELS['birefnet-general']!)))).toBeLessThanOrEqual(1);
+    expect(maxDifference(alpha, expectedFor(card, REMBG['birefnet-general']!))).toBeLessThanOrEqual(1);
   });
 
   it('GET /v1/models lists every model with its family, input size, licence and modes; bria-rmbg says it is non-commercial', async () => {

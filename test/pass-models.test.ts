@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ISNET_PROFILE } from '../src/core/index.js';
 import { BEST_PASSES, maxPasses, segmentAtQuality } from '../src/core/image/multi-pass.js';
-import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import type { PreprocessingProfile } from '../src/core/image/profile.js';
 import { InferenceClient, ModelMismatchError } from '../src/core/inference/inference-client.js';
 import { ModelVerifier } from '../src/core/inference/model-verifier.js';
@@ -78,6 +79,8 @@ describe('the model each pass runs on (ModelVerifier.passModel)', () => {
 
 describe('best with a model per pass (real models)', () => {
   let client: InferenceClient;
+  const pool = new PixelPool({ threads: 1 });
+  afterAll(() => pool.close());
   beforeAll(() => {
     client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   });
@@ -94,9 +97,9 @@ describe('best with a model per pass (real models)', () => {
     const plan = { size: 320, passes };
     const image = await objectOnTexture(640, 480);
     const probe = await probeImage(image.bytes, limits);
-    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, { whole: counted('isnet-int8'), crop: counted('isnet') }, limits, AbortSignal.timeout(120_000), true, plan);
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, { whole: counted('isnet-int8'), crop: counted('isnet') }, limits, AbortSignal.timeout(120_000), pool, true, plan);
     expect(calls.length).toBe(maxPasses(passes));
     expect(calls.sort()).toEqual(['isnet-int8@320', 'isnet@256', 'isnet@256']);
-    expect(best.alpha.length).toBe(640 * 480);
+    expect((await fullSizeAlpha(best, pool)).length).toBe(640 * 480);
   }, 120_000);
 });

@@ -5,11 +5,13 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, validatePlans, type RemoveBgHandler } from '../src/core/index.js';
 import { BEST_PASSES, flipGrey, maxPasses, mergeMasks, objectCrop, pasteBlended, planFor, QUALITY_QUOTA_WEIGHT, segmentAtQuality } from '../src/core/image/multi-pass.js';
-import { probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { quotaCost } from '../src/core/limits/plans.js';
 import { parseOutputOptions } from '../src/core/output-options.js';
 import { uploadRequest } from './helpers/core-request.js';
+import { metricValue } from './helpers/fuzz.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
@@ -91,6 +93,8 @@ describe('quality modes with the real model', () => {
     calls.push(input);
     return client.maskModel('isnet', ISNET_PROFILE)(input, signal);
   };
+  const pool = new PixelPool({ threads: 1 });
+  afterAll(() => pool.close());
   beforeAll(() => {
     client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
   });
@@ -101,9 +105,11 @@ describe('quality modes with the real model', () => {
     const probe = await probeImage(image.bytes, limits);
     calls = [];
     const single = await segment(image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000));
-    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000));
+    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000), pool);
     expect(calls.length).toBe(2);
-    expect(Buffer.compare(balanced.alpha, single.alpha)).toBe(0);
+    expect(Buffer.compare(balanced.mask.grey, single.mask.grey)).toBe(0);
+    expect(balanced.mask.parts).toEqual([]);
+    expect(Buffer.compare(await fullSizeAlpha(balanced, pool), await fullSizeAlpha(single, pool))).toBe(0);
     expect(Buffer.compare(balanced.rgb, single.rgb)).toBe(0);
   }, 120_000);
 
@@ -112,19 +118,20 @@ describe('quality modes with the real model', () => {
     const image = await objectOnTexture(640, 480);
     const probe = await probeImage(image.bytes, limits);
     calls = [];
-    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000));
+    const balanced = await segmentAtQuality('balanced', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(120_000), pool);
     calls = [];
-    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(240_000));
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(240_000), pool);
     expect(calls.length).toBe(maxPasses(BEST_PASSES));
     // Every call had its own input (the image, its mirror, the object's crop).
     const distinct = new Set(calls.map((c) => `${c[0]}:${c[5000]}:${c[600_000]}:${c[2_000_000]}`));
     expect(distinct.size).toBe(calls.length);
-    expect(best.alpha.length).toBe(640 * 480);
-    expect(best.rgb.length).toBe(640 * 480 * 3);
+    const bestAlpha = await fullSizeAlpha(best, pool);
+    expect(bestAlpha.length).toBe(640 * 480);
+    expect(best.mask.parts.length).toBe(1);
     expect(best.width).toBe(640);
-    const bestIou = iou(best.alpha, image.truth);
+    const bestIou = iou(bestAlpha, image.truth);
     expect(bestIou).toBeGreaterThan(0.9);
-    expect(bestIou).toBeGreaterThan(iou(balanced.alpha, image.truth) - 0.02);
+    expect(bestIou).toBeGreaterThan(iou(await fullSizeAlpha(balanced, pool), image.truth) - 0.02);
     expect(best.timings.inference).toBeGreaterThan(0);
   }, 240_000);
 
@@ -142,11 +149,12 @@ describe('quality modes with the real model', () => {
       sent.push(`${size?.width}x${size?.height}:${input.length}`);
       return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
     };
-    const fast = await segmentAtQuality('fast', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    const fast = await segmentAtQuality('fast', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), pool, true, plan);
     expect(sent).toEqual([`${plan.size}x${plan.size}:${plan.size * plan.size * 3}`]);
-    expect(fast.alpha.length).toBe(640 * 480);
+    const fastAlpha = await fullSizeAlpha(fast, pool);
+    expect(fastAlpha.length).toBe(640 * 480);
     expect(fast.model.width).toBe(plan.size);
-    expect(iou(fast.alpha, image.truth)).toBeGreaterThan(0.9);
+    expect(iou(fastAlpha, image.truth)).toBeGreaterThan(0.9);
     expect(fast.confidence).toBeGreaterThan(0.5);
   }, 120_000);
 
@@ -161,11 +169,12 @@ describe('quality modes with the real model', () => {
       sent.push(size!.width);
       return client.maskModel('isnet', ISNET_PROFILE)(input, signal, size);
     };
-    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), true, plan);
+    const best = await segmentAtQuality('best', image.bytes, probe, ISNET_PROFILE, sized, limits, AbortSignal.timeout(120_000), pool, true, plan);
     expect(sent.length).toBe(maxPasses(passes));
     expect(sent.sort((a, b) => a - b)).toEqual([320, 384, 384, 512]);
-    expect(best.alpha.length).toBe(640 * 480);
-    expect(iou(best.alpha, image.truth)).toBeGreaterThan(0.9);
+    const bestAlpha = await fullSizeAlpha(best, pool);
+    expect(bestAlpha.length).toBe(640 * 480);
+    expect(iou(bestAlpha, image.truth)).toBeGreaterThan(0.9);
     expect(best.confidence).toBeGreaterThan(0.5);
   }, 120_000);
 });
@@ -225,11 +234,18 @@ describe('quality through the endpoint', () => {
   }, 240_000);
 
   it('plans restrict it: by qualities, and by outputOptions like any option (403 before any inference)', async () => {
+    // The inference server's own count of runs started (files run one at a time: nothing else calls it).
+    const runs = async () => metricValue(await (await fetch(inject('inferenceMetricsUrl'))).text(), 'bgcut_inference_started_total');
+    const before = await runs();
     const noBest = await send(keys.no_best!, '?quality=best');
     expect(noBest.status).toBe(403);
     expect(JSON.parse(noBest.body.toString()).code).toBe('option_not_in_plan');
     const formatOnly = await send(keys.format_only!, '?quality=fast');
     expect(formatOnly.status).toBe(403);
+    expect(await runs()).toBe(before);
+    // The counter does count: an allowed cutout moves it.
+    expect((await send(keys.no_best!, '?quality=fast')).status).toBe(200);
+    expect(await runs()).toBeGreaterThan(before);
   }, 60_000);
 
   it('a best cutout that weighs more than the quota left is refused with 429', async () => {

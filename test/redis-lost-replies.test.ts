@@ -96,6 +96,17 @@ describe('a write whose reply is lost applies exactly once', () => {
     await reconnect(redis, enforcer);
     expect((await reader.standing('acct', 'metered')).usage).toMatchObject({ images: 1, megapixels: 2 });
   });
+
+  it('a usage record lost on its way (sent, never run) is added once Redis answers again, with its megapixels', async () => {
+    const { redis, enforcer, reader } = await enforcers();
+    proxy.dropRequests();
+    await enforcer.recordUsage('acct', 2.5e6);
+    expect(enforcer.hasPendingUsage).toBe(true);
+    expect((await reader.standing('acct', 'metered')).usage).toMatchObject({ images: 0, megapixels: 0 });
+    await reconnect(redis, enforcer);
+    expect((await reader.standing('acct', 'metered')).usage).toMatchObject({ images: 1, megapixels: 2.5 });
+    expect(enforcer.hasPendingUsage).toBe(false);
+  });
 });
 
 describe('close() adds what is pending before it resolves', () => {

@@ -44,7 +44,15 @@ describe('session pool: workers that die or hang', () => {
 
   it('with no live worker, jobs are refused at once (queued ones too) and the pool says it cannot serve until a worker is back', async () => {
     const serving: boolean[] = [];
-    const { pool, logged } = scriptedPool('crash-on-run', { maxQueue: 2, onServingChange: (s) => serving.push(s) });
+    let servingAgain!: () => void;
+    const back = new Promise<void>((resolve) => (servingAgain = resolve));
+    const { pool, logged } = scriptedPool('crash-on-run', {
+      maxQueue: 2,
+      onServingChange: (s) => {
+        serving.push(s);
+        if (s && serving.length > 1) servingAgain();
+      },
+    });
     await pool.start();
     expect(serving).toEqual([true]);
     const crashing = pool.run(job(), ['output']).catch((e: Error) => e);
@@ -57,8 +65,10 @@ describe('session pool: workers that die or hang', () => {
     expect(pool.workers).toBe(0);
     await logged(1);
     // The replacement comes after the backoff, and the pool can serve again.
-    while (pool.workers === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    // Event-based: the pool says it can serve again.
+    expect(await within(10_000, back)).toBeUndefined();
     expect(serving).toEqual([true, false, true]);
+    expect(pool.workers).toBe(1);
     await pool.close(1_000);
   });
 

@@ -8,7 +8,10 @@
  * comma-separated `ip:port`s), REDIS_URL (shared keys and limits; else BGCUT_KEYS_FILE),
  * BGCUT_DASHBOARD_SECRET (32+ bytes, the same on every instance: mounts /dashboard),
  * BGCUT_TRUST_PROXY (Express `trust proxy`, e.g. `1` behind one load balancer),
- * BGCUT_INFERENCE_TLS_CA / _CERT / _KEY (PEM files: TLS, or mutual TLS with a certificate, to the inference tier).
+ * BGCUT_INFERENCE_TLS_CA / _CERT / _KEY (PEM files: TLS, or mutual TLS with a certificate, to the inference tier),
+ * BGCUT_MAX_CONCURRENT_INFERENCES (inference calls this instance makes at once; default 4),
+ * BGCUT_IDEMPOTENCY_REDIS_MAX_BYTES (answers this instance keeps in Redis for Idempotency-Key retries; default 128 MiB).
+ * REDIS_URL may name one server, a Cluster or Sentinels (docs/redis.md).
  * SIGTERM: new requests get 503 + Retry-After, requests in progress finish, then the process exits 0.
  */
 import { readFileSync } from 'node:fs';
@@ -25,6 +28,13 @@ const tls = process.env.BGCUT_INFERENCE_TLS_CA
   ? { ca: tlsFile('BGCUT_INFERENCE_TLS_CA'), cert: tlsFile('BGCUT_INFERENCE_TLS_CERT'), key: tlsFile('BGCUT_INFERENCE_TLS_KEY') }
   : undefined;
 const redis = process.env.REDIS_URL ? connectRedis(process.env.REDIS_URL) : undefined;
+const positiveEnv = (name, raw) => {
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^[1-9]\d*$/.test(raw)) throw new RangeError(`${name} must be a positive whole number, got "${raw}"`);
+  return Number(raw);
+};
+const maxConcurrentInferences = positiveEnv('BGCUT_MAX_CONCURRENT_INFERENCES', process.env.BGCUT_MAX_CONCURRENT_INFERENCES);
+const idempotencyRedisMaxBytes = positiveEnv('BGCUT_IDEMPOTENCY_REDIS_MAX_BYTES', process.env.BGCUT_IDEMPOTENCY_REDIS_MAX_BYTES);
 const keyStore = redis ? new RedisKeyStore({ redis }) : new FileKeyStore({ file: process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' });
 const dashboardStore = redis ? new RedisDashboardStore({ redis }) : new FileDashboardStore(keyStore);
 const activity = process.env.BGCUT_DASHBOARD_SECRET ? new ActivityRecorder({ store: dashboardStore }) : undefined;
@@ -33,6 +43,8 @@ const handler = createRemoveBgHandler({
   keyStore,
   redis,
   inference: { address: address.length === 1 ? address[0] : address, ...(tls ? { tls } : {}) },
+  ...(maxConcurrentInferences ? { limits: { maxConcurrentInferences } } : {}),
+  ...(idempotencyRedisMaxBytes ? { idempotency: { redisMaxBytes: idempotencyRedisMaxBytes } } : {}),
   ...(activity ? { activity } : {}),
   exposeMetrics: true,
   onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
@@ -42,7 +54,8 @@ const app = express();
 app.disable('x-powered-by');
 if (process.env.BGCUT_TRUST_PROXY) app.set('trust proxy', Number.isNaN(Number(process.env.BGCUT_TRUST_PROXY)) ? process.env.BGCUT_TRUST_PROXY : Number(process.env.BGCUT_TRUST_PROXY));
 if (activity) {
-  const dashboard = createDashboard({ handler, keyStore, store: dashboardStore, activity, secret: process.env.BGCUT_DASHBOARD_SECRET });
+  // With `redis` the sign-in throttle is shared: 5 attempts mean 5 across all pods, not 5 per pod.
+  const dashboard = createDashboard({ handler, keyStore, store: dashboardStore, activity, secret: process.env.BGCUT_DASHBOARD_SECRET, ...(redis ? { redis } : {}) });
   app.use(dashboard.basePath, createDashboardRouter(dashboard));
 }
 // Liveness of this process alone; readiness (the inference tier answers) is GET /readyz.

@@ -33,7 +33,11 @@ export function createRemoveBgRouter(handlerOrOptions: RemoveBgHandler | RemoveB
   const handler = 'handle' in handlerOrOptions ? handlerOrOptions : createRemoveBgHandler(handlerOrOptions);
   const router = Router();
   // Every method reaches the core, which answers 405 with Allow for the wrong ones.
-  for (const route of mountedRoutes(handler)) router.all(route.path, routeMiddleware(route.handle));
+  for (const route of mountedRoutes(handler)) {
+    router.all(route.path, routeMiddleware(route.handle));
+    // A RegExp, read alike by Express 4 and 5 (their wildcard syntaxes differ).
+    if (route.subpaths) router.all(new RegExp(`^${route.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/.+`), routeMiddleware(route.handle));
+  }
   return router;
 }
 

@@ -24,10 +24,12 @@ export const removeBgPlugin: FastifyPluginAsync<FastifyRemoveBgOptions> = async 
   fastify.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
 
   for (const route of mountedRoutes(handler)) {
-    fastify.all(route.path, async (request: FastifyRequest, reply: FastifyReply) => {
+    const answer = async (request: FastifyRequest, reply: FastifyReply) => {
       // request.ip honours the app's trustProxy setting.
       const response = await route.handle(coreRequestOf(request.raw, reply.raw, { url: request.raw.url ?? request.url, clientIp: request.ip, protocol: request.protocol }));
       return reply.code(response.status).headers(response.headers).send(response.body);
-    });
+    };
+    fastify.all(route.path, answer);
+    if (route.subpaths) fastify.all(`${route.path}/*`, answer);
   }
 };

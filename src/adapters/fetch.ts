@@ -30,10 +30,11 @@ export function createFetchHandler(handlerOrOptions: RemoveBgHandler | RemoveBgO
   const handler = 'handle' in handlerOrOptions ? handlerOrOptions : createRemoveBgHandler(handlerOrOptions);
   const prefix = (options.prefix ?? '').replace(/\/+$/, '');
   const routes = new Map(mountedRoutes(handler).map((route) => [`${prefix}${route.path}`, route]));
+  const withSubpaths = mountedRoutes(handler).filter((route) => route.subpaths).map((route) => ({ path: `${prefix}${route.path}/`, route }));
 
   return async (request, info = {}) => {
     const url = new URL(request.url);
-    const route = routes.get(url.pathname);
+    const route = routes.get(url.pathname) ?? withSubpaths.find((entry) => url.pathname.startsWith(entry.path))?.route;
     if (!route) return notFound();
     // A fetch Request's body is a web stream (or null); the core reads a Node stream.
     const body = request.body ? Readable.fromWeb(request.body as NodeReadableStream<Uint8Array>) : Readable.from([]);

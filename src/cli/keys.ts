@@ -14,7 +14,6 @@
  * default .data/keys.json). Plans: --plans FILE (or BGCUT_PLANS_FILE), else the built-in plans.
  * A new key is printed once, on stdout; it is stored only as a hash and cannot be shown again.
  */
-import { Redis } from 'ioredis';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -23,6 +22,7 @@ import { InvalidAllowListEntryError, validateAllowedIps } from '../core/auth/ip-
 import { InvalidAllowedOriginError, validateAllowedOrigins } from '../core/auth/origin-allow-list.js';
 import type { KeyAdmin, KeyRecord } from '../core/auth/key-store.js';
 import { RedisKeyStore } from '../core/auth/redis-key-store.js';
+import { connectRedis, redisReady } from '../core/redis.js';
 import { DEFAULT_PLANS, loadPlansFile, type Plans } from '../core/limits/plans.js';
 import { setAccountHolder } from '../dashboard/holders.js';
 import { FileDashboardStore } from '../dashboard/stores/file-store.js';
@@ -36,6 +36,7 @@ const USAGE = `usage:
   bgcut-keys accounts list | suspend ACCOUNT | resume ACCOUNT
   bgcut-keys accounts set-holder ACCOUNT --email E   (dashboard sign-in; password on stdin or BGCUT_HOLDER_PASSWORD)
   bgcut-keys plans list
+  bgcut-keys redis migrate   (copies keys stored by releases before Redis Cluster support; docs/redis.md)
 options: --redis URL | --file PATH, --plans FILE, --json`;
 
 class UsageError extends Error {}
@@ -92,13 +93,13 @@ export async function main(argv: string[], out: (line: string) => void = console
 
   const redisUrl = values.redis ?? process.env.REDIS_URL;
   // No resending after a reconnect: a key change whose reply was lost is reported, not made twice.
-  const redis = redisUrl ? new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, autoResendUnfulfilledCommands: false }) : undefined;
+  const redis = redisUrl ? connectRedis(redisUrl, { lazyConnect: true, commandTimeoutMs: 10_000, onStateChange: () => {} }) : undefined;
   const store: KeyAdmin = redis
     ? new RedisKeyStore({ redis, cacheTtlMs: 0 })
     : new FileKeyStore({ file: values.file ?? process.env.BGCUT_KEYS_FILE ?? '.data/keys.json' });
   const print = (value: unknown, text: string) => out(values.json ? JSON.stringify(value, null, 2) : text);
   try {
-    await redis?.connect();
+    if (redis) await redisReady(redis);
     const need = (value: string | undefined, what: string) => {
       if (!value) throw new UsageError(`${group} ${action} needs ${what}`);
       return value;
@@ -157,6 +158,13 @@ export async function main(argv: string[], out: (line: string) => void = console
           throw error;
         }
         print({ accountId, email: email.trim().toLowerCase() }, `${email.trim().toLowerCase()} can now sign in to the dashboard for ${accountId}`);
+        return 0;
+      }
+      case 'redis migrate': {
+        if (!redis) throw new UsageError('redis migrate needs --redis URL (or REDIS_URL)');
+        const copied = await (store as RedisKeyStore).migrateLegacyLayout();
+        const holders = await new RedisDashboardStore({ redis }).migrateLegacyHolders();
+        print({ ...copied, holders }, `copied ${copied.keys} keys, ${copied.accounts} accounts and ${holders} dashboard holders into the per-account layout`);
         return 0;
       }
       default:

@@ -88,6 +88,22 @@ export const ERROR_CATALOG = {
   image_url_too_many_redirects: { status: 422, title: 'Too many redirects', detail: 'The image URL redirects more than 3 times.' },
   image_url_too_large: { status: 413, title: 'Image at URL too large', detail: 'The image at the URL is larger than the upload limit.' },
   image_url_timeout: { status: 408, title: 'Image URL too slow', detail: 'The image at the URL did not arrive in time.' },
+  // Jobs (POST /v1/jobs and below; see docs/jobs.md).
+  batch_empty: { status: 400, title: 'Empty batch', detail: 'A job needs at least one image: "file" parts, or "image_urls" in a JSON body.' },
+  batch_too_large: { status: 400, title: 'Too many images', detail: 'The batch has more images than the plan allows in one job.' },
+  job_not_found: { status: 404, title: 'Job not found', detail: 'No job with this id belongs to this account.' },
+  result_not_ready: { status: 409, title: 'Result not ready', detail: 'This image has no result: it has not finished, or it failed (see the job\'s status).' },
+  results_expired: { status: 410, title: 'Results expired', detail: "The job's results were kept for the time its plan allows, and are gone." },
+  callback_url_refused: {
+    status: 422,
+    title: 'Callback URL refused',
+    detail: 'callback_url must be an http(s) URL of a public server on an allowed port (the same rules as image_url).',
+  },
+  webhook_secret_missing: {
+    status: 409,
+    title: 'No webhook signing secret',
+    detail: 'Make a webhook signing secret in the dashboard before asking for a callback.',
+  },
   // Only in logs and metrics: nobody is left to receive it (nginx's 499).
   client_closed: { status: 499, title: 'Client closed request', detail: 'The client went away before the answer was ready.' },
   // The service.

@@ -3,6 +3,8 @@ import { InferenceClient } from './inference/inference-client.js';
 import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
+import type { PreprocessingProfile } from './image/profile.js';
+import { PixelPool } from './image/pixel-pool.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
 import { accountSummary, type AccountSummary } from './account-summary.js';
@@ -15,7 +17,7 @@ import { resolveOptions, type RemoveBgOptions } from './options.js';
 import { ApiError } from './errors.js';
 import { untilAborted } from '../util/abortable.js';
 import { admit } from './pipeline/admission.js';
-import { makeCutout } from './pipeline/cutout.js';
+import { makeCutout, type CutoutDeps } from './pipeline/cutout.js';
 import { idempotentRequest, type IdempotencyDeps } from './pipeline/idempotency.js';
 import { MemoryIdempotencyStore } from './idempotency/store.js';
 import { RedisIdempotencyStore } from './idempotency/redis-store.js';
@@ -23,6 +25,9 @@ import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
 import { listModels } from './models/model-list.js';
+import { createJobService } from './jobs/service.js';
+import { cutoutImage } from './jobs/image-cutout.js';
+import { JOBS_PATH } from './jobs/http.js';
 
 export type { Route } from './http-types.js';
 
@@ -47,6 +52,10 @@ export interface RemoveBgHandler {
   metrics(request: CoreRequest): Promise<CoreResponse>;
   /** The API's routes, for adapters to mount (`/metrics` only with `exposeMetrics`). */
   routes: Route[];
+  /** `/v1/jobs` and below (undefined with `jobs: { enabled: false }`). */
+  jobs: ((request: CoreRequest) => Promise<CoreResponse>) | undefined;
+  /** Resolves when the webhooks started so far are delivered or given up (for tests and shutdown). */
+  webhooksIdle(): Promise<void>;
   /**
    * What the API reference of this handler says, or undefined with `apiDocs: false`. The core
    * does not serve the reference: adapters mount its routes (src/openapi) next to `routes`.
@@ -97,15 +106,16 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const enforcer = new PlanEnforcer({
     plans: config.plans,
     redis: config.redis,
+    usageStore: options.usageStore,
     // As the host gave them (resolveOptions checked them): the enforcer warns about settings
     // that do nothing without Redis, and fills in the same defaults.
     redisFailureMode: options.redisFailureMode,
     insuranceInstances: options.insuranceInstances,
     concurrencyLeaseMs: options.concurrencyLeaseMs,
   });
-  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, ...idempotencyTimes } = config.idempotency;
+  const { store: idempotencyStore, maxResultBytes, memoryMaxBytes, redisMaxBytes, ...idempotencyTimes } = config.idempotency;
   const idempotency: IdempotencyDeps = {
-    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
+    store: idempotencyStore ?? (config.redis ? new RedisIdempotencyStore(config.redis, { maxBytes: redisMaxBytes }) : new MemoryIdempotencyStore({ maxBytes: memoryMaxBytes })),
     times: idempotencyTimes,
     maxResultBytes,
     onInternalError: config.onInternalError,
@@ -114,6 +124,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
   const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
+  // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
+  const pixelPool = new PixelPool({ threads: config.pixelThreads });
   const metrics = new ApiMetrics(() => ({ inferenceSlots: inferenceSlots.inUse, inferenceQueue: inferenceSlots.queued, pixels: pixelBudget.inUse }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };
@@ -132,18 +144,60 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // What an image_url refusal does not tell the caller (which address, which errno) goes to the operator.
   const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
 
-  const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
+  // A model a mode table names may not be among the configured ones: it runs with the profile of the request's model (same tensors, see ModelVerifier.passModel).
+  const model = (name: string, profile?: PreprocessingProfile): MaskModel => client.maskModel(name, config.inference.models[name] ?? profile!);
+  const cutoutDeps: CutoutDeps = {
+    enforcer,
+    inferenceSlots,
+    pixelBudget,
+    pixelPool,
+    profiles: config.inference.models,
+    model,
+    freeSize: (name) => client.freeSize(name),
+    passModel: (requested, named) => verifier.passModel(requested, named),
+    imageLimits: { maxInputPixels: config.limits.maxInputPixels },
+    render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
+    onInternalError: config.onInternalError,
+  };
+  const admissionDeps = {
+    keyStore: config.keyStore,
+    enforcer,
+    inFlight,
+    inferenceSaturated: () => client.saturated(),
+    retryAfterSeconds: config.inference.retryAfterSeconds,
+    onIdentified: (id: Identity) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
+  };
+
+  // Jobs: each image through the same cutout step, its inference slots taken below synchronous requests.
+  const jobService = config.jobs?.enabled === false ? undefined : createJobService(config.jobs, {
+    redis: config.redis,
+    imageUrl,
+    maxUploadBytes: config.limits.maxUploadBytes,
+    cutout: (job, n, attempt, image, signal) => cutoutImage(job, n, attempt, image, signal, {
+      enforcer,
+      verifier,
+      models: config.inference.models,
+      defaultModel: config.inference.modelName,
+      maxInputPixels: config.limits.maxInputPixels,
+      cutout: { ...cutoutDeps, inferenceSlots: inferenceSlots.lowPriority() },
+    }),
+    routes: {
+      keyStore: config.keyStore,
+      admission: admissionDeps,
+      enforcer,
+      verifier,
+      models: config.inference.models,
+      defaultModel: config.inference.modelName,
+      upload,
+      idempotency: { store: idempotency.store, times: idempotency.times },
+    },
+    onInternalError: config.onInternalError,
+  });
+  const jobsRoute = jobService && ((request: CoreRequest) => respond(JOBS_PATH, request, respondDeps, (scope) => jobService.route(scope)));
 
   function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
     const handled = () => respond('/v1/remove-bg', request, respondDeps, async (scope) => {
-      const admitted = await traceStep('bgcut.admission', () => admit(scope, {
-        keyStore: config.keyStore,
-        enforcer,
-        inFlight,
-        inferenceSaturated: () => client.saturated(),
-        retryAfterSeconds: config.inference.retryAfterSeconds,
-        onIdentified: (id) => config.activity?.record(id.account.id, id.keyId === DASHBOARD_KEY_ID ? undefined : id.keyId),
-      }, known));
+      const admitted = await traceStep('bgcut.admission', () => admit(scope, admissionDeps, known));
       const idempotent = idempotentRequest(scope, admitted, idempotency);
       const order = await traceStep('bgcut.upload', () => takeOrder(scope, admitted.plan, {
         verifier,
@@ -157,18 +211,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
       const replayed = await idempotent?.claim(order);
       if (replayed) return replayed;
-      const cutout = await makeCutout(scope, admitted, order, {
-        enforcer,
-        inferenceSlots,
-        pixelBudget,
-        profiles: config.inference.models,
-        model,
-        freeSize: (name) => client.freeSize(name),
-        passModel: (requested, named) => verifier.passModel(requested, named),
-        imageLimits: { maxInputPixels: config.limits.maxInputPixels },
-        render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
-        onInternalError: config.onInternalError,
-      });
+      const cutout = await makeCutout(scope, admitted, order, cutoutDeps);
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
       const response = cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
       await idempotent?.complete(response);
@@ -217,7 +260,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       }
       await inFlight.close(5_000);
     }
+    // Jobs running get the same time to finish; what they leave is taken up by another instance (BullMQ) or lost (in process).
+    await jobService?.close();
     client.close();
+    await pixelPool.close();
     // What was counted but not yet written goes now, not with the next timer tick that will never
     // come: the activity batch (the host's recorder keeps running; it is the host's to close) and
     // usage that Redis has not heard of yet.
@@ -236,8 +282,11 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
       { path: '/v1/models', handle: modelsRoute },
+      ...(jobsRoute ? [{ path: JOBS_PATH, subpaths: true, handle: jobsRoute }] : []),
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
     ],
+    jobs: jobsRoute,
+    webhooksIdle: async () => jobService?.webhooksIdle(),
     apiDocs: config.apiDocs ? docsContext(config) : undefined,
     ready: () => verifier.ready(),
     close: () => (closed ??= close()),

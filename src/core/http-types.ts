@@ -30,5 +30,7 @@ export interface CoreResponse {
 export interface Route {
   /** Path below wherever the adapter mounts the routes. */
   path: string;
+  /** Also answers every path below `path` (`/v1/jobs/{id}/...`); the handler reads the rest from the URL. */
+  subpaths?: boolean;
   handle(request: CoreRequest): Promise<CoreResponse>;
 }

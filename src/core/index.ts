@@ -12,10 +12,13 @@ export { ApiError, ERROR_CATALOG, problemOf, DEFAULT_PROBLEM_TYPE_BASE, type Err
 export type { Account, KeyRecord, KeyStore, KeyLookup, KeyAdmin, CreateKeyOptions } from './auth/key-store.js';
 export { FileKeyStore, type FileKeyStoreOptions, type KeyFile } from './auth/file-key-store.js';
 export { RedisKeyStore, type RedisKeyStoreOptions } from './auth/redis-key-store.js';
-export { NotFoundError, TooManyKeysError } from './auth/key-records.js';
+export { KeyAlreadyReplacedError, NotFoundError, TooManyKeysError } from './auth/key-records.js';
 export { generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf, API_KEY_PREFIX } from './auth/api-key.js';
 export { DEFAULT_PLANS, loadPlansFile, validatePlans, type Plan, type Plans, type MonthlyQuota } from './limits/plans.js';
 export type { RedisFailureMode } from './limits/plan-enforcer.js';
+export type { LocalUsageStore } from './limits/enforcer-options.js';
+export type { QuotaStore } from './limits/quota-store.js';
+export type { UsageMeter, Usage } from './limits/usage-meter.js';
 export { ISNET_PROFILE, ISNET_FP32_PROFILE, PROFILES, type PreprocessingProfile, type ModelAbout, type ModeCost } from './image/profile.js';
 export { modelProfile, type ModelProfileOptions } from './models/model-profile.js';
 export { FAMILIES, type FamilyName, type FamilyFacts } from '../models/families.js';
@@ -23,6 +26,6 @@ export { KNOWN_MODELS, type KnownModel, type Licence } from '../models/known-mod
 export type { ModelListEntry } from './models/model-list.js';
 export { QUALITIES, QUALITY_QUOTA_WEIGHT, type Quality } from './image/multi-pass.js';
 export { OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type OutputOptions, type OutputOptionName, type OutputOptionDefinition } from './output-options.js';
-export { connectRedis } from './redis.js';
+export { connectRedis, parseRedisUrl, redisReady, type ConnectRedisOptions, type RedisAddress, type RedisClient } from './redis.js';
 export { MemoryIdempotencyStore, type IdempotencyStore, type StoredResponse, type Claim as IdempotencyClaim, type IdempotencyTimes, type MemoryIdempotencyOptions } from './idempotency/store.js';
 export { RedisIdempotencyStore } from './idempotency/redis-store.js';

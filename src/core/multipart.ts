@@ -29,13 +29,39 @@ export function maxBodyBytes(limits: UploadLimits): number {
   return limits.maxFileBytes + limits.maxFields * limits.maxFieldBytes + ENVELOPE_BYTES;
 }
 
+/** One file part of a form. */
+export interface UploadedFile {
+  file: Buffer;
+  filename: string;
+  /** The part's declared type: informative only, the image type is sniffed from the bytes. */
+  declaredType: string;
+}
+
+/** A form of several `file` parts (a job's batch). */
+export interface BatchUpload {
+  files: UploadedFile[];
+  fields: Record<string, string>;
+}
+
+export interface BatchLimits extends UploadLimits {
+  /** Most `file` parts; one more is 400 `too_many_files`. */
+  maxFiles: number;
+  /** Most bytes of all files together; more is 413 `upload_too_large`. */
+  maxTotalBytes: number;
+}
+
+/** Largest body accepted for a batch of these limits. */
+export function maxBatchBodyBytes(limits: BatchLimits): number {
+  return limits.maxTotalBytes + limits.maxFields * limits.maxFieldBytes + (limits.maxFiles + 1) * ENVELOPE_BYTES;
+}
+
 /**
  * Reads a multipart/form-data body that must hold exactly one file part named `file`, with
  * every busboy limit set (its defaults are Infinity). Rejects with an ApiError naming the limit
  * that was hit, or with the signal's reason when it aborts (the client left, or its time ran
  * out). On rejection the body may be partly unread: the caller decides what to do with the rest.
  */
-export function readUpload(
+export async function readUpload(
   body: Readable,
   headers: IncomingHeaders,
   limits: UploadLimits,
@@ -43,13 +69,35 @@ export function readUpload(
   /** A form field that may stand in for the file (`image_url`): then the Upload's file is empty. */
   fileAlternative?: string,
 ): Promise<Upload> {
+  const form = await readForm(body, headers, { ...limits, maxFiles: 1, maxTotalBytes: limits.maxFileBytes }, signal, fileAlternative, maxBodyBytes(limits));
+  const first = form.files[0];
+  if (!first) return { file: Buffer.alloc(0), filename: '', declaredType: '', fields: form.fields };
+  return { ...first, fields: form.fields };
+}
+
+/**
+ * Reads a multipart/form-data body of up to `maxFiles` parts named `file` (at least one), with
+ * the same limits per file as `readUpload` and a cap on all of them together.
+ */
+export function readBatchUpload(body: Readable, headers: IncomingHeaders, limits: BatchLimits, signal: AbortSignal): Promise<BatchUpload> {
+  return readForm(body, headers, limits, signal, undefined, maxBatchBodyBytes(limits));
+}
+
+function readForm(
+  body: Readable,
+  headers: IncomingHeaders,
+  limits: BatchLimits,
+  signal: AbortSignal,
+  fileAlternative: string | undefined,
+  maxBytes: number,
+): Promise<BatchUpload> {
   const contentType = headers['content-type'];
   if (typeof contentType !== 'string' || !/^multipart\/form-data\s*;/i.test(contentType)) {
     return Promise.reject(new ApiError('not_multipart'));
   }
   const declaredLength = Number(headers['content-length']);
-  if (Number.isFinite(declaredLength) && declaredLength > maxBodyBytes(limits)) {
-    return Promise.reject(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
+  if (Number.isFinite(declaredLength) && declaredLength > maxBytes) {
+    return Promise.reject(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxTotalBytes} bytes.` }));
   }
 
   // Never pipe a stream someone else has read into the parser: it would wait for an end that
@@ -62,13 +110,17 @@ export function readUpload(
       headers: headers as Record<string, string>,
       // File names in UTF-8, as browsers send them (busboy's default reads them as latin1).
       defParamCharset: 'utf8',
+      // busboy signals a size or parts limit when the count *reaches* it (a file of exactly
+      // fileSize bytes is flagged; the part that makes `parts` is flagged), so each is set one
+      // above what is allowed: a file of maxFileBytes, a field of maxFieldBytes, and maxFields
+      // fields beside the file all pass. `fields` and `files` are exact (checked as a part starts).
       limits: {
-        fileSize: limits.maxFileBytes,
-        files: 1,
+        fileSize: limits.maxFileBytes + 1,
+        files: limits.maxFiles,
         fields: limits.maxFields,
-        fieldSize: limits.maxFieldBytes,
+        fieldSize: limits.maxFieldBytes + 1,
         fieldNameSize: 100,
-        parts: limits.maxFields + 1,
+        parts: limits.maxFields + limits.maxFiles + 1,
         headerPairs: 20,
       },
     });
@@ -77,13 +129,12 @@ export function readUpload(
   }
 
   if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<Upload>((resolve, reject) => {
+  return new Promise<BatchUpload>((resolve, reject) => {
     // No prototype: a field named `__proto__` is kept (and refused as an unknown option), not swallowed by the setter.
     const fields: Record<string, string> = Object.create(null) as Record<string, string>;
-    const chunks: Buffer[] = [];
+    const files: { info: Omit<UploadedFile, 'file'>; chunks: Buffer[]; done: boolean }[] = [];
     let received = 0;
-    let file: Omit<Upload, 'file' | 'fields'> | undefined;
-    let fileDone = false;
+    let fileBytes = 0;
     let settled = false;
 
     const onAbort = () => fail(signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed'));
@@ -109,8 +160,8 @@ export function readUpload(
     // busboy bounds each part but not the bytes between them: count the whole body too.
     function countBytes(chunk: Buffer): void {
       received += chunk.length;
-      if (received > maxBodyBytes(limits)) {
-        fail(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxFileBytes} bytes.` }));
+      if (received > maxBytes) {
+        fail(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxTotalBytes} bytes.` }));
       }
     }
     body.on('data', countBytes);
@@ -122,14 +173,19 @@ export function readUpload(
         fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "file".` }));
         return;
       }
-      file = { filename: info.filename ?? '', declaredType: info.mimeType };
+      const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, chunks: [] as Buffer[], done: false };
+      files.push(entry);
       stream.on('error', () => {}); // reported through the parser's own 'error'
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('data', (chunk: Buffer) => {
+        entry.chunks.push(chunk);
+        fileBytes += chunk.length;
+        if (limits.maxFiles > 1 && fileBytes > limits.maxTotalBytes) fail(new ApiError('upload_too_large', { detail: `The files are larger than ${limits.maxTotalBytes} bytes together.` }));
+      });
       stream.on('limit', () =>
         fail(new ApiError('upload_too_large', { detail: `The file is larger than ${limits.maxFileBytes} bytes.` })),
       );
       stream.on('end', () => {
-        fileDone = true;
+        entry.done = true;
       });
     });
     parser.on('field', (partName, value, info) => {
@@ -145,30 +201,33 @@ export function readUpload(
       }
       fields[name] = value;
     });
-    parser.on('filesLimit', () => fail(new ApiError('too_many_files')));
+    parser.on('filesLimit', () =>
+      fail(new ApiError('too_many_files', limits.maxFiles > 1 ? { detail: `Send at most ${limits.maxFiles} files, each in a part named "file".` } : {})),
+    );
     parser.on('fieldsLimit', () => fail(new ApiError('too_many_fields')));
     parser.on('partsLimit', () => fail(new ApiError('too_many_fields')));
     parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
     parser.on('close', () => {
       if (settled) return;
-      if (!file && fileAlternative && fields[fileAlternative] !== undefined) {
+      if (files.length === 0 && fileAlternative && fields[fileAlternative] !== undefined) {
         settled = true;
         cleanup();
-        resolve({ file: Buffer.alloc(0), filename: '', declaredType: '', fields });
+        resolve({ files: [], fields });
         return;
       }
-      if (!file || !fileDone) {
+      if (files.length === 0 || files.some((f) => !f.done)) {
         fail(new ApiError('missing_file'));
         return;
       }
-      const data = Buffer.concat(chunks);
-      if (data.length === 0) {
-        fail(new ApiError('missing_file', { detail: 'The part named "file" is empty.' }));
+      const read = files.map((f) => ({ ...f.info, file: Buffer.concat(f.chunks) }));
+      const empty = read.findIndex((f) => f.file.length === 0);
+      if (empty >= 0) {
+        fail(new ApiError('missing_file', { detail: read.length > 1 ? `File part ${empty + 1} named "file" is empty.` : 'The part named "file" is empty.' }));
         return;
       }
       settled = true;
       cleanup();
-      resolve({ ...file, file: data, fields });
+      resolve({ files: read, fields });
     });
     body.pipe(parser);
   });

@@ -1,14 +1,17 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { ActivityRecorder } from './activity/recorder.js';
 import type { IdempotencyStore } from './idempotency/store.js';
 import type { KeyLookup, KeyStore } from './auth/key-store.js';
 import { grpcTarget, type InferenceTls } from './inference/inference-client.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './errors.js';
+import { defaultPixelThreads } from './image/pixel-pool.js';
 import { ISNET_PROFILE, validateProfile, type PreprocessingProfile } from './image/profile.js';
 import type { RedisFailureMode } from './limits/plan-enforcer.js';
+import type { LocalUsageStore } from './limits/enforcer-options.js';
 import { DEFAULT_PLANS, validatePlans, type Plans } from './limits/plans.js';
 import { OUTPUT_OPTION_NAMES } from './output-options.js';
 import { resolveImageUrlOptions, type ImageUrlOptions } from './image-url/options.js';
+import { resolveJobsOptions, type JobsOptions } from './jobs/options.js';
 
 /** One line per response, for access logs. Holds the key's short id, never the key. */
 export interface AccessLogEntry {
@@ -106,7 +109,7 @@ export interface RemoveBgOptions {
   /** Plans by name, each account names one (see loadPlansFile). Default: DEFAULT_PLANS. */
   plans?: Plans;
   /** Redis for limits, quotas, concurrency and usage shared by many API instances. Default: in memory. */
-  redis?: Redis;
+  redis?: RedisClient;
   /** While Redis is down: `fail-closed` (503, the default) or `insurance` (per-instance limits). */
   redisFailureMode?: RedisFailureMode;
   /** API instances sharing Redis, to size insurance limits (each gets 1/n). Default 1. */
@@ -126,14 +129,27 @@ export interface RemoveBgOptions {
   onResponse?: (entry: AccessLogEntry) => void;
   /** Counts requests per account and day and notes each key's last use, for the dashboard. Default: none. */
   activity?: ActivityRecorder;
+  /**
+   * Without `redis`: where the month's quota and usage are kept, so they survive a restart
+   * (FileDashboardStore's `usage`). Default: memory, lost on restart. Ignored with `redis`.
+   */
+  usageStore?: LocalUsageStore;
   /** How requests with an `Idempotency-Key` header are remembered (see docs/limits.md). */
   idempotency?: IdempotencyOptions;
   inference?: InferenceOptions;
   limits?: RequestLimits;
   /** `image_url` input: on by default, fetched with SSRF protection; see ImageUrlOptions. */
   imageUrl?: ImageUrlOptions;
+  /** Asynchronous batch jobs at `/v1/jobs` (on by default, queued in this process); see JobsOptions. */
+  jobs?: JobsOptions;
   /** zlib level of the PNG output, 0-9: lower is faster, larger. Default 4. */
   pngCompressionLevel?: number;
+  /**
+   * Worker threads for the per-pixel work written in JavaScript (full-size mask, foreground
+   * colour, composition), so it never blocks the host's event loop. Default: the host's cores
+   * less one, 1..4 (docs/configuration.md, "Threads").
+   */
+  pixelThreads?: number;
   /**
    * Recover the object's own colour at soft edges, so no old background shows through hair or
    * fur on a new background. Default true.
@@ -165,13 +181,26 @@ export interface IdempotencyOptions {
   keyTtlMs?: number;
   /** How long the response is kept to be answered again (bytes in Redis or memory for this long). Default 10 min. */
   resultTtlMs?: number;
-  /** Largest response kept, in bytes; a retry of a larger one gets 409 `idempotency_result_gone`. Default 16 MiB. */
+  /**
+   * Largest response kept, in bytes. A larger one is not stored and its key is released: a retry
+   * runs (and is charged) again. Default 16 MiB.
+   */
   maxResultBytes?: number;
   /** Without Redis: most bytes of responses kept in memory (least recently used dropped first). Default 256 MiB. */
   memoryMaxBytes?: number;
-  /** How long a claim lasts if its request never completes (an instance that died). Default 10 min. */
+  /**
+   * With Redis: most bytes of responses this instance keeps in Redis at once (until each one's
+   * `resultTtlMs` lapses); past it an answer is not stored and its key is released. Redis holds at
+   * most (API instances) x this of answers. Default 128 MiB.
+   */
+  redisMaxBytes?: number;
+  /**
+   * How long a claim lasts if its request never completes (an instance that died): retries get
+   * 409 until then. Longer than the longest request (upload timeout + inference deadline).
+   * Default 2 min.
+   */
   inProgressTtlMs?: number;
-  /** Another store (default: Redis with `redis`, else memory). */
+  /** Another store (default: RedisClient with `redis`, else memory). */
   store?: IdempotencyStore;
 }
 
@@ -200,12 +229,15 @@ export function resolveOptions(options: RemoveBgOptions) {
       resultTtlMs: options.idempotency?.resultTtlMs ?? 600_000,
       maxResultBytes: options.idempotency?.maxResultBytes ?? 16 * 1024 * 1024,
       memoryMaxBytes: options.idempotency?.memoryMaxBytes ?? 256 * 1024 * 1024,
-      inProgressTtlMs: options.idempotency?.inProgressTtlMs ?? 600_000,
+      redisMaxBytes: options.idempotency?.redisMaxBytes ?? 128 * 1024 * 1024,
+      inProgressTtlMs: options.idempotency?.inProgressTtlMs ?? 120_000,
       store: options.idempotency?.store,
     },
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
     imageUrl: resolveImageUrlOptions(options.imageUrl),
+    // Checked here, so a bad value fails when the handler is created; the service keeps the objects.
+    jobs: (resolveJobsOptions(options.jobs), options.jobs),
     publicBaseUrl: options.publicBaseUrl,
     inference: {
       address: inference.address ?? '127.0.0.1:50051',
@@ -231,6 +263,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxPixelsInProcess: limits.maxPixelsInProcess ?? 16_000_000,
     },
     pngCompressionLevel: options.pngCompressionLevel ?? 4,
+    pixelThreads: options.pixelThreads ?? defaultPixelThreads(),
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
@@ -255,6 +288,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   if (!Object.hasOwn(resolved.inference.models, resolved.inference.modelName)) {
     throw new RangeError(`inference.models must include the default model "${resolved.inference.modelName}"`);
   }
+  if (!Number.isInteger(resolved.pixelThreads) || resolved.pixelThreads < 1 || resolved.pixelThreads > 256) {
+    throw new RangeError('pixelThreads must be an integer in 1..256');
+  }
   if (!Number.isInteger(resolved.pngCompressionLevel) || resolved.pngCompressionLevel < 0 || resolved.pngCompressionLevel > 9) {
     throw new RangeError('pngCompressionLevel must be 0..9');
   }
@@ -266,7 +302,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     throw new RangeError('concurrencyLeaseMs must be an integer of at least 1000 (ms)');
   }
   positive('shutdownTimeoutMs', resolved.shutdownTimeoutMs);
-  for (const name of ['keyTtlMs', 'resultTtlMs', 'maxResultBytes', 'memoryMaxBytes', 'inProgressTtlMs'] as const) {
+  for (const name of ['keyTtlMs', 'resultTtlMs', 'maxResultBytes', 'memoryMaxBytes', 'redisMaxBytes', 'inProgressTtlMs'] as const) {
     positive(`idempotency.${name}`, resolved.idempotency[name]);
   }
   if (resolved.idempotency.resultTtlMs > resolved.idempotency.keyTtlMs) throw new RangeError('idempotency.resultTtlMs must be at most idempotency.keyTtlMs');

@@ -6,12 +6,14 @@ import { htmlResponse } from './http.js';
 import type { ResolvedDashboardOptions } from './options.js';
 import { layout, type PageContext } from './pages/layout.js';
 import type { PasswordHasher } from './passwords.js';
+import { Reveals } from './reveals.js';
 import type { Sessions, Visitor } from './sessions.js';
 import type { SignInThrottle } from './throttle.js';
 
 /** Fixed messages a redirect may ask a page to show (never text taken from the URL). */
 const NOTICES: Record<string, string> = {
   revoked: 'The key is revoked: requests with it now get 401.',
+  'key-shown': 'That new key was shown once already, and only its hash is kept: if it was not copied, rotate it (or revoke it and create another).',
   'signed-out': 'You are signed out.',
   'password-changed': 'Password changed. Other browsers signed in to this account were signed out.',
 };
@@ -23,6 +25,8 @@ export class DashboardContext {
   readonly embedded: boolean;
   /** Activity as the pages read it: the recorder (with what it has not written yet) or the store. */
   readonly activity: Pick<ActivityStore, 'dailyCounts' | 'lastUsed'>;
+  /** New keys waiting to be shown once, after the redirect that follows their creation. */
+  readonly reveals = new Reveals();
 
   constructor(
     readonly config: ResolvedDashboardOptions,
@@ -52,23 +56,22 @@ export class DashboardContext {
     return NOTICES[url.searchParams.get('notice') ?? ''];
   }
 
-  simplePage(status: number, title: string, text: string): CoreResponse {
-    return htmlResponse(
-      status,
-      layout({ base: this.base, title, product: this.config.productName, csrfToken: '', embedded: this.embedded }, html`<p>${text}</p><p><a href="${this.base}/keys">Back to the dashboard</a></p>`),
-    );
+  /** A page with one message; for a signed-in visitor with the navigation and Sign out, like every other page. */
+  simplePage(status: number, title: string, text: string, visitor?: Visitor): CoreResponse {
+    const frame = visitor ? this.page(visitor, title) : { base: this.base, title, product: this.config.productName, csrfToken: '', embedded: this.embedded };
+    return htmlResponse(status, layout(frame, html`<p>${text}</p><p><a href="${this.base}/keys">Back to the dashboard</a></p>`));
   }
 
-  notFound(): CoreResponse {
-    return this.simplePage(404, 'Not found', 'There is no such page.');
+  notFound(visitor?: Visitor): CoreResponse {
+    return this.simplePage(404, 'Not found', 'There is no such page.', visitor);
   }
 
-  crossSite(): CoreResponse {
-    return this.simplePage(403, 'Request refused', 'This request did not come from this dashboard (another site, or a page too old). Go back, reload the page and try again.');
+  crossSite(visitor?: Visitor): CoreResponse {
+    return this.simplePage(403, 'Request refused', 'This request did not come from this dashboard (another site, or a page too old). Go back, reload the page and try again.', visitor);
   }
 
-  notAllowed(allow: string): CoreResponse {
-    const page = this.simplePage(405, 'Not allowed', 'That method is not used here.');
+  notAllowed(allow: string, visitor?: Visitor): CoreResponse {
+    const page = this.simplePage(405, 'Not allowed', 'That method is not used here.', visitor);
     return { ...page, headers: { ...page.headers, allow } };
   }
 

@@ -80,13 +80,13 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       if (chosen?.route.csrf === 'header') return refuse(jsonProblem(401, 'not_signed_in', 'Sign in to the dashboard again.'));
       return refuse(redirect(ctx.signInAddress(url)));
     }
-    if (!chosen) return refuse(matches.length ? ctx.notAllowed(matches.map((m) => m.route.method).join(', ')) : ctx.notFound());
+    if (!chosen) return refuse(matches.length ? ctx.notAllowed(matches.map((m) => m.route.method).join(', '), visitor) : ctx.notFound(visitor));
     const { route: r, params } = chosen;
     const account = visitor.account;
 
     // A suspended account may still look (keys, usage) and change its password, not make keys or try.
     if (account && account.status !== 'active' && r.method === 'POST' && !r.whileSuspended) {
-      return refuse(ctx.simplePage(403, 'Account suspended', 'This account is suspended: its keys are refused. Contact support.'));
+      return refuse(ctx.simplePage(403, 'Account suspended', 'This account is suspended: its keys are refused. Contact support.', visitor));
     }
 
     // Every state-changing request: from this site (Origin / Sec-Fetch-Site) and with this browser's token.
@@ -97,7 +97,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       }
     } else if (r.csrf === 'form') {
       form = await readForm(request);
-      if (!checkOrigin(request, config.trustedOrigins) || !tokensEqual(form.get('_csrf'), visitor.csrfToken)) return done(ctx.crossSite());
+      if (!checkOrigin(request, config.trustedOrigins) || !tokensEqual(form.get('_csrf'), visitor.csrfToken)) return done(ctx.crossSite(visitor));
     }
     return done(await r.handle({ request, url, params, visitor, account, form }));
   }

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../core/redis.js';
 import type { ActivityRecorder } from '../core/activity/recorder.js';
 import type { KeyAdmin } from '../core/auth/key-store.js';
 import type { RemoveBgHandler } from '../core/handler.js';
@@ -38,7 +38,7 @@ export interface DashboardOptions {
   trustedOrigins?: string[];
   /** Sign-in throttling; counts are shared through `redis` when given. */
   throttle?: SignInThrottleOptions;
-  redis?: Redis;
+  redis?: RedisClient;
   /** Prefix of the throttle's Redis keys. Default `bgcut`. */
   keyPrefix?: string;
   /** The endpoint's address for the curl line. Default: this origin + `/v1/remove-bg`. */

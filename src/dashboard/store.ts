@@ -36,6 +36,12 @@ export interface DashboardStore extends ActivityStore {
   deleteSession(idHash: string): Promise<void>;
   /** Signs the account out everywhere except `keepIdHash` (after a password change). */
   deleteSessionsOf(accountId: string, keepIdHash?: string): Promise<void>;
+  /**
+   * Charged cutouts per day, when the store keeps the month's usage per day (FileDashboardStore
+   * as the handler's `usageStore`): the usage page then charts cutouts and refusals apart.
+   * Undefined when the handler keeps its usage elsewhere.
+   */
+  dailyUsage?(accountId: string, days: string[]): Promise<Array<{ images: number; megapixels: number }> | undefined>;
 }
 
 export class EmailTakenError extends Error {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../core/redis.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
 export interface SignInThrottleOptions {
@@ -22,6 +22,12 @@ export interface Admitted {
    * one keeps them. Resolves with the seconds the caller is now locked out for (0 when not).
    */
   settle(valid: boolean): Promise<number>;
+  /**
+   * Tries left before a lock, counting this one as failed (the fewest of any counter), and how
+   * long that lock would last: so a page can warn before the try that locks.
+   */
+  remaining: number;
+  lockSecondsAfterLast: number;
 }
 
 export interface Refused {
@@ -60,7 +66,7 @@ export class SignInThrottle {
   private readonly byEmailPerDay: Counter;
   private readonly byAccountPasswordChange: Counter;
 
-  constructor(options: SignInThrottleOptions, redis: Redis | undefined, prefix: string) {
+  constructor(options: SignInThrottleOptions, redis: RedisClient | undefined, prefix: string) {
     // The one option of earlier versions that no longer exists: refused rather than ignored.
     if ('perEmail' in options) {
       throw new RangeError('dashboard throttle.perEmail is gone: failures are counted per email and client address (perEmailAndAddress, default 5) and per email over a day (perEmailPerDay, default 50)');
@@ -110,8 +116,11 @@ export class SignInThrottle {
         return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(error.msBeforeNext / 1000)) };
       }
     }
+    const tightest = consumed.reduce((a, b) => (b.res.remainingPoints < a.res.remainingPoints ? b : a));
     return {
       allowed: true,
+      remaining: tightest.res.remainingPoints,
+      lockSecondsAfterLast: tightest.counter.blockSeconds || Math.ceil(tightest.res.msBeforeNext / 1000),
       settle: async (valid) => {
         if (valid) {
           await Promise.all(consumed.map(({ counter, key }) => (counter.resetOnSuccess ? counter.limiter.delete(key) : counter.limiter.reward(key, 1))));

@@ -125,7 +125,7 @@ if (process.argv[2] === 'health') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim', 'max-connection-age-ms'] as const;
 type Flag = (typeof FLAGS)[number];
 
 const MULTIPLE = new Set<Flag>(['model', 'model-file', 'family']);
@@ -226,6 +226,8 @@ try {
     metricsPort: integer('metrics-port'),
     healthPort: integer('health-port'),
     maxFreeDim: integer('max-free-dim'),
+    // Short ages make API instances find new servers soon (grpc-js re-resolves DNS on reconnect).
+    maxConnectionAgeMs: integer('max-connection-age-ms'),
   });
   let stopping = false;
   const stop = (signal: string) => {

@@ -2,6 +2,7 @@ import { ERROR_CATALOG, type ErrorCode } from '../core/errors.js';
 import { FORMATS } from '../core/image/output.js';
 import { OUTPUT_OPTION_DEFINITIONS, OUTPUT_OPTION_NAMES } from '../core/output-options.js';
 import { INPUT_FIELD_DEFINITIONS } from './input-fields.js';
+import { JOB_ONLY_CODES, jobOperationCodes, jobPaths, jobSchemas } from './jobs.js';
 
 /** What the document says that depends on the handler's configuration. */
 export interface OpenApiContext {
@@ -18,12 +19,14 @@ export type JsonObject = { [key: string]: unknown };
 
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
-export const OPERATION_CODES: Record<'removeBackground' | 'getAccount' | 'listModels', ErrorCode[]> = {
-  // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
-  removeBackground: (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed'),
-  getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'],
-  listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'],
-};
+// not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
+const REMOVE_BACKGROUND_CODES = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed' && !JOB_ONLY_CODES.includes(code));
+export const OPERATION_CODES = {
+  removeBackground: REMOVE_BACKGROUND_CODES,
+  ...jobOperationCodes(REMOVE_BACKGROUND_CODES),
+  getAccount: [...UNIDENTIFIED, 'account_suspended', 'ip_not_allowed', 'origin_not_allowed', 'method_not_allowed', 'service_unavailable', 'internal_error'] as ErrorCode[],
+  listModels: ['method_not_allowed', 'service_unavailable', 'internal_error'] as ErrorCode[],
+} satisfies Record<string, ErrorCode[]>;
 
 const RATE_LIMIT_HEADERS = {
   'RateLimit-Policy': { description: 'The plan\'s per-minute policy (IETF draft), e.g. `"minute";q=100;w=60`.', schema: { type: 'string' } },
@@ -169,6 +172,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           },
         },
       },
+      ...jobPaths(optionProperties, problemResponses, OPERATION_CODES, rateLimitHeaderRefs(false)),
     },
     components: {
       securitySchemes: {
@@ -213,6 +217,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
         },
         Account: accountSchema(context),
         ModelList: modelListSchema(context),
+        ...jobSchemas(),
       },
     },
   };

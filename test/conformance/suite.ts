@@ -3,6 +3,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, type RemoveBgHandler, type RemoveBgOptions } from '../../src/core/index.js';
 import { probeImage } from '../../src/core/image/pipeline.js';
+import { settle } from '../helpers/abort-storm.js';
 import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from '../helpers/fixtures.js';
 import { startInferenceProcess } from '../helpers/inference-process.js';
 import { alphaIoU, decodeAlpha, headerOnlyJpeg, objectOnTexture } from '../helpers/synthetic-image.js';
@@ -226,7 +227,9 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       const image = await objectOnTexture(160, 120);
       const send = () => post({ headers: { 'x-api-key': keys.oneAtATime }, body: imageForm(image.bytes) });
       const first = send();
-      await new Promise((r) => setTimeout(r, 300));
+      // Event-based: the second goes once the account's one request is in progress, as /v1/account says.
+      const inProgress = async () => ((await (await fetch(`${app.url}/api/v1/account`, { headers: { 'x-api-key': keys.oneAtATime } })).json()) as { inProgress: number }).inProgress;
+      await settle(inProgress, (n) => n >= 1, 30_000);
       const second = await send();
       await expectProblem(second, 429, 'concurrency_limited');
       expect((await first).status).toBe(200);
@@ -467,6 +470,31 @@ export function runConformanceSuite(harness: AdapterHarness): void {
         await ownHandler.close();
         await inference.stop();
       }
+    }, 120_000);
+
+    it('jobs: POST /v1/jobs under the prefix answers 202 with Location; status, result and ZIP follow; unknown ids 404', async () => {
+      const image = await objectOnTexture(96, 72);
+      const form = imageForm(image.bytes, 'one.png', 'image/png');
+      form.append('file', new Blob([image.bytes], { type: 'image/png' }), 'two.png');
+      const accepted = await post({ headers: { 'x-api-key': keys.good }, body: form }, `${app.url}/api/v1/jobs`);
+      expect(accepted.status).toBe(202);
+      const { id } = (await accepted.json()) as { id: string };
+      expect(accepted.headers.get('location')).toBe(`/api/v1/jobs/${id}`);
+      let job: { state: string; images: { state: string }[] };
+      do {
+        await new Promise((r) => setTimeout(r, 100));
+        job = (await (await fetch(`${app.url}/api/v1/jobs/${id}`, { headers: { 'x-api-key': keys.good } })).json()) as typeof job;
+      } while (job.state === 'queued' || job.state === 'running');
+      expect(job.images.map((i) => i.state)).toEqual(['done', 'done']);
+      const result = await fetch(`${app.url}/api/v1/jobs/${id}/results/1`, { headers: { 'x-api-key': keys.good } });
+      expect(result.status).toBe(200);
+      expect((await decodeAlpha(Buffer.from(await result.arrayBuffer()))).width).toBe(96);
+      const zip = await fetch(`${app.url}/api/v1/jobs/${id}/results`, { headers: { 'x-api-key': keys.good } });
+      expect([zip.status, zip.headers.get('content-type')]).toEqual([200, 'application/zip']);
+      await zip.arrayBuffer();
+      await expectProblem(await fetch(`${app.url}/api/v1/jobs/00000000-0000-4000-8000-000000000000`, { headers: { 'x-api-key': keys.good } }), 404, 'job_not_found');
+      await expectProblem(await fetch(`${app.url}/api/v1/jobs/${id}`, { headers: { 'x-api-key': keys.tiny } }), 404, 'job_not_found');
+      await expectProblem(await post({ headers: { 'x-api-key': keys.good }, body: new FormData() }, `${app.url}/api/v1/jobs`), 400, 'batch_empty');
     }, 120_000);
 
     it('checked every response above against /v1/openapi.json', () => {

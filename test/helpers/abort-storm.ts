@@ -127,7 +127,8 @@ export async function inferenceRuns(metricsUrl: string): Promise<number> {
 export async function settle<T>(read: () => Promise<T>, check: (value: T) => boolean, ms: number): Promise<T> {
   const deadline = Date.now() + ms;
   let value = await read();
-  while (!check(value) && Date.now() < deadline) {
+  while (!check(value)) {
+    if (Date.now() >= deadline) throw new Error(`not settled after ${ms} ms: the last value read was ${JSON.stringify(value)}`);
     await sleep(250);
     value = await read();
   }

@@ -53,6 +53,7 @@ export async function startDashboardApp(
   const handler = createRemoveBgHandler({
     keyStore,
     activity,
+    usageStore: store.usage,
     plans: { ...DASHBOARD_PLANS, ...options.plans },
     inference: { address: options.inferenceAddress ?? '127.0.0.1:1', timeoutMs: 30_000, startupTimeoutMs: 1000 },
     onInternalError: captureInternalError,
@@ -92,6 +93,7 @@ export async function startDashboardApp(
       await stop();
       await activity.close();
       await handler.close();
+      await store.close();
     },
   };
 }

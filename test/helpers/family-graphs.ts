@@ -35,9 +35,13 @@ const valueInfo = (name: string, shape: number[]) => ({
  * computed by a known head so the mask it gives is known. Side outputs are distinct
  * computations of their own shape, as a real export's are.
  */
-export function familyGraph(familyName: keyof typeof FAMILIES, options: { head?: MaskHead; opset?: number; size?: number; outputs?: number } = {}): Uint8Array {
+export function familyGraph(
+  familyName: keyof typeof FAMILIES,
+  options: { head?: MaskHead; opset?: number; size?: number; outputs?: number; output?: FamilyFacts['output'] } = {},
+): Uint8Array {
   const base = FAMILIES[familyName];
-  const facts: FamilyFacts = { ...base, size: options.size ?? base.size };
+  // `size` and `output` let a test build the graph from facts of its own rather than FAMILIES'.
+  const facts: FamilyFacts = { ...base, size: options.size ?? base.size, output: options.output ?? base.output };
   const head = options.head ?? DEFAULT_HEAD;
   const input = facts.export.input;
   const names = facts.export.outputs.slice(0, options.outputs ?? facts.export.outputs.length);

@@ -385,8 +385,16 @@ export function fuzzHandler(keys: FuzzKeys, inferenceAddress: string, stats: Fuz
   });
 }
 
-/** Sum of a metric's samples in Prometheus text, optionally only those whose labels contain `labels`. */
+/**
+ * Sum of a metric's samples in Prometheus text, optionally only those whose labels contain `labels`.
+ * Throws when the exposition does not declare the metric (`# TYPE`, of the name or, for a
+ * histogram's `_count`/`_sum`/`_bucket`, of its family): a renamed or removed metric must fail
+ * the test that reads it, not read as 0. A declared metric with no matching sample is 0.
+ */
 export function metricValue(text: string, name: string, labels = ''): number {
+  const family = name.replace(/_(count|sum|bucket)$/, '');
+  const declared = text.split('\n').some((line) => line.startsWith(`# TYPE ${name} `) || line.startsWith(`# TYPE ${family} `));
+  if (!declared) throw new Error(`metric ${name} is not in the exposition`);
   let sum = 0;
   for (const line of text.split('\n')) {
     if (!line.startsWith(name) || line.startsWith('#')) continue;

@@ -24,7 +24,10 @@ export class OpenApiResponseChecker {
 
   check(method: string, url: string, status: number, headers: Headers, body: Buffer): string[] {
     const pathname = new URL(url, 'http://localhost').pathname;
-    const template = Object.keys(this.document.paths).find((p) => pathname.endsWith(p));
+    // Templates (`/v1/jobs/{id}`) match one path segment per parameter.
+    const template = Object.keys(this.document.paths).find((p) =>
+      new RegExp(`${p.split(/\{[^}]+\}/).map((piece) => piece.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}$`).test(pathname),
+    );
     if (!template) return [];
     this.checked++;
     const where = `${method} ${template} -> ${status}`;

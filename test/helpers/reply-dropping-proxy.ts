@@ -5,6 +5,8 @@ export interface ReplyDroppingProxy {
   url: string;
   /** From now on Redis's replies are discarded: commands still reach Redis and run there. */
   dropReplies(): void;
+  /** From now on commands are lost on the way to Redis (they never run), and so are replies: the client cannot tell this from a lost reply. */
+  dropRequests(): void;
   /** Closes every client connection (the client reconnects) and passes replies again. */
   cut(): void;
   /** The next command containing `fragment` reaches Redis, then its connection is closed before the reply. */
@@ -20,6 +22,7 @@ export interface ReplyDroppingProxy {
  */
 export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyDroppingProxy> {
   let dropping = false;
+  let droppingRequests = false;
   let cutAfter: string | undefined;
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   const sent: string[] = [];
@@ -30,6 +33,7 @@ export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyD
     client.on('data', (chunk) => {
       const text = chunk.toString('latin1');
       sent.push(text);
+      if (droppingRequests) return;
       upstream.write(chunk);
       if (cutAfter !== undefined && text.includes(cutAfter)) {
         cutAfter = undefined;
@@ -43,6 +47,7 @@ export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyD
     const end = () => {
       if (!pairs.has(pair)) return;
       dropping = false;
+      droppingRequests = false;
       pairs.delete(pair);
       client.destroy();
       upstream.destroy();
@@ -57,6 +62,10 @@ export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyD
     url: `redis://127.0.0.1:${port}`,
     sent,
     dropReplies: () => (dropping = true),
+    dropRequests: () => {
+      droppingRequests = true;
+      dropping = true;
+    },
     cutAfter: (fragment) => (cutAfter = fragment),
     cut() {
       for (const { client, upstream } of pairs) {
@@ -65,6 +74,7 @@ export async function startReplyDroppingProxy(redisPort: number): Promise<ReplyD
       }
       pairs.clear();
       dropping = false;
+      droppingRequests = false;
     },
     close: () =>
       new Promise<void>((resolve) => {

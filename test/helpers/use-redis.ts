@@ -12,7 +12,7 @@ export function useRedis(): { readonly redis: Redis; readonly server: RedisServe
   let redis: Redis | undefined;
   beforeAll(async () => {
     server = await startRedis();
-    redis = connectRedis(server.url, { onStateChange: () => {} });
+    redis = connectRedis(server.url, { onStateChange: () => {} }) as Redis; // a redis:// URL: one server
     await new Promise((r) => redis!.once('ready', r));
   });
   afterAll(async () => {

@@ -79,6 +79,15 @@ export class ActivityRecorder {
     try {
       await this.store.addActivity({ daily: [...daily.values()], lastUsed: [...used].map(([keyId, at]) => ({ keyId, at })) });
     } catch (error) {
+      // A store that wrote part of the batch says which part it did not (RedisDashboardStore on a
+      // Cluster writes each account on its own): only that part is kept, so nothing counts twice.
+      const unwritten = (error as { unwritten?: ActivityBatch }).unwritten;
+      if (unwritten) {
+        daily.clear();
+        used.clear();
+        for (const entry of unwritten.daily) daily.set(`${entry.accountId}\n${entry.day}`, entry);
+        for (const { keyId, at } of unwritten.lastUsed) used.set(keyId, at);
+      }
       for (const [id, entry] of daily) {
         const now = this.daily.get(id);
         if (now) now.count += entry.count;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
 import { hashesEqual, keyIdOf } from './api-key.js';
-import { expireBy, newKey, NotFoundError, TooManyKeysError } from './key-records.js';
+import { expireBy, KeyAlreadyReplacedError, newKey, NotFoundError, TooManyKeysError } from './key-records.js';
 import type { Account, CreateKeyOptions, KeyAdmin, KeyLookup, KeyRecord } from './key-store.js';
 
 export interface KeyFile {
@@ -99,9 +99,10 @@ export class FileKeyStore implements KeyAdmin {
       const index = data.keys.indexOf(findKey(data, keyId));
       const old = data.keys[index]!;
       if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
+      if (old.replacedBy) throw new KeyAlreadyReplacedError(keyId, old.replacedBy);
       const account = data.accounts.find((a) => a.id === old.accountId)!;
       const created = newKey({ accountId: old.accountId, plan: account.plan, expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
-      data.keys[index] = expireBy(old, new Date(Date.now() + overlapMs));
+      data.keys[index] = { ...expireBy(old, new Date(Date.now() + overlapMs)), replacedBy: created.record.id };
       data.keys.push(created.record);
       result = { ...created, old: data.keys[index]! };
     });

@@ -37,6 +37,21 @@ export class NotFoundError extends Error {
   override readonly name = 'NotFoundError';
 }
 
+/**
+ * The key was rotated already: it is being replaced by `successorId` and works only until its
+ * overlap ends. Rotating it again would make a second successor that inherits that short
+ * deadline; rotate the successor instead.
+ */
+export class KeyAlreadyReplacedError extends Error {
+  override readonly name = 'KeyAlreadyReplacedError';
+  constructor(
+    readonly keyId: string,
+    readonly successorId: string,
+  ) {
+    super(`key ${keyId} is already being replaced by ${successorId}: rotate ${successorId} instead`);
+  }
+}
+
 /** The account already has as many active keys as it may (CreateKeyOptions.maxActiveKeys). */
 export class TooManyKeysError extends Error {
   override readonly name = 'TooManyKeysError';

@@ -18,6 +18,8 @@ export interface KeyRecord {
   expiresAt: string | null;
   /** ISO time the key was revoked; null while it is valid. */
   revokedAt: string | null;
+  /** Once the key is rotated: the id of the key that replaces it (it works only until its overlap ends). */
+  replacedBy?: string;
   /** Client addresses or CIDR ranges the key may be used from; absent or empty for anywhere. */
   allowedIps?: string[];
   /** Browser origins (`https://shop.example`) the key may be used from; absent or empty for any. */
@@ -66,7 +68,9 @@ export interface KeyAdmin extends KeyStore {
   revokeKey(keyId: string): Promise<KeyRecord>;
   /**
    * Issues a new key for the same account and lets the old one work until `overlapMs` from
-   * now, so clients can switch without downtime.
+   * now, so clients can switch without downtime. The new key keeps the old one's label,
+   * restrictions and planned expiry (never the overlap's end); the old one records it as
+   * `replacedBy`. A key already replaced is refused (KeyAlreadyReplacedError).
    */
   rotateKey(keyId: string, overlapMs: number): Promise<{ key: string; record: KeyRecord; old: KeyRecord }>;
   listAccounts(): Promise<Account[]>;

@@ -1,3 +1,5 @@
+import { countKernel } from './kernel-calls.js';
+
 /**
  * Foreground colour estimation for soft edges (hair, fur, motion blur, glass). A pixel with
  * alpha between 0 and 1 is a mix I = aF + (1-a)B of the object's colour F and the old background
@@ -83,6 +85,7 @@ export async function estimateForeground(
   source?: ImageView,
   region: 'band' | 'whole' = 'band',
 ): Promise<Buffer> {
+  countKernel('estimateForeground');
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
   const soft = softBounds(alpha, width, height);
   if (!soft) return rgb;

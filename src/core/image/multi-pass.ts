@@ -1,66 +1,16 @@
+import sharp from 'sharp';
 import { ApiError } from '../errors.js';
 import { cutoutConfidence, type Look } from './confidence.js';
-import { decodeFullSize, openDecoder, segment, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
+import { maskConfidence, type MaskPart } from './full-size-mask.js';
+import { countKernel } from './kernel-calls.js';
+import type { BestPasses, Quality, Region } from './passes.js';
+import { openDecoder, segment, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
+import type { PixelPool } from './pixel-pool.js';
 import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
-import { imageToTensor, maskToGrey, upscaleMask } from './tensor.js';
+import { imageToTensor, maskToGrey } from './tensor.js';
 
-/**
- * The `quality` option: how much work one cutout gets.
- * - `fast`: one model pass, no foreground colour estimation, a faster PNG level.
- * - `balanced`: one model pass (the default; what every cutout was before the option).
- * - `best`: several model passes merged into one mask (see BEST_PASSES).
- */
-export const QUALITIES = ['fast', 'balanced', 'best'] as const;
-export type Quality = (typeof QUALITIES)[number];
-
-/** A region of the upright full-size image, in pixels. */
-export interface Region {
-  left: number;
-  top: number;
-  width: number;
-  height: number;
-}
-
-/** Which extra passes `best` runs and how it merges them (the candidates measured by bench/best-candidates.ts). */
-export interface BestPasses {
-  /** Also run the mirror image and merge its (mirrored back) mask with the first pass. */
-  mirror: boolean;
-  /**
-   * Run a second pass on the object's crop when the crop covers at most this fraction of the
-   * image's area (so the model sees the object larger); 0 for never.
-   */
-  cropMaxArea: number;
-  /** Margin added around the object's box for the crop, as a fraction of the box's longer side. */
-  cropMargin: number;
-  /** Also run the crop's mirror image. */
-  cropMirror: boolean;
-  /**
-   * Inside the crop: `replace` takes the crop's mask; `mean` averages it with the whole-image
-   * mask; `confidence` weighs each by how sure it is (|2p - 1|). Near the crop's inner edges the
-   * crop's weight ramps down to 0 over the margin, so no seam shows.
-   */
-  cropMerge: 'replace' | 'mean' | 'confidence' | 'max';
-  /**
-   * For `mean` and `confidence`: the crop's weight against the whole-image mask (itself the merge
-   * of the image and its mirror when `mirror`); 0.5 with a mirror gives each of the three passes a third.
-   */
-  cropWeight: number;
-  /** Merging the whole-image passes (image and mirror): plain mean or confidence-weighted. */
-  mirrorMerge: 'mean' | 'confidence' | 'max';
-  /**
-   * Tiles: when the image's longer side is at least this many pixels, also run the model on two
-   * overlapping halves along it, merged like a crop. Infinity for never.
-   */
-  tileMinSide: number;
-  /**
-   * Models that take any size: the whole image again at each of these sizes (one pass each),
-   * brought to the first pass's size and merged with it by `scaleMerge` (default mean).
-   */
-  scales?: number[];
-  scaleMerge?: 'mean' | 'confidence' | 'max';
-  /** Models that take any size: the size the crop (or tile) passes run at; default the first pass's. */
-  cropSize?: number;
-}
+export { QUALITIES, type BestPasses, type Quality, type Region } from './passes.js';
+export { pasteBlended } from './full-size-mask.js';
 
 /** What `best` does: chosen by measurement on the evaluation set (README, "Quality modes"). */
 export const BEST_PASSES: BestPasses = {
@@ -138,9 +88,10 @@ export interface PassModels {
 /**
  * segment() at a quality: `fast` and `balanced` are exactly one pass; `best` runs the extra
  * passes of its plan, each a separate call of `model` (so several inference servers share them),
- * and replaces the segmentation's mask with their merge. Timings add up the passes. With a
+ * and replaces the segmentation's mask plan with their merge. Timings add up the passes. With a
  * `plan` (a model that takes any size, see planFor()) the whole image runs at the plan's size;
- * without, at the profile's.
+ * without, at the profile's. `best` merges its masks in `pool`'s workers and mirrors with libvips,
+ * so none of its per-pixel work runs on the event loop.
  */
 export async function segmentAtQuality(
   quality: Quality,
@@ -150,6 +101,7 @@ export async function segmentAtQuality(
   model: MaskModel | PassModels,
   limits: ImageLimits,
   signal: AbortSignal,
+  pool: PixelPool,
   decodeAlongside = true,
   plan?: ModePlan,
 ): Promise<Segmentation> {
@@ -158,8 +110,7 @@ export async function segmentAtQuality(
   if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside);
   const passes = plan?.passes ?? BEST_PASSES;
 
-  // The input's own alpha is folded into the mask when the full size is decoded: decode after
-  // the merge, so the fold applies to the merged mask.
+  // The input's own alpha is folded into the mask when the output is rendered, after the merge.
   const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false);
   const started = performance.now();
   let inferenceMs = 0;
@@ -178,19 +129,19 @@ export async function segmentAtQuality(
   /** A pass on `rgb` (w x h), and on its mirror when asked; their merged mask. */
   const passAndMirror = async (rgb: Buffer, w: number, h: number, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge'], pass: keyof PassModels) => {
     if (!mirror) return first;
-    const [a, b] = await Promise.all([first, run(flipRgb(rgb, w, h), w, h, pass).then((m) => flipGrey(m, w, h))]);
-    return mergeMasks([a, b], merge);
+    const [a, b] = await Promise.all([first, mirrored(rgb, w, h, 3).then((m) => run(m, w, h, pass)).then((m) => mirrored(m, w, h, 1))]);
+    return pool.mergeMasks([a, b], merge);
   };
 
   const { width, height } = probe;
-  const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.model.alpha), passes.mirror, passes.mirrorMerge, 'whole');
+  const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.mask.grey), passes.mirror, passes.mirrorMerge, 'whole');
   // The whole image at other sizes, each brought to the first pass's size to be merged.
   const scaled = (passes.scales ?? []).map(async (size) => {
     const rgb = await decodeRegion(bytes, probe, limits, { left: 0, top: 0, width, height }, size, size);
-    return upscaleMask(await run(rgb, size, size), size, size, mw, mh);
+    return pool.upscaleMask(await run(rgb, size, size), size, size, mw, mh);
   });
   // Regions depend only on the first pass, so they run alongside the other passes.
-  const crop = passes.cropMaxArea > 0 ? objectCrop(seg.model.alpha, mw, mh, width, height, passes.cropMargin, passes.cropMaxArea) : null;
+  const crop = passes.cropMaxArea > 0 ? objectCrop(seg.mask.grey, mw, mh, width, height, passes.cropMargin, passes.cropMaxArea) : null;
   const regions: Region[] = crop ? [crop] : Math.max(width, height) >= passes.tileMinSide ? halves(width, height) : [];
   const cw = passes.cropSize ?? mw;
   const ch = passes.cropSize ?? mh;
@@ -201,35 +152,54 @@ export async function segmentAtQuality(
   const [first, ...rest] = await Promise.all([firstPass, ...scaled, ...regionMasks]);
   const others = rest.slice(0, scaled.length);
   const parts = rest.slice(scaled.length);
-  const whole = others.length > 0 ? mergeMasks([first!, ...others], passes.scaleMerge ?? 'mean') : first!;
+  const whole = others.length > 0 ? await pool.mergeMasks([first!, ...others], passes.scaleMerge ?? 'mean') : first!;
 
-  // The full-size merge waits, like a single pass's upscale, until the full size is wanted.
-  seg.buildAlpha = () => {
-    let alpha = upscaleMask(whole, mw, mh, width, height);
-    regions.forEach((region, i) => {
-      const part = upscaleMask(parts[i]!, cw, ch, region.width, region.height);
-      alpha = pasteBlended(alpha, width, height, part, region, rampWidth(region, passes.cropMargin), passes.cropMerge, passes.cropWeight);
-    });
-    return alpha;
-  };
+  // The full-size merge waits, like a single pass's upscale, until the output is rendered.
+  const maskParts: MaskPart[] = regions.map((region, i) => ({
+    mask: parts[i]!,
+    width: cw,
+    height: ch,
+    region,
+    ramp: rampWidth(region, passes.cropMargin),
+    how: passes.cropMerge,
+    weight: passes.cropWeight,
+  }));
+  seg.mask = { grey: whole, width: mw, height: mh, parts: maskParts };
   seg.model = { ...seg.model, alpha: whole };
   // Confidence on the model grid: the merged whole with the region passes laid over it, and
   // every look compared where they overlap.
   const grid = (region: Region) => ({ left: (region.left * mw) / width, top: (region.top * mh) / height, width: (region.width * mw) / width, height: (region.height * mh) / height });
   const looks: Look[] = [first!, ...others].map((mask) => ({ mask, width: mw, height: mh, box: { left: 0, top: 0, width: mw, height: mh } }));
   regions.forEach((region, i) => looks.push({ mask: parts[i]!, width: cw, height: ch, box: grid(region) }));
-  let final = whole;
-  if (regions.length > 0) {
-    final = Buffer.from(whole);
-    for (const look of looks.slice(1 + others.length)) layNearest(final, mw, mh, look);
-  }
-  seg.confidence = cutoutConfidence(final, mw, mh, looks);
+  seg.confidence = await pool.looksConfidence(whole, mw, mh, looks, 1 + others.length);
   const totalMs = performance.now() - started;
   seg.timings.inference = (seg.timings.inference ?? 0) + inferenceMs;
   seg.timings.transfer = (seg.timings.transfer ?? 0) + modelMs - inferenceMs;
   seg.timings.postprocess = (seg.timings.postprocess ?? 0) + Math.max(0, totalMs - modelMs);
-  if (decodeAlongside) await decodeFullSize(seg, limits);
   return seg;
+}
+
+/**
+ * The confidence of a merged mask (w x h) with the region looks from `laidFrom` on laid over it
+ * (nearest sample), every look compared where they overlap: see cutoutConfidence.
+ */
+export function looksConfidence(whole: Buffer, w: number, h: number, looks: Look[], laidFrom: number): number {
+  countKernel('looksConfidence');
+  let final = whole;
+  if (laidFrom < looks.length) {
+    final = Buffer.from(whole);
+    for (const look of looks.slice(laidFrom)) layNearest(final, w, h, look);
+  }
+  return cutoutConfidence(final, w, h, looks);
+}
+
+/** Horizontal mirror of interleaved 8-bit pixels, by libvips (flop): the same bytes as a loop, off the event loop. */
+async function mirrored(pixels: Buffer, width: number, height: number, channels: 1 | 3): Promise<Buffer> {
+  const flopped = sharp(pixels, { raw: { width, height, channels } }).flop();
+  // One channel in comes back as three unless asked for the one.
+  const out = await (channels === 1 ? flopped.extractChannel(0) : flopped).raw().toBuffer();
+  if (out.length !== pixels.length) throw new Error(`mirror: ${out.length} bytes from ${pixels.length}`);
+  return out;
 }
 
 /** Lays a look over a mask on its grid (nearest sample): a cheap picture of the merged mask. */
@@ -244,13 +214,9 @@ function layNearest(mask: Buffer, w: number, h: number, look: Look): void {
   }
 }
 
-/** How sure a mask value is: 0 at 0.5, 1 at 0 or 1 (with a floor, so two unsure values still average). */
-function confidence(v: number): number {
-  return Math.abs(2 * v - 255) / 255 + 0.05;
-}
-
 /** Merges masks of one size: the mean, or each pixel weighted by each mask's confidence. */
 export function mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge']): Buffer {
+  countKernel('mergeMasks');
   const out = Buffer.allocUnsafe(masks[0]!.length);
   for (let i = 0; i < out.length; i++) {
     if (how === 'max') {
@@ -262,7 +228,7 @@ export function mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge']): Buf
     let sum = 0;
     let weights = 0;
     for (const m of masks) {
-      const w = how === 'mean' ? 1 : confidence(m[i]!);
+      const w = how === 'mean' ? 1 : maskConfidence(m[i]!);
       sum += w * m[i]!;
       weights += w;
     }
@@ -271,18 +237,9 @@ export function mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge']): Buf
   return out;
 }
 
-/** Horizontal mirror of interleaved RGB. */
-export function flipRgb(rgb: Buffer, width: number, height: number): Buffer {
-  const out = Buffer.allocUnsafe(rgb.length);
-  for (let y = 0; y < height; y++) {
-    const row = y * width * 3;
-    for (let x = 0; x < width; x++) rgb.copy(out, row + (width - 1 - x) * 3, row + x * 3, row + x * 3 + 3);
-  }
-  return out;
-}
-
 /** Horizontal mirror of a one-channel image. */
 export function flipGrey(grey: Buffer, width: number, height: number): Buffer {
+  countKernel('flipGrey');
   const out = Buffer.allocUnsafe(grey.length);
   for (let y = 0; y < height; y++) {
     const row = y * width;
@@ -357,46 +314,6 @@ async function decodeRegion(bytes: Buffer, probe: Probe, limits: ImageLimits, re
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }
-}
-
-/**
- * Merges a region's mask into the full-size mask. The region's weight is 1 inside and ramps to
- * 0 over `ramp` pixels towards each edge that is not the image's own border.
- */
-export function pasteBlended(
-  alpha: Buffer,
-  width: number,
-  height: number,
-  part: Buffer,
-  region: Region,
-  ramp: number,
-  how: BestPasses['cropMerge'],
-  weight = 1,
-): Buffer {
-  const out = Buffer.from(alpha);
-  const { left, top } = region;
-  const edge = (d: number, atBorder: boolean) => (atBorder ? 1 : Math.min(1, (d + 0.5) / ramp));
-  for (let y = 0; y < region.height; y++) {
-    const wy = Math.min(edge(y, top === 0), edge(region.height - 1 - y, top + region.height === height));
-    const row = (top + y) * width + left;
-    for (let x = 0; x < region.width; x++) {
-      const ramp = Math.min(wy, edge(x, left === 0), edge(region.width - 1 - x, left + region.width === width));
-      const w = how === 'replace' ? ramp : ramp * weight;
-      const b = alpha[row + x]!;
-      const r = part[y * region.width + x]!;
-      let v: number;
-      if (how === 'replace') v = w * r + (1 - w) * b;
-      else if (how === 'max') v = Math.max(b, w * r + (1 - w) * b);
-      else if (how === 'mean') v = (b + w * r) / (1 + w);
-      else {
-        const cb = confidence(b);
-        const cr = w * confidence(r);
-        v = (cb * b + cr * r) / (cb + cr);
-      }
-      out[row + x] = Math.round(v);
-    }
-  }
-  return out;
 }
 
 /**

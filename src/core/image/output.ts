@@ -1,7 +1,11 @@
 import sharp, { type Sharp } from 'sharp';
 import type { OutputOptions, Rgba } from '../output-options.js';
-import { estimateForeground, workingView } from './foreground.js';
-import type { Segmentation } from './pipeline.js';
+import { cutoutJson } from '../pipeline/cutout-json.js';
+import { estimateForeground, workingView, type ImageView } from './foreground.js';
+import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
+import { countKernel } from './kernel-calls.js';
+import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
+import type { PixelPool } from './pixel-pool.js';
 
 export interface Box {
   top: number;
@@ -27,8 +31,29 @@ export interface Rendered {
   height: number;
   /** The foreground's box in the output's coordinates; null when nothing was found. */
   foreground: Box | null;
-  timings: { postprocess: number; encode: number };
+  /** `response=json`: the whole JSON body (cutout-json.ts), made beside the image. */
+  json?: Buffer | undefined;
+  /** Milliseconds: the full-size decode (when the render made it), the pixel work, the encode. */
+  timings: { decode: number; postprocess: number; encode: number };
 }
+
+/** What a pixel-pool worker needs to render a segmentation (plain data and buffers only). */
+export interface RenderJob {
+  bytes: Buffer;
+  probe: Probe;
+  limits: ImageLimits;
+  /** The full-size decode segment() made alongside, if any. */
+  decoded?: Buffer | undefined;
+  mask: MaskPlan;
+  /** The working-size view for foreground estimation; absent when the output needs none. */
+  view?: ImageView | undefined;
+  options: OutputOptions;
+  render: RenderOptions;
+  /** `response=json`: also make the JSON body, with this file name and confidence. */
+  json?: { filename: string; confidence: number } | undefined;
+}
+
+export type RenderResult = Rendered;
 
 /** Alpha at or above this (5 %) counts as foreground for the box and for cropping. */
 export const FOREGROUND_THRESHOLD = 13;
@@ -49,6 +74,7 @@ export const FORMATS = {
  * background is read in full; four fully transparent pixels are skipped at a time.
  */
 export function foregroundBox(alpha: Buffer, width: number, height: number): Box | null {
+  countKernel('foregroundBox');
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   let top = height;
   let bottom = -1;
@@ -91,11 +117,51 @@ export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: Output
 /**
  * Turns a segmentation into the response image: foreground colour, background colour or
  * transparency, crop, size, format. With no foreground at all, the result is the whole image,
- * fully transparent (or all background colour), and `foreground` is null.
+ * fully transparent (or all background colour), and `foreground` is null. The work runs in a
+ * worker of `pool` (renderFullSize): this thread sends model-size buffers and the upload, and
+ * gets the encoded image back. `json`: also make the `response=json` body there.
  */
-export async function renderOutput(seg: Segmentation, options: OutputOptions, render: RenderOptions): Promise<Rendered> {
-  const started = performance.now();
-  const { width, height, alpha } = seg;
+export async function renderOutput(
+  seg: Segmentation,
+  options: OutputOptions,
+  render: RenderOptions,
+  pool: PixelPool,
+  json?: { filename: string },
+): Promise<Rendered> {
+  // The working-size view (about 0.2 MB) rather than the model-size one (4 MB): the same estimate.
+  const view = options.channels !== 'alpha' && render.foregroundEstimation && seg.model.width > 0 ? await workingView(seg.model, seg.width, seg.height) : undefined;
+  return pool.render({
+    bytes: seg.bytes,
+    probe: seg.probe,
+    limits: seg.limits,
+    decoded: seg.rgb.length > 0 ? seg.rgb : undefined,
+    mask: seg.mask,
+    view,
+    options,
+    render,
+    json: json && { filename: json.filename, confidence: seg.confidence },
+  });
+}
+
+/**
+ * renderOutput's work, in a pixel-pool worker: the full-size mask, the full-size decode (when
+ * the output has colour, or the input has an alpha of its own to fold in), foreground colour,
+ * composition, crop, size and encoding.
+ */
+export async function renderFullSize(job: RenderJob): Promise<Rendered> {
+  const { probe, options, render } = job;
+  const { width, height } = probe;
+  let started = performance.now();
+  const alpha = buildFullSizeMask(job.mask, width, height);
+  let rgb: Buffer = Buffer.alloc(0);
+  let decodeMs = 0;
+  if (options.channels !== 'alpha' || probe.hasAlpha) {
+    const t0 = performance.now();
+    const decoded = job.decoded ?? (await decodeRaw(job.bytes, probe, job.limits));
+    decodeMs = performance.now() - t0;
+    started += decodeMs;
+    rgb = probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded;
+  }
   const box = foregroundBox(alpha, width, height);
 
   // Region of the input to keep: the whole image, or the foreground box plus margin (which may
@@ -125,7 +191,7 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
     channels = 1;
   } else {
     // In place: the segmentation's colour is used once, here.
-    const colour = render.foregroundEstimation ? await estimateForeground(seg.rgb, alpha, width, height, seg.model) : seg.rgb;
+    const colour = render.foregroundEstimation ? await estimateForeground(rgb, alpha, width, height, job.view) : rgb;
     if (background && background.alpha >= 1) {
       raw = composeOpaque(colour, alpha, background, colour);
       channels = 3;
@@ -175,7 +241,7 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
   const body = await encode(image, options.format, render.pngCompressionLevel);
   const sx = outWidth / region.width;
   const sy = outHeight / region.height;
-  return {
+  const rendered: Rendered = {
     body,
     ...FORMATS[options.format],
     width: outWidth,
@@ -186,8 +252,11 @@ export async function renderOutput(seg: Segmentation, options: OutputOptions, re
       width: Math.max(1, Math.round(box.width * sx)),
       height: Math.max(1, Math.round(box.height * sy)),
     },
-    timings: { postprocess, encode: performance.now() - started - postprocess },
+    timings: { decode: decodeMs, postprocess, encode: 0 },
   };
+  if (job.json) rendered.json = cutoutJson(rendered, job.json.filename, job.json.confidence);
+  rendered.timings.encode = performance.now() - started - postprocess;
+  return rendered;
 }
 
 function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {
@@ -210,6 +279,7 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
  * background inside the file, and cleared runs make a PNG about four times smaller.
  */
 export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null): Buffer {
+  countKernel('composeRgba');
   const pixels = alpha.length;
   const out = Buffer.allocUnsafe(pixels * 4);
   if (!background && out.byteOffset % 4 === 0) {
@@ -258,6 +328,7 @@ export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null)
  * one fill.
  */
 export function clearTransparent(rgb: Buffer, alpha: Buffer): Buffer {
+  countKernel('clearTransparent');
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   const pixels = alpha.length;
   // indexOf finds the next transparent pixel natively (memchr); the run is then walked four
@@ -282,6 +353,7 @@ export function clearTransparent(rgb: Buffer, alpha: Buffer): Buffer {
  * a time where aligned: only soft pixels need the arithmetic.
  */
 export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba, out: Buffer = Buffer.allocUnsafe(alpha.length * 3)): Buffer {
+  countKernel('composeOpaque');
   const pixels = alpha.length;
   const bg = [background.r, background.g, background.b];
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;

@@ -1,8 +1,10 @@
 import sharp, { type Metadata } from 'sharp';
 import { ApiError } from '../errors.js';
 import { cutoutConfidence } from './confidence.js';
+import type { MaskPlan } from './full-size-mask.js';
+import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
-import { imageToTensor, maskToGrey, upscaleMask, type InputTensor, type MaskTensor } from './tensor.js';
+import { imageToTensor, maskToGrey, type InputTensor, type MaskTensor } from './tensor.js';
 
 export interface ImageLimits {
   /** Largest image accepted, in pixels (width x height), checked from the header before decoding. */
@@ -22,20 +24,23 @@ export type MaskModel = (
 
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
-/** The model's answer at the image's upright full size. */
+/**
+ * The model's answer for an image of the upright full size. It holds model-size buffers only: the
+ * full-size mask, colour and their composition are made by the pixel pool's workers when the
+ * output is rendered (output.ts), off the host's event loop.
+ */
 export interface Segmentation {
-  /** 8-bit sRGB, interleaved, width x height x 3; empty until decodeFullSize() when not decoded alongside. */
+  /**
+   * The upright full-size 8-bit sRGB decode when segment() made it anyway (a small JPEG decoded
+   * once for both sizes, see decodeOnce); else empty, and the render decodes in its worker.
+   */
   rgb: Buffer;
   bytes: Buffer;
   probe: Probe;
-  /**
-   * 8-bit alpha (255 = foreground), width x height; already multiplied by the input's own alpha.
-   * Empty, like `rgb`, until decodeFullSize() (or fullSizeAlpha()) when not decoded alongside:
-   * a request waiting for memory holds only the model-size mask, not a full-size one.
-   */
-  alpha: Buffer;
-  /** Makes the full-size mask from the model's answer: see fullSizeAlpha(). */
-  buildAlpha: () => Buffer;
+  /** The limits the upload was accepted under (the render decodes with them). */
+  limits: ImageLimits;
+  /** What the full-size mask is made from (full-size-mask.ts); fullSizeAlpha() makes it. */
+  mask: MaskPlan;
   width: number;
   height: number;
   /** How sure the model was, 0..1 (see confidence.ts). */
@@ -109,8 +114,9 @@ export async function segment(
   limits: ImageLimits,
   signal: AbortSignal,
   /**
-   * Decode the full-size image while the model runs (fastest), or leave `rgb` empty for
-   * decodeFullSize() later (when memory for it is not to be had yet).
+   * Whether memory for the full size is to be had now: a small upright JPEG is then decoded once,
+   * at full size, for both the model's input and the output (kept in `rgb`); else `rgb` is left
+   * empty and the render decodes the full size when it has the memory.
    */
   decodeAlongside = true,
 ): Promise<Segmentation> {
@@ -150,27 +156,21 @@ export async function segment(
   const input = imageToTensor(modelRgb, profile);
   const preprocessMs = lap();
 
-  // The full-size decode, needed only for the output, runs while the model does.
-  const fullSize = once ? Promise.resolve(once) : decodeAlongside ? decodeRaw(bytes, probe, limits) : Promise.resolve(undefined);
-  const [{ mask, serverRunMs }, decoded] = await Promise.all([model(input, signal, { width: profile.width, height: profile.height }), fullSize]);
+  const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
   const modelMs = lap();
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
   const grey = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
-  // Bilinear: a smooth mask upscale, and the cheapest kernel that is not blocky.
-  const buildAlpha = () => upscaleMask(grey, profile.width, profile.height, width, height);
-  const alpha = decoded ? buildAlpha() : Buffer.alloc(0);
-  const rgb = decoded ? (probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded) : Buffer.alloc(0);
   const postprocessMs = lap();
 
   const inferenceMs = serverRunMs ?? modelMs;
   return {
     bytes,
     probe,
-    rgb,
-    alpha,
-    buildAlpha,
+    limits,
+    rgb: once ?? Buffer.alloc(0),
+    mask: { grey, width: profile.width, height: profile.height, parts: [] },
     width,
     height,
     model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
@@ -195,7 +195,7 @@ export function openDecoder(bytes: Buffer, limits: ImageLimits) {
 }
 
 /** The upright full-size 8-bit sRGB (RGBA when the image has alpha) decode. */
-async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<Buffer> {
+export async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<Buffer> {
   try {
     const base = openDecoder(bytes, limits);
     const { data, info } = await (probe.hasAlpha ? base.ensureAlpha() : base.removeAlpha()).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
@@ -208,41 +208,13 @@ async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Prom
   }
 }
 
-/** Completes a segmentation made with `decodeAlongside = false`: the full-size image and mask. */
-export async function decodeFullSize(seg: Segmentation, limits: ImageLimits): Promise<void> {
-  if (seg.rgb.length > 0) return;
+/**
+ * The segmentation's full-size mask (a mask alone, as measured against a ground truth: the
+ * input's own alpha is folded in when the output is rendered), made in a worker of `pool`.
+ */
+export async function fullSizeAlpha(seg: Segmentation, pool: PixelPool): Promise<Buffer> {
   const started = performance.now();
-  const decoded = await decodeRaw(seg.bytes, seg.probe, limits);
-  seg.timings.decode = (seg.timings.decode ?? 0) + performance.now() - started;
-  const alpha = fullSizeAlpha(seg);
-  seg.rgb = seg.probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded;
-}
-
-/**
- * The segmentation's full-size mask, made now if it was left at the model's size (a mask alone,
- * as measured against a ground truth: the input's own alpha is folded in by decodeFullSize()).
- */
-export function fullSizeAlpha(seg: Segmentation): Buffer {
-  if (seg.alpha.length === 0) {
-    const started = performance.now();
-    seg.alpha = seg.buildAlpha();
-    seg.timings.postprocess = (seg.timings.postprocess ?? 0) + performance.now() - started;
-  }
-  return seg.alpha;
-}
-
-/**
- * RGBA input: returns its RGB, and folds its own alpha into the mask (in place), so what was
- * transparent in the input stays transparent in the cutout.
- */
-function splitAlpha(rgba: Buffer, mask: Buffer): Buffer {
-  const pixels = mask.length;
-  const rgb = Buffer.allocUnsafe(pixels * 3);
-  for (let i = 0, j = 0, k = 0; i < pixels; i++, j += 3, k += 4) {
-    rgb[j] = rgba[k]!;
-    rgb[j + 1] = rgba[k + 1]!;
-    rgb[j + 2] = rgba[k + 2]!;
-    mask[i] = Math.round((mask[i]! * rgba[k + 3]!) / 255);
-  }
-  return rgb;
+  const alpha = await pool.fullSizeMask(seg.mask, seg.width, seg.height);
+  seg.timings.postprocess = (seg.timings.postprocess ?? 0) + performance.now() - started;
+  return alpha;
 }

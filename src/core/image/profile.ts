@@ -1,4 +1,4 @@
-import type { BestPasses, Quality } from './multi-pass.js';
+import type { BestPasses, Quality } from './passes.js';
 
 /**
  * How to turn an image into a model's input tensor and its output back into a mask. Any ONNX

@@ -1,4 +1,5 @@
 import { MIN_STRETCH_PEAK } from '../../models/prepared-tensors.js';
+import { countKernel } from './kernel-calls.js';
 import type { PreprocessingProfile } from './profile.js';
 
 /** A model's input: 8-bit pixels or normalised floats. */
@@ -96,6 +97,7 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
  * centre-aligned).
  */
 export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number): Buffer {
+  countKernel('upscaleMask');
   const out = Buffer.allocUnsafe(width * height);
   const sx = width > 1 ? (srcWidth - 1) / (width - 1) : 0;
   const sy = height > 1 ? (srcHeight - 1) / (height - 1) : 0;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import { untilAborted } from '../../util/abortable.js';
 
 /** One account concurrency slot, held from admission until `release()`. */
@@ -97,7 +97,7 @@ export class RedisConcurrencyStore implements ConcurrencyStore {
   private readonly onLeaseLost: (accountId: string) => void;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     options: RedisConcurrencyOptions = {},
   ) {
@@ -114,7 +114,7 @@ export class RedisConcurrencyStore implements ConcurrencyStore {
     const taken = this.redis.eval(ACQUIRE, 1, key, this.leaseMs, limit, token).then(
       (result) => result === 1,
       (error: unknown) => {
-        // Sent but unanswered (a timeout while Redis stalls): Redis may still grant the slot when
+        // Sent but unanswered (a timeout while Redis stalls): RedisClient may still grant the slot when
         // it wakes, to a request that was already answered 503. Taking the token back (ZREM,
         // retried like a release) undoes that; it runs after the acquire on the same connection.
         void this.giveBack(key, token);

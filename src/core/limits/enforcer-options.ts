@@ -1,12 +1,24 @@
-import type { Redis } from 'ioredis';
+import { nodeOptionsOf, type RedisClient } from '../redis.js';
+import { Cluster } from 'ioredis';
 import type { RedisFailureMode } from './insurance.js';
 import type { Plans } from './plans.js';
+import type { QuotaStore } from './quota-store.js';
+import type { UsageMeter } from './usage-meter.js';
+
+/**
+ * Where one instance keeps the month's quota counters and usage without Redis (in memory by
+ * default, lost on restart). FileDashboardStore's `usage` keeps them in its file, beside the
+ * daily history the dashboard charts from the same records.
+ */
+export type LocalUsageStore = QuotaStore & UsageMeter;
 
 export interface PlanEnforcerOptions {
   plans: Plans;
   /** Shared state for many API instances; absent for in-memory limits (one instance). */
-  redis?: Redis | undefined;
+  redis?: RedisClient | undefined;
   redisFailureMode?: RedisFailureMode | undefined;
+  /** Without `redis`: where the month's quota and usage are kept. Default: memory. Ignored with `redis`. */
+  usageStore?: LocalUsageStore | undefined;
   /** How many API instances share the limits, for sizing insurance limits. Default 1. */
   insuranceInstances?: number | undefined;
   /** Prefix of every Redis key. Default `bgcut`. */
@@ -57,12 +69,16 @@ export function validateEnforcerOptions(options: PlanEnforcerOptions): void {
     }
     return;
   }
-  const client = redis.options;
+  if (options.usageStore) warn({ code: 'usage-store-ignored', message: 'usageStore is not used with redis (the quota and usage are kept in Redis)' });
+  const client = nodeOptionsOf(redis);
   if (client.autoResendUnfulfilledCommands !== false) {
     warn({ code: 'redis-resends-commands', message: 'the Redis client resends unanswered commands after a reconnect, so a quota or usage write could apply twice: create it with connectRedis() or autoResendUnfulfilledCommands: false' });
   }
   if (client.enableOfflineQueue !== false) {
     warn({ code: 'redis-offline-queue', message: 'the Redis client queues commands while disconnected, so requests wait for Redis instead of failing over: create it with connectRedis() or enableOfflineQueue: false' });
+  }
+  if (redis instanceof Cluster && Number(redis.options.retryDelayOnFailover ?? 100) > 0) {
+    warn({ code: 'redis-cluster-resends-commands', message: 'the Redis Cluster client sends a command again when its node\'s connection closed before the reply, so a quota or usage write could apply twice: create it with connectRedis() or retryDelayOnFailover: 0' });
   }
   if (!client.commandTimeout) {
     warn({ code: 'redis-no-command-timeout', message: 'the Redis client has no commandTimeout, so a Redis that hangs holds requests: create it with connectRedis() or set commandTimeout' });

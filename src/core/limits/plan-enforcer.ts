@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import { ApiError } from '../errors.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import { MemoryConcurrencyStore, RedisConcurrencyStore } from './concurrency.js';
@@ -54,9 +54,9 @@ export class PlanEnforcer {
       memoryConcurrency,
       this.insurance,
     );
-    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : new MemoryQuotaStore();
+    this.quotas = redis ? new RedisQuotaStore(redis, prefix) : (options.usageStore ?? new MemoryQuotaStore());
     this.quota = new QuotaLimiter(this.quotas, new MemoryQuotaStore(), this.insurance, this.pending, () => this.flushSoon());
-    this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : new MemoryUsageMeter();
+    this.usageMeter = redis ? new RedisUsageMeter(redis, prefix) : (options.usageStore ?? new MemoryUsageMeter());
     if (redis) {
       const onReady = () => void this.flushPending();
       redis.on('ready', onReady);
@@ -102,20 +102,20 @@ export class PlanEnforcer {
   /**
    * Reserves the cutout's cost from the month's quota before the work is done (429
    * `quota_exceeded` when it does not fit). Resolves with a refund, to call if the cutout fails:
-   * only cutouts that are delivered are charged.
+   * only cutouts that are delivered are charged. `op` names the charge (default: a new one), so
+   * the same charge sent again (a job's image run again after a crash) applies once.
    */
-  async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date(), weight = 1): Promise<() => Promise<void>> {
+  async reserveQuota(accountId: string, planName: string, pixels: number, now = new Date(), weight = 1, op?: string): Promise<() => Promise<void>> {
     const quota = this.plan(planName).monthlyQuota;
     if (!quota) return async () => {};
-    return this.quota.reserve(accountId, quota, pixels, now, weight);
+    return this.quota.reserve(accountId, quota, pixels, now, weight, op);
   }
 
   /**
-   * Meters one successful cutout, once (under an op of its own). While Redis is away the record
+   * Meters one successful cutout, once (under `op`: a new one unless given). While Redis is away the record
    * is kept and added to Redis when it is back, so this does not reject for an outage.
    */
-  async recordUsage(accountId: string, pixels: number, now = new Date()): Promise<void> {
-    const op = randomUUID();
+  async recordUsage(accountId: string, pixels: number, now = new Date(), op: string = randomUUID()): Promise<void> {
     const month = monthOf(now);
     try {
       await this.usageMeter.add(accountId, month, pixels / 1e6, 1, op);

@@ -27,14 +27,23 @@ export interface Plan {
   outputOptions?: string[];
   /** Values of the `quality` option the plan may use; absent for all. */
   qualities?: string[];
+  /** Most images in one job (`POST /v1/jobs`). Default 100. */
+  maxBatchImages?: number;
+  /** How long a job's results are kept after it finishes, in hours. Default 24. */
+  jobRetentionHours?: number;
+}
+
+/** A plan's batch settings, with their defaults. */
+export function jobLimitsOf(plan: Plan): { maxBatchImages: number; retentionMs: number } {
+  return { maxBatchImages: plan.maxBatchImages ?? 100, retentionMs: (plan.jobRetentionHours ?? 24) * 3_600_000 };
 }
 
 export type Plans = Record<string, Plan>;
 
 /** Plans used when the handler is given none. */
 export const DEFAULT_PLANS: Plans = {
-  free: { requestsPerMinute: 10, burst: 5, monthlyQuota: { unit: 'images', amount: 50 }, maxConcurrent: 1, maxInputMegapixels: 12 },
-  pro: { requestsPerMinute: 120, burst: 60, monthlyQuota: { unit: 'megapixels', amount: 20_000 }, maxConcurrent: 8 },
+  free: { requestsPerMinute: 10, burst: 5, monthlyQuota: { unit: 'images', amount: 50 }, maxConcurrent: 1, maxInputMegapixels: 12, maxBatchImages: 10, jobRetentionHours: 24 },
+  pro: { requestsPerMinute: 120, burst: 60, monthlyQuota: { unit: 'megapixels', amount: 20_000 }, maxConcurrent: 8, maxBatchImages: 500, jobRetentionHours: 72 },
 };
 
 const PLAN_KEYS = new Set([
@@ -48,6 +57,8 @@ const PLAN_KEYS = new Set([
   'outputOptions',
   'models',
   'qualities',
+  'maxBatchImages',
+  'jobRetentionHours',
 ]);
 
 /** Checks a plan table, naming the first wrong value; returns it unchanged. */
@@ -69,6 +80,8 @@ export function validatePlans(plans: unknown, knownOutputOptions?: readonly stri
     positiveInt('requestsPerMinute', true);
     positiveInt('maxConcurrent');
     positiveInt('maxUploadBytes');
+    positiveInt('maxBatchImages');
+    if (plan.jobRetentionHours !== undefined && !((plan.jobRetentionHours as number) > 0)) throw new RangeError(`${where}.jobRetentionHours must be > 0`);
     if (plan.burst !== undefined && (!Number.isInteger(plan.burst) || (plan.burst as number) < 0)) {
       throw new RangeError(`${where}.burst must be an integer >= 0`);
     }

@@ -26,11 +26,10 @@ export class QuotaLimiter {
   ) {}
 
   /** Reserves the cost; resolves with its refund. */
-  async reserve(accountId: string, quota: MonthlyQuota, pixels: number, now: Date, weight: number): Promise<() => Promise<void>> {
+  async reserve(accountId: string, quota: MonthlyQuota, pixels: number, now: Date, weight: number, op: string = randomUUID()): Promise<() => Promise<void>> {
     const cost = quotaCost(quota, pixels, weight);
     // The key carries the month, so each calendar month starts afresh.
     const key = `${accountId}:${monthOf(now)}`;
-    const op = randomUUID();
     const { value: charged, fellBack } = await this.insurance.run(
       'quota store',
       undefined,

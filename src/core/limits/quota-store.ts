@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { checkKeyPrefix, tag, type RedisClient } from '../redis.js';
 
 /**
  * Monthly quota counters, one per account and month. Checked and charged in one step, so
@@ -94,32 +94,37 @@ return 1
 `;
 
 export class RedisQuotaStore implements QuotaStore {
+  private readonly prefix: string;
+
   constructor(
-    private readonly redis: Redis,
-    private readonly prefix: string,
-  ) {}
+    private readonly redis: RedisClient,
+    prefix: string,
+  ) {
+    this.prefix = checkKeyPrefix(prefix);
+  }
 
   async charge(key: string, cost: number, limit: number, ttlSeconds: number, op: string = randomUUID()): Promise<boolean> {
-    return (await this.redis.eval(CHARGE, 2, this.k(key), this.opKey(op), cost, limit, ttlSeconds, OP_MEMORY_SECONDS)) === 1;
+    return (await this.redis.eval(CHARGE, 2, this.k(key), this.opKey(key, op), cost, limit, ttlSeconds, OP_MEMORY_SECONDS)) === 1;
   }
 
   async refund(key: string, cost: number, op: string): Promise<void> {
-    await this.redis.eval(REFUND, 2, this.k(key), this.opKey(op), cost, OP_MEMORY_SECONDS);
+    await this.redis.eval(REFUND, 2, this.k(key), this.opKey(key, op), cost, OP_MEMORY_SECONDS);
   }
 
   async adjust(key: string, delta: number, ttlSeconds: number, op: string = randomUUID()): Promise<void> {
-    await this.redis.eval(ADJUST, 2, this.k(key), this.opKey(op), delta, ttlSeconds, OP_MEMORY_SECONDS);
+    await this.redis.eval(ADJUST, 2, this.k(key), this.opKey(key, op), delta, ttlSeconds, OP_MEMORY_SECONDS);
   }
 
   async used(key: string): Promise<number> {
     return Number((await this.redis.get(this.k(key))) ?? 0);
   }
 
+  // A counter and its operation records share the counter's hash tag (one Cluster slot per script).
   private k(key: string): string {
-    return `${this.prefix}:quota:${key}`;
+    return `${this.prefix}:${tag('q', key)}:quota`;
   }
 
-  private opKey(op: string): string {
-    return `${this.prefix}:op:${op}`;
+  private opKey(key: string, op: string): string {
+    return `${this.prefix}:${tag('q', key)}:op:${op}`;
   }
 }

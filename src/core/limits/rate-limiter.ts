@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import {
   BurstyRateLimiter,
   RateLimiterMemory,
@@ -45,7 +45,7 @@ interface PlanRate {
 export class PlanRates {
   private readonly rates = new Map<string, PlanRate>();
 
-  constructor(plans: Plans, options: { redis?: Redis | undefined; prefix: string; insurance: Insurance }) {
+  constructor(plans: Plans, options: { redis?: RedisClient | undefined; prefix: string; insurance: Insurance }) {
     const { redis, prefix, insurance } = options;
     const limiter = (name: string, points: number, duration: number): RateLimiterAbstract => {
       if (!redis) return new RateLimiterMemory({ keyPrefix: `${prefix}:${name}`, points, duration });

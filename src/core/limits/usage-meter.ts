@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { tag, type RedisClient } from '../redis.js';
 import { OP_MEMORY_SECONDS } from './quota-store.js';
 
 export interface Usage {
@@ -55,12 +55,12 @@ return 1
 /** One hash per account and month, written by one script per record (applied once per op). */
 export class RedisUsageMeter implements UsageMeter {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
   ) {}
 
   async add(accountId: string, month: string, megapixels: number, images = 1, op: string = randomUUID()): Promise<void> {
-    await this.redis.eval(ADD, 2, this.key(accountId, month), `${this.prefix}:op:${op}`, images, round(megapixels), USAGE_TTL_SECONDS, OP_MEMORY_SECONDS);
+    await this.redis.eval(ADD, 2, this.key(accountId, month), `${this.prefix}:${tag('a', accountId)}:op:${op}`, images, round(megapixels), USAGE_TTL_SECONDS, OP_MEMORY_SECONDS);
   }
 
   async get(accountId: string, month: string): Promise<Usage> {
@@ -69,6 +69,7 @@ export class RedisUsageMeter implements UsageMeter {
   }
 
   private key(accountId: string, month: string): string {
-    return `${this.prefix}:usage:${accountId}:${month}`;
+    // The account's hash tag: the hash and the operation record sit in one Cluster slot.
+    return `${this.prefix}:${tag('a', accountId)}:usage:${month}`;
   }
 }

@@ -1,6 +1,7 @@
-import { keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
+import { FORMATS, keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
 import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor, type PassModels } from '../image/multi-pass.js';
-import { decodeFullSize, fullSizeAlpha, type ImageLimits, type MaskModel, type Segmentation } from '../image/pipeline.js';
+import type { ImageLimits, MaskModel, Segmentation } from '../image/pipeline.js';
+import type { PixelPool } from '../image/pixel-pool.js';
 import type { ModePlan, PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
@@ -9,16 +10,19 @@ import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
 import { traceStep } from '../../tracing/otel.js';
+import { outputFilename } from './responses.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
-  /** Model inputs in flight on this instance (each a tensor plus its gRPC copies). */
-  inferenceSlots: Budget;
+  /** Model inputs in flight on this instance (each a tensor plus its gRPC copies); jobs take them at low priority. */
+  inferenceSlots: Pick<Budget, 'take'>;
   /** Full-size pixels decoded, composed and encoded at once on this instance. */
   pixelBudget: Budget;
+  /** The worker threads that run the pixel loops (image/pixel-pool.ts). */
+  pixelPool: PixelPool;
   profiles: Record<string, PreprocessingProfile>;
-  /** The model by name, as a function from input tensor to mask. */
-  model: (name: string) => MaskModel;
+  /** The model by name, as a function from input tensor to mask; `profile` for a model not configured (one a mode table names). */
+  model: (name: string, profile?: PreprocessingProfile) => MaskModel;
   /** Whether the served model takes any input size (its metadata says so): then each quality runs at its profile's size. */
   freeSize: (name: string) => boolean;
   /** The served model a pass runs on, given the request's model and the one the mode table names (ModelVerifier.passModel). */
@@ -43,14 +47,14 @@ export interface Cutout {
 export async function makeCutout(scope: RequestScope, admitted: Admitted, order: Order, deps: CutoutDeps): Promise<Cutout> {
   const { signal } = scope;
   const account = admitted.identity.account;
-  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, undefined, QUALITY_QUOTA_WEIGHT[order.output.quality]), signal, (late) => late());
+  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, undefined, QUALITY_QUOTA_WEIGHT[order.output.quality], order.chargeOp && `${order.chargeOp}:quota`), signal, (late) => late());
   const quota = scope.hold(refund);
 
   const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
   // The mask alone of an opaque image needs no full-size decode at all: only the model's input
   // is decoded (an image with alpha is decoded for its own alpha, folded into the mask).
   const needsFullDecode = order.output.channels !== 'alpha' || order.probe.hasAlpha;
-  // Decode the full size while the model runs when there is memory for it now; else later.
+  // With memory for the full size now, a small JPEG is decoded once for the model and the output.
   const early = deps.pixelBudget.tryTake(order.pixels);
   let pixels = early ? scope.hold(early) : undefined;
   let segmentation: Segmentation;
@@ -61,7 +65,18 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     const plan = planFor(profile, order.output.quality, deps.freeSize(order.modelName));
     const models = await passModels(order, plan, deps);
     const segment = () =>
-      segmentAtQuality(order.output.quality, order.upload.file, order.probe, profile, models, deps.imageLimits, signal, Boolean(pixels) && needsFullDecode, plan);
+      segmentAtQuality(
+        order.output.quality,
+        order.upload.file,
+        order.probe,
+        profile,
+        models,
+        deps.imageLimits,
+        signal,
+        deps.pixelPool,
+        Boolean(pixels) && needsFullDecode,
+        plan,
+      );
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {
       past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0), attributes: stageAttributes(seg.timings) }],
@@ -75,10 +90,9 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
-  if (needsFullDecode) await decodeFullSize(segmentation, deps.imageLimits);
-  else fullSizeAlpha(segmentation);
-  // Encoding is the last step of renderOutput.
-  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render), {
+  // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
+  const json = order.output.response === 'json' ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) } : undefined;
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
   });
@@ -87,7 +101,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   // Charged for good only if the client is still there to get the cutout.
   signal.throwIfAborted();
   quota.keep();
-  await deps.enforcer.recordUsage(account.id, order.pixels).catch(deps.onInternalError);
+  await deps.enforcer.recordUsage(account.id, order.pixels, undefined, order.chargeOp && `${order.chargeOp}:usage`).catch(deps.onInternalError);
   return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
 }
 
@@ -100,7 +114,8 @@ async function passModels(order: Order, plan: ModePlan | undefined, deps: Cutout
   const requested = order.modelName;
   if (order.output.model !== undefined || !plan) return { whole: deps.model(requested), crop: deps.model(requested) };
   const [whole, crop] = await Promise.all([deps.passModel(requested, plan.model), deps.passModel(requested, plan.cropModel ?? plan.model)]);
-  return { whole: deps.model(whole), crop: deps.model(crop) };
+  const profile = deps.profiles[requested]!;
+  return { whole: deps.model(whole, profile), crop: deps.model(crop, profile) };
 }
 
 /** Milliseconds per stage, as span attributes. */
@@ -111,6 +126,7 @@ function stageAttributes(timings: Segmentation['timings']): Record<string, numbe
 function stageTimings(segmentation: Segmentation, rendered: Rendered): Record<string, number> {
   const timings: Record<string, number> = {};
   for (const [stage, ms] of Object.entries(segmentation.timings)) timings[stage] = ms ?? 0;
+  timings.decode = (timings.decode ?? 0) + rendered.timings.decode;
   timings.postprocess = (timings.postprocess ?? 0) + rendered.timings.postprocess;
   timings.encode = rendered.timings.encode;
   return timings;

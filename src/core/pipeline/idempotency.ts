@@ -75,10 +75,13 @@ export function idempotentRequest(scope: RequestScope, admitted: Admitted, deps:
       if (!claimed) return;
       // Charged: the claim stays even if writing the result fails (retries get 409 until it lapses, never a second charge).
       claimed.keep();
-      const kept: StoredResponse | undefined =
-        response.body.length <= deps.maxResultBytes
-          ? { status: response.status, headers: Object.fromEntries(Object.entries(response.headers).filter(([name]) => !STANDING_HEADERS.test(name))), body: response.body }
-          : undefined;
+      // Too large to keep: not stored, and the key is released (a retry runs, and is charged, again)
+      // rather than held 24 h for an answer that cannot be given.
+      if (response.body.length > deps.maxResultBytes) {
+        await deps.store.abandon(key, token).catch(deps.onInternalError);
+        return;
+      }
+      const kept: StoredResponse = { status: response.status, headers: Object.fromEntries(Object.entries(response.headers).filter(([name]) => !STANDING_HEADERS.test(name))), body: response.body };
       await deps.store.complete(key, token, kept, deps.times).catch(deps.onInternalError);
     },
   };

@@ -31,6 +31,11 @@ export interface Order {
   pixels: number;
   /** Largest output the plan allows, in pixels (Infinity for none). */
   maxOutputPixels: number;
+  /**
+   * The operation the quota and usage are charged under (default: a new one per request). A job's
+   * image names its own, so one run again elsewhere after a crash is charged once (src/core/jobs).
+   */
+  chargeOp?: string | undefined;
 }
 
 /**

@@ -3,6 +3,7 @@ import { ApiError, problemOf } from '../errors.js';
 import type { CoreResponse } from '../http-types.js';
 import type { OutputOptions } from '../output-options.js';
 import type { Cutout } from './cutout.js';
+import { cutoutJson } from './cutout-json.js';
 
 /**
  * Step 4: the answer. The image itself (or JSON with it in base64), with its size, foreground
@@ -29,15 +30,9 @@ export function cutoutResponse(cutout: Cutout, output: OutputOptions, uploadedNa
     'server-timing': serverTiming,
   };
   if (output.response === 'json') {
-    return jsonResponse(200, headers, {
-      contentType: rendered.contentType,
-      filename,
-      width: rendered.width,
-      height: rendered.height,
-      foreground: box,
-      confidence: Number(cutout.confidence.toFixed(2)),
-      data: rendered.body.toString('base64'),
-    });
+    // Made in the render's worker when the cutout asked for it (makeCutout does).
+    const body = rendered.json ?? cutoutJson(rendered, filename, cutout.confidence);
+    return { status: 200, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) }, body };
   }
   return {
     status: 200,

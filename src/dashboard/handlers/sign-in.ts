@@ -25,7 +25,15 @@ export function signInRoutes(ctx: DashboardContext): Route[] {
     const holder = email ? await config.store.findHolder(email) : undefined;
     const check = await passwords.verify(password, holder?.passwordHash);
     const lockedFor = await attempt.settle(check.valid && holder !== undefined);
-    if (!check.valid || !holder) return lockedFor > 0 ? tooMany(lockedFor) : page(401, 'Wrong email or password.');
+    if (!check.valid || !holder) {
+      if (lockedFor > 0) return tooMany(lockedFor);
+      // Warned on the answer before the try that locks, not only once it has.
+      if (attempt.remaining === 1) {
+        const minutes = Math.ceil(attempt.lockSecondsAfterLast / 60);
+        return page(401, `Wrong email or password. One more wrong password locks sign-in for ${minutes} minute${minutes === 1 ? '' : 's'}.`);
+      }
+      return page(401, 'Wrong email or password.');
+    }
     // Stored at another cost (an older default): store it again at today's while the password is at hand.
     // A failed rewrite is reported, not shown: the old hash still works, the next sign-in tries again.
     if (check.needsRehash) {

@@ -42,34 +42,51 @@ function restrictions(record: KeyRecord): SafeHtml {
 
 function statusLabel(record: KeyRecord): SafeHtml {
   const status = keyStatus(record);
+  if (status === 'active' && record.replacedBy) return html`<span class="status replaced">Being replaced</span> <span class="hint">by <code>${record.replacedBy}</code>, works until ${when(record.expiresAt, '')}</span>`;
   if (status === 'active' && record.expiresAt) return html`<span class="status active">Active</span> <span class="hint">until ${when(record.expiresAt, '')}</span>`;
   return html`<span class="status ${status}">${{ active: 'Active', expired: 'Expired', revoked: 'Revoked' }[status]}</span>`;
 }
 
-export function keysPage(ctx: PageContext, view: { keys: KeyRow[]; error?: string; info?: string; form?: URLSearchParams }): SafeHtml {
-  const rows = view.keys.map(({ record, lastUsed }) => {
-    const active = keyStatus(record) === 'active';
-    return html`<tr>
-  <td>${record.label ?? html`<span class="hint">(no label)</span>`}</td>
-  <td><code>${record.id}</code></td>
-  <td>${when(record.createdAt, '')}</td>
-  <td>${when(lastUsed, 'Never')}</td>
-  <td>${when(record.expiresAt, 'Never')}</td>
-  <td>${restrictions(record)}</td>
-  <td>${statusLabel(record)}</td>
-  <td class="actions">${
-    active
-      ? html`<form method="post" action="${ctx.base}/keys/${record.id}/rotate" class="inline">
+function actions(ctx: PageContext, record: KeyRecord): SafeHtml {
+  const revoke = html`<a class="button danger" href="${ctx.base}/keys/${record.id}/revoke">Revoke</a>`;
+  // A key being replaced is not rotated again (its successor would inherit its short deadline).
+  if (record.replacedBy) return html`<span class="hint">Rotated already: rotate its successor.</span> ${revoke}`;
+  return html`<form method="post" action="${ctx.base}/keys/${record.id}/rotate" class="rotate">
       ${csrfField(ctx)}
       <label for="overlap-${record.id}">Old key keeps working for</label>
-      <select id="overlap-${record.id}" name="overlap">${OVERLAPS.map(([value, , label]) => html`<option value="${value}"${value === '24h' ? html` selected` : ''}>${label}</option>`)}</select>
+      <span class="controls"><select id="overlap-${record.id}" name="overlap">${OVERLAPS.map(([value, , label]) => html`<option value="${value}"${value === '24h' ? html` selected` : ''}>${label}</option>`)}</select>
       <button type="submit">Rotate</button>
-    </form>
-    <a class="button danger" href="${ctx.base}/keys/${record.id}/revoke">Revoke</a>`
-      : ''
-  }</td>
-</tr>`;
-  });
+      ${revoke}</span>
+    </form>`;
+}
+
+/**
+ * One table of keys. Each cell carries its column's name (data-label): on a narrow screen the
+ * rows stack as cards that show it (dashboard.css), so every action is on screen; on a wide one
+ * the table sits in a labelled region that can be focused and scrolled if it is still too wide.
+ */
+function keyTable(ctx: PageContext, rows: KeyRow[], caption: string, withActions: boolean): SafeHtml {
+  const body = rows.map(({ record, lastUsed }) => html`<tr>
+  <td data-label="Label" class="key-label">${record.label ?? html`<span class="hint">(no label)</span>`}</td>
+  <td data-label="ID"><code>${record.id}</code></td>
+  <td data-label="Created">${when(record.createdAt, '')}</td>
+  <td data-label="Last used">${when(lastUsed, 'Never')}</td>
+  <td data-label="Expires">${when(record.expiresAt, 'Never')}</td>
+  <td data-label="Restrictions">${restrictions(record)}</td>
+  <td data-label="Status">${statusLabel(record)}</td>
+  ${withActions ? html`<td data-label="Actions" class="actions">${actions(ctx, record)}</td>` : ''}
+</tr>`);
+  return html`<div class="table-wrap" role="region" tabindex="0" aria-label="${caption}"><table class="keys">
+<caption class="visually-hidden">${caption}</caption>
+<thead><tr><th scope="col">Label</th><th scope="col">ID</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Restrictions</th><th scope="col">Status</th>${withActions ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+<tbody>${body}</tbody>
+</table></div>`;
+}
+
+export function keysPage(ctx: PageContext, view: { keys: KeyRow[]; error?: string; info?: string; form?: URLSearchParams }): SafeHtml {
+  // Keys that work are the list; revoked and expired ones are kept out of the way, folded.
+  const live = view.keys.filter(({ record }) => keyStatus(record) === 'active');
+  const ended = view.keys.filter(({ record }) => keyStatus(record) !== 'active');
   const f = view.form;
   return layout(
     { ...ctx, title: 'Developer settings', current: 'keys' },
@@ -77,14 +94,13 @@ export function keysPage(ctx: PageContext, view: { keys: KeyRow[]; error?: strin
 <p>API keys identify your account to <code>POST /v1/remove-bg</code> in the <code>X-API-KEY</code> header. Keep them on your servers: never put a key in a web page or an app.</p>
 <section aria-labelledby="keys-heading">
 <h2 id="keys-heading">API keys</h2>
+${live.length === 0 ? html`<p>No active keys${ended.length ? '' : ' yet'}.</p>` : keyTable(ctx, live, 'Active API keys of this account', true)}
 ${
-  view.keys.length === 0
-    ? html`<p>No keys yet.</p>`
-    : html`<div class="table-wrap"><table class="keys">
-<caption class="visually-hidden">API keys of this account</caption>
-<thead><tr><th scope="col">Label</th><th scope="col">ID</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Restrictions</th><th scope="col">Status</th><th scope="col">Actions</th></tr></thead>
-<tbody>${rows}</tbody>
-</table></div>`
+  ended.length
+    ? html`<details class="ended"><summary>Revoked and expired keys (${ended.length})</summary>
+${keyTable(ctx, ended, 'Revoked and expired API keys of this account', false)}
+</details>`
+    : ''
 }
 </section>
 <section class="card" aria-labelledby="create-heading">
@@ -114,8 +130,13 @@ export function newKeyPage(ctx: PageContext, view: { key: string; record: KeyRec
     { ...ctx, title: view.rotated ? 'Key rotated' : 'Key created', current: 'keys' },
     html`<section class="card new-key" aria-labelledby="new-key-heading">
 <h2 id="new-key-heading">Your new API key</h2>
-<p role="alert" class="notice warn">Copy it now: this is the only time it is shown. Only a hash of it is stored.</p>
-${view.rotated ? html`<p>The old key <code>${view.rotated.id}</code> keeps working until ${when(view.rotated.expiresAt, 'never')}; switch your servers to the new one before then.</p>` : ''}
+<p role="alert" class="notice warn">Copy it now: this is the only time it is shown (reloading this page will not show it again). Only a hash of it is stored.</p>
+${
+  view.rotated
+    ? html`<p>The old key <code>${view.rotated.id}</code> keeps working until ${when(view.rotated.expiresAt, 'never')}; switch your servers to the new one before then.
+The new key has its label and restrictions, and ${view.record.expiresAt ? html`the expiry it was created with: ${when(view.record.expiresAt, '')}` : 'never expires'}.</p>`
+    : ''
+}
 <p><label for="new-key">Key <code>${view.record.id}</code>${view.record.label ? html` (${view.record.label})` : ''}</label>
 <span class="copy-row"><input id="new-key" class="secret" readonly value="${view.key}" spellcheck="false" autocomplete="off">
 <button type="button" data-copy="new-key">Copy</button></span></p>

@@ -26,21 +26,23 @@ const NAV: Array<[NonNullable<PageContext['current']>, string, string]> = [
 
 /** The page frame: header, navigation, a main landmark, the dashboard's own CSS and script. */
 export function layout(ctx: PageContext, content: SafeHtml): SafeHtml {
+  // Sign out is the list's last item, so links and it wrap as one flow (two lines on a phone).
+  const signOut = ctx.embedded
+    ? html`<li class="sign-out-item"><form method="post" action="${ctx.base}/sign-out" class="sign-out">
+              <input type="hidden" name="_csrf" value="${ctx.csrfToken}">
+              <button type="submit">Sign out</button>
+            </form></li>`
+    : ctx.signOutUrl
+      ? html`<li class="sign-out-item"><a class="sign-out" href="${ctx.signOutUrl}">Sign out</a></li>`
+      : '';
   const nav = ctx.accountId
     ? html`<nav aria-label="Dashboard">
         <ul>
           ${NAV.filter(([id]) => id !== 'account' || ctx.embedded).map(
             ([id, path, label]) => html`<li><a href="${ctx.base}${path}"${id === ctx.current ? html` aria-current="page"` : ''}>${label}</a></li>`,
           )}
+          ${signOut}
         </ul>
-        ${ctx.embedded
-          ? html`<form method="post" action="${ctx.base}/sign-out" class="sign-out">
-              <input type="hidden" name="_csrf" value="${ctx.csrfToken}">
-              <button type="submit">Sign out</button>
-            </form>`
-          : ctx.signOutUrl
-            ? html`<a class="sign-out" href="${ctx.signOutUrl}">Sign out</a>`
-            : ''}
       </nav>`
     : '';
   return html`<html lang="en">

@@ -2,6 +2,7 @@ import type { ActivityBatch } from '../../core/activity/recorder.js';
 import type { FileKeyStore, KeyFile } from '../../core/auth/file-key-store.js';
 import type { Account } from '../../core/auth/key-store.js';
 import { EmailTakenError, type AccountHolder, type DashboardStore, type SessionRecord } from '../store.js';
+import { emptyUsage, FileUsageStore, type DayUsage, type UsageSection } from './file-usage.js';
 import { JsonFile } from './json-file.js';
 
 /** What changes often (every sign-in, every activity flush): in the dashboard's own file. */
@@ -9,6 +10,8 @@ interface DashboardFile {
   version: 1;
   sessions: Record<string, SessionRecord>;
   activity: { daily: Record<string, Record<string, number>>; lastUsed: Record<string, string> };
+  /** The month's quota and usage when the handler keeps them here (`usageStore: store.usage`). */
+  usage?: UsageSection;
 }
 
 /** The key file's part: the account holders (they change when a password does), and what versions before 0.2 kept there. */
@@ -37,12 +40,32 @@ const emptyFile = (): DashboardFile => ({ version: 1, sessions: {}, activity: { 
  */
 export class FileDashboardStore implements DashboardStore {
   private readonly own: JsonFile<DashboardFile>;
+  /**
+   * The month's quota and usage, kept in this store's file: pass it to the handler as
+   * `usageStore` (without Redis), and they survive a restart; the usage page's month total and
+   * its daily chart then read the same per-day records. Close it (or the store) on shutdown.
+   */
+  readonly usage: FileUsageStore;
 
   constructor(
     private readonly keys: FileKeyStore,
     options: FileDashboardStoreOptions = {},
   ) {
     this.own = new JsonFile(options.file ?? keys.file.replace(/(\.json)?$/, '.dashboard.json'), emptyFile);
+    this.usage = new FileUsageStore({
+      read: async () => (await this.read()).usage,
+      update: (change) => this.update((data) => change((data.usage ??= emptyUsage()))),
+    });
+  }
+
+  /** Charged cutouts per day, from the records the month's total is summed from. */
+  dailyUsage(accountId: string, days: string[]): Promise<DayUsage[] | undefined> {
+    return this.usage.dailyUsage(accountId, days);
+  }
+
+  /** Writes the usage still pending. */
+  async close(): Promise<void> {
+    await this.usage.close();
   }
 
   /** Where sessions and activity are kept. */

@@ -1,0 +1,197 @@
+/**
+ * The `host` bench section: what bgcut's work does to the process that mounts it. While clients
+ * keep posting photos to a fresh API process (2 clients x the 24 MP photo, then 8 clients x the
+ * ~1 MP one), a sampler asks a cheap route of the same process (`GET /v1/models`) and, alongside,
+ * a control: a plain node:http server in a process of its own, under the same machine load.
+ * Reported per load and output (png, jpg on a colour, quality=best, response=json):
+ * - the cheap route's p50/p99/max latency, the control's, and p99 API - p99 control;
+ * - the API process's event-loop delay (monitorEventLoopDelay, from host-probe.ts): its largest
+ *   value is the longest block.
+ * `--compare DIR` runs the same against another build (e.g. main's), one after the other per cell.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface HostApi {
+  child: ChildProcess;
+  url: string;
+  stop: () => Promise<void>;
+}
+
+export interface HostBenchOptions {
+  /** Starts an API process (this build, or `build`) with extra node arguments and environment. */
+  startApi: (extraEnv: Record<string, string>, nodeArgs: string[], build?: string) => Promise<HostApi>;
+  key: string;
+  photo: Buffer;
+  large: Buffer;
+  compare?: string | undefined;
+  /** Requests per client in each cell. */
+  requestsPerClient: number;
+}
+
+export const HOST_OUTPUTS: { name: string; query: string; json?: boolean }[] = [
+  { name: 'png', query: '' },
+  { name: 'jpg on a colour', query: 'format=jpg&bg_color=%2320c85a' },
+  { name: 'best', query: 'quality=best' },
+  { name: 'response=json', query: '', json: true },
+];
+
+export interface HostRow {
+  build: string;
+  load: string;
+  output: string;
+  requests: number;
+  errors: number;
+  cheapRoute: { p50Ms: number; p99Ms: number; maxMs: number; samples: number };
+  control: { p50Ms: number; p99Ms: number; maxMs: number; samples: number };
+  p99OverControlMs: number;
+  eventLoop: { maxMs: number; p99Ms: number; p50Ms: number };
+}
+
+function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const rank = (p / 100) * (s.length - 1);
+  const lo = Math.floor(rank);
+  return s[lo]! + (s[Math.min(s.length - 1, lo + 1)]! - s[lo]!) * (rank - lo);
+}
+const round = (x: number) => Math.round(x * 10) / 10;
+const summary = (xs: number[]) => ({ p50Ms: round(percentile(xs, 50)), p99Ms: round(percentile(xs, 99)), maxMs: round(Math.max(...xs)), samples: xs.length });
+
+/** The control: a plain node:http server answering a small JSON, in a process of its own. */
+async function startControl(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const code = `const http = require('node:http');
+const body = Buffer.from(JSON.stringify({ ok: true }));
+const server = http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }); res.end(body); });
+server.listen(0, '127.0.0.1', () => console.log('port ' + server.address().port));`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.once('data', (chunk: Buffer) => resolve(Number(/port (\d+)/.exec(chunk.toString())![1])));
+    child.once('exit', (c) => reject(new Error(`control exited with ${c}`)));
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { url: `http://127.0.0.1:${port}/`, stop: () => (child.kill('SIGTERM'), exited) };
+}
+
+/** GET with a fresh connection each time (as a health check does), resolving with its latency in ms. */
+function timedGet(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const request = http.get(url, { agent: false, timeout: 30_000 }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(performance.now() - started));
+    });
+    request.on('error', reject);
+    request.on('timeout', () => request.destroy(new Error('timeout')));
+  });
+}
+
+async function post(url: string, key: string, image: Buffer, query: string, json: boolean): Promise<number> {
+  const form = new FormData();
+  form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
+  const response = await fetch(query ? `${url}?${query}` : url, { method: 'POST', headers: { 'x-api-key': key, ...(json ? { accept: 'application/json' } : {}) }, body: form });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+/** The event-loop figures host-probe.ts wrote since the last signal (then it starts again). */
+async function readProbe(child: ChildProcess, file: string): Promise<{ maxMs: number; p99Ms: number; p50Ms: number }> {
+  const before = await readFile(file, 'utf8').catch(() => '');
+  child.kill('SIGUSR2');
+  for (let i = 0; i < 200; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    const text = await readFile(file, 'utf8').catch(() => '');
+    if (text && text !== before) return JSON.parse(text) as { maxMs: number; p99Ms: number; p50Ms: number };
+  }
+  throw new Error('host probe did not answer');
+}
+
+/** One cell: the load runs to its end while the sampler asks both cheap routes every 20 ms. */
+async function cell(api: HostApi, probeFile: string, control: string, key: string, image: Buffer, clients: number, perClient: number, output: (typeof HOST_OUTPUTS)[number]) {
+  const cheap = api.url.replace(/\/v1\/remove-bg$/, '/v1/models');
+  // One unmeasured request of this kind first (JIT, caches), then the figures start.
+  await post(api.url, key, image, output.query, Boolean(output.json));
+  await readProbe(api.child, probeFile);
+  let done = false;
+  let errors = 0;
+  let requests = 0;
+  const apiTimes: number[] = [];
+  const controlTimes: number[] = [];
+  const sampler = (async () => {
+    while (!done) {
+      const [a, c] = await Promise.all([timedGet(cheap), timedGet(control)]);
+      apiTimes.push(a);
+      controlTimes.push(c);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let i = 0; i < perClient; i++) {
+        const status = await post(api.url, key, image, output.query, Boolean(output.json));
+        requests++;
+        if (status !== 200) errors++;
+      }
+    }),
+  );
+  done = true;
+  await sampler;
+  const eventLoop = await readProbe(api.child, probeFile);
+  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop };
+}
+
+export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
+  const probe = fileURLToPath(new URL('./host-probe.js', import.meta.url));
+  const control = await startControl();
+  const rows: HostRow[] = [];
+  const builds: [string, string | undefined][] = [['this build', undefined], ...(options.compare ? [[options.compare, options.compare] as [string, string]] : [])];
+  const loads = [
+    { name: '2 clients x 24 MP', clients: 2, image: options.large },
+    { name: '8 clients x 1 MP', clients: 8, image: options.photo },
+  ];
+  try {
+    const apis = await Promise.all(
+      builds.map(async ([name, build], i) => {
+        const file = path.join(os.tmpdir(), `bgcut-host-probe-${process.pid}-${i}.json`);
+        return { name, file, api: await options.startApi({ BGCUT_HOST_PROBE_FILE: file }, ['--import', probe], build) };
+      }),
+    );
+    try {
+      for (const load of loads) {
+        for (const output of HOST_OUTPUTS) {
+          // Builds one after the other, cell by cell, so both see the same machine load.
+          for (const { name, file, api } of apis) {
+            const r = await cell(api, file, control.url, options.key, load.image, load.clients, options.requestsPerClient, output);
+            const row: HostRow = { build: name, load: load.name, output: output.name, ...r, p99OverControlMs: round(r.cheapRoute.p99Ms - r.control.p99Ms) };
+            rows.push(row);
+            printRow(row);
+          }
+        }
+      }
+    } finally {
+      for (const { api } of apis) await api.stop();
+    }
+  } finally {
+    await control.stop();
+  }
+  return rows;
+}
+
+let printed = false;
+function printRow(r: HostRow): void {
+  if (!printed) {
+    console.log('\nhost: the API process under load, a cheap route (GET /v1/models) beside a control process (plain node:http), and the API\'s event-loop delay');
+    console.log('| build | load | output | requests (errors) | /v1/models p50 / p99 / max ms | control p50 / p99 / max ms | p99 - control p99 ms | event loop: longest block / p99 ms |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    printed = true;
+  }
+  const c = r.cheapRoute;
+  const k = r.control;
+  console.log(
+    `| ${r.build} | ${r.load} | ${r.output} | ${r.requests} (${r.errors}) | ${c.p50Ms} / ${c.p99Ms} / ${c.maxMs} | ${k.p50Ms} / ${k.p99Ms} / ${k.maxMs} | **${r.p99OverControlMs}** | **${r.eventLoop.maxMs}** / ${r.eventLoop.p99Ms} |`,
+  );
+}

@@ -1,0 +1,91 @@
+/**
+ * The pixel pool's worker (pixel-pool.ts): each export is a task. Buffers arrive as Uint8Array
+ * (structured clone) and are wrapped as Buffers without a copy; results are moved back to the
+ * main thread (transferred), not copied.
+ */
+import { threadId } from 'node:worker_threads';
+import { move, transferableSymbol, valueSymbol } from 'piscina';
+import type { Look } from './confidence.js';
+import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
+import { kernelCalls } from './kernel-calls.js';
+import { looksConfidence, mergeMasks } from './multi-pass.js';
+import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
+import type { BestPasses } from './passes.js';
+import { upscaleMask } from './tensor.js';
+
+export type { RenderJob, RenderResult } from './output.js';
+
+const buf = (bytes: Uint8Array): Buffer => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+
+/**
+ * A result and the buffers to move with it. A buffer that is not alone in its memory (a small
+ * one from Node's pool) or not movable (made by native code, as sharp's are) is copied instead:
+ * into memory of its own when large, so the main thread gets it without a copy there.
+ */
+function reply<T>(value: T, buffers: Uint8Array[]): unknown {
+  const list: ArrayBuffer[] = [];
+  for (const b of buffers) if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !list.includes(b.buffer as ArrayBuffer)) list.push(b.buffer as ArrayBuffer);
+  const wrapped = { value, threadId };
+  if (list.length === 0) return wrapped;
+  return move({
+    get [transferableSymbol]() {
+      return list;
+    },
+    get [valueSymbol]() {
+      return wrapped;
+    },
+  } as never);
+}
+
+/** A copy of `bytes` in memory of its own (movable), when it is not already. */
+function own(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.byteLength >= 4096) return bytes;
+  const copy = Buffer.from(new ArrayBuffer(bytes.length));
+  bytes.copy(copy);
+  return copy;
+}
+
+export function fullSizeMask(task: { plan: MaskPlan; width: number; height: number }): unknown {
+  const alpha = own(buildFullSizeMask(revivePlan(task.plan), task.width, task.height));
+  return reply(alpha, [alpha]);
+}
+
+export function mergeMasks_(task: { masks: Uint8Array[]; how: BestPasses['mirrorMerge'] }): unknown {
+  const out = own(mergeMasks(task.masks.map(buf), task.how));
+  return reply(out, [out]);
+}
+export { mergeMasks_ as mergeMasks };
+
+export function upscale(task: { src: Uint8Array; srcWidth: number; srcHeight: number; width: number; height: number }): unknown {
+  const out = own(upscaleMask(buf(task.src), task.srcWidth, task.srcHeight, task.width, task.height));
+  return reply(out, [out]);
+}
+export { upscale as upscaleMask };
+
+export function looksConfidence_(task: { whole: Uint8Array; w: number; h: number; looks: Look[]; laidFrom: number }): unknown {
+  const looks = task.looks.map((look) => ({ ...look, mask: buf(look.mask) }));
+  return reply(looksConfidence(buf(task.whole), task.w, task.h, looks, task.laidFrom), []);
+}
+export { looksConfidence_ as looksConfidence };
+
+export async function render(job: RenderJob): Promise<unknown> {
+  const result: RenderResult = await renderFullSize({
+    ...job,
+    bytes: buf(job.bytes),
+    decoded: job.decoded && buf(job.decoded),
+    mask: revivePlan(job.mask),
+    view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
+  });
+  const body = own(result.body);
+  const json = result.json && own(result.json);
+  return reply({ ...result, body, json }, json ? [body, json] : [body]);
+}
+
+export function kernelCalls_(): unknown {
+  return reply({ ...kernelCalls }, []);
+}
+export { kernelCalls_ as kernelCalls };
+
+function revivePlan(plan: MaskPlan): MaskPlan {
+  return { ...plan, grey: buf(plan.grey), parts: plan.parts.map((part) => ({ ...part, mask: buf(part.mask) })) };
+}

@@ -1,0 +1,17 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * Vitest for mutation runs: an area's fast, dedicated unit tests only, with no global setup (no
+ * inference server, no output capture) so StrykerJS can run them hundreds of times in minutes.
+ */
+export function unitConfig(include: string[]) {
+  return defineConfig({
+    root: new URL('..', import.meta.url).pathname,
+    test: {
+      include,
+      fileParallelism: false,
+      testTimeout: 30_000,
+      hookTimeout: 60_000,
+    },
+  });
+}

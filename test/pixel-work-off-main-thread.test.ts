@@ -1,0 +1,129 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { isMainThread } from 'node:worker_threads';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, type RemoveBgHandler } from '../src/core/index.js';
+import { kernelCalls } from '../src/core/image/kernel-calls.js';
+import { segmentAtQuality } from '../src/core/image/multi-pass.js';
+import { renderOutput } from '../src/core/image/output.js';
+import { probeImage } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
+import type { MaskModel } from '../src/core/image/pipeline.js';
+import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
+import { uploadRequest } from './helpers/core-request.js';
+import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
+import { objectOnTexture } from './helpers/synthetic-image.js';
+
+/**
+ * Every per-pixel loop written in JavaScript whose cost grows with the image (or, for `best`,
+ * with the model's grid) runs in the pixel pool's worker threads, never on the event loop of the
+ * process that mounts the handler. Asserted on where the kernels ran (kernel-calls.ts counts each
+ * call in the thread that makes it), not on time: after real cutouts with the real model, for
+ * every output that takes a different path, the main thread's counts are all zero; and the same
+ * paths, run directly with a stand-in model (a soft-edged disc: what is tested is where the work
+ * runs, not the model), show every kernel did run in the worker.
+ */
+const KERNELS = ['upscaleMask', 'splitAlpha', 'pasteBlended', 'estimateForeground', 'foregroundBox', 'composeOpaque', 'composeRgba', 'clearTransparent', 'mergeMasks', 'looksConfidence'];
+
+/** An RGB photo-like image and the same with a transparent left quarter (an input alpha to fold in). */
+async function images() {
+  const { rgb } = await objectOnTexture(480, 360, 'raw');
+  const { bytes } = await objectOnTexture(480, 360);
+  const alpha = Buffer.alloc(480 * 360, 255);
+  for (let y = 0; y < 360; y++) alpha.fill(0, y * 480, y * 480 + 120);
+  const rgba = await sharp(rgb, { raw: { width: 480, height: 360, channels: 3 } }).joinChannel(alpha, { raw: { width: 480, height: 360, channels: 1 } }).png().toBuffer();
+  return { jpeg: bytes, rgba };
+}
+
+/** Requests that take each path of the render: clear, colour, translucent colour, crop, mask alone, best's merges, JSON; and an input alpha. */
+const REQUESTS: [input: 'jpeg' | 'rgba', query: string][] = [
+  ['jpeg', ''],
+  ['jpeg', '?format=jpg&bg_color=%2320c85a'],
+  ['jpeg', '?bg_color=%2320c85a80'],
+  ['jpeg', '?crop=true&format=webp'],
+  ['jpeg', '?channels=alpha'],
+  ['jpeg', '?quality=best'],
+  ['jpeg', 'json'],
+  ['rgba', ''],
+];
+
+/** A soft-edged disc whatever the input, at the size asked for. */
+const discModel: MaskModel = async (_input, _signal, size) => {
+  const width = size?.width ?? ISNET_PROFILE.width;
+  const height = size?.height ?? ISNET_PROFILE.height;
+  const mask = new Uint8Array(width * height);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) mask[y * width + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - width / 2, y - height / 2) - width / 4) * 4)));
+  }
+  return { mask };
+};
+
+const mainCounts = () => Object.fromEntries(KERNELS.map((k) => [k, kernelCalls[k] ?? 0]));
+const zero = Object.fromEntries(KERNELS.map((k) => [k, 0]));
+
+describe('full-size pixel work stays off the main thread', () => {
+  let handler: RemoveBgHandler;
+  let key: string;
+  let inputs: { jpeg: Buffer; rgba: Buffer };
+  beforeAll(async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-off-main-'));
+    const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+    key = (await store.createKey({ accountId: 'acct_open', plan: 'open' })).key;
+    recordIssuedKeys([key]);
+    handler = createRemoveBgHandler({
+      keyStore: store,
+      plans: { open: { requestsPerMinute: 1000 } },
+      inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
+      pixelThreads: 1,
+      onInternalError: captureInternalError,
+    });
+    await handler.ready();
+    inputs = await images();
+  });
+  afterAll(() => handler?.close());
+
+  it('through the handler: every output option, JSON answers and an input with its own alpha, with no pixel kernel run on the main thread', async () => {
+    expect(isMainThread).toBe(true);
+    const before = mainCounts();
+    for (const [name, query] of REQUESTS) {
+      const driven = uploadRequest(key, inputs[name], `${name}.png`);
+      if (query === 'json') driven.request.headers.accept = 'application/json';
+      else driven.request.url = `/v1/remove-bg${query}`;
+      const response = await handler.handle(driven.request);
+      expect(response.status, `${name} ${query}: ${response.body.toString().slice(0, 200)}`).toBe(200);
+      const body = query === 'json' ? Buffer.from(JSON.parse(response.body.toString()).data, 'base64') : response.body;
+      expect((await sharp(body).metadata()).width, `${name} ${query}`).toBeGreaterThan(0);
+    }
+    const after = mainCounts();
+    expect(Object.fromEntries(KERNELS.map((k) => [k, after[k]! - before[k]!]))).toEqual(zero);
+  }, 300_000);
+
+  it('the same paths run every kernel in the pool\'s worker (so the check above is not vacuous)', async () => {
+    const pool = new PixelPool({ threads: 1 });
+    const before = mainCounts();
+    try {
+      const limits = { maxInputPixels: 50_000_000 };
+      const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
+      const outputs: OutputOptions[] = [
+        DEFAULT_OUTPUT,
+        { ...DEFAULT_OUTPUT, format: 'jpg', bgColor: { r: 32, g: 200, b: 90, alpha: 1 } },
+        { ...DEFAULT_OUTPUT, bgColor: { r: 32, g: 200, b: 90, alpha: 0.5 } },
+      ];
+      for (const bytes of [inputs.jpeg, inputs.rgba]) {
+        const probe = await probeImage(bytes, limits);
+        for (const quality of ['balanced', 'best'] as const) {
+          const seg = await segmentAtQuality(quality, bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(120_000), pool);
+          for (const output of outputs) await renderOutput(seg, output, render, pool);
+        }
+      }
+      const inWorker = await pool.workerKernelCalls();
+      for (const kernel of KERNELS) expect(inWorker[kernel] ?? 0, kernel).toBeGreaterThan(0);
+      expect([...pool.ranIn].every((id) => id !== 0)).toBe(true);
+      expect(mainCounts()).toEqual(before);
+    } finally {
+      await pool.close();
+    }
+  }, 120_000);
+});

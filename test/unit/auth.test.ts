@@ -1,0 +1,227 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { hashApiKey } from '../../src/core/auth/api-key.js';
+import { authenticate } from '../../src/core/auth/authenticate.js';
+import { FileKeyStore } from '../../src/core/auth/file-key-store.js';
+import { InvalidAllowListEntryError, ipAllowed, validateAllowedIps } from '../../src/core/auth/ip-allow-list.js';
+import { TooManyKeysError } from '../../src/core/auth/key-records.js';
+import { isOrigin, validateAllowedOrigins } from '../../src/core/auth/origin-allow-list.js';
+import { RedisKeyStore } from '../../src/core/auth/redis-key-store.js';
+import { ApiError } from '../../src/core/errors.js';
+import { useRedis } from '../helpers/use-redis.js';
+
+// Auth alone: allow-lists, the key stores' ceilings and Redis-outage bound, authenticate's
+// refusals. No server, no model (a real redis-server for the Redis store).
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe('IP allow-lists', () => {
+  it.each([
+    // [client, list, allowed]
+    ['192.0.2.7', ['192.0.2.7'], true],
+    ['192.0.2.8', ['192.0.2.7'], false],
+    ['10.1.2.3', ['10.0.0.0/8'], true],
+    ['11.0.0.1', ['10.0.0.0/8'], false],
+    ['192.0.2.255', ['192.0.2.0/24'], true],
+    ['192.0.3.0', ['192.0.2.0/24'], false],
+    ['203.0.113.9', ['0.0.0.0/0'], true],
+    // IPv6 ranges longer than /32.
+    ['2001:db8:1234:5::1', ['2001:db8:1234::/48'], true],
+    ['2001:db8:1235::1', ['2001:db8:1234::/48'], false],
+    ['2001:db8:1234:5678:9abc::1', ['2001:db8:1234:5678::/64'], true],
+    ['2001:db8:1234:5679::1', ['2001:db8:1234:5678::/64'], false],
+    ['2001:db8::1', ['2001:db8::1/128'], true],
+    ['2001:db8::2', ['2001:db8::1/128'], false],
+    ['2001:db8::1', ['2001:db8::1'], true],
+    // IPv4-mapped IPv6 (what a dual-stack socket reports) against IPv4 entries.
+    ['::ffff:10.1.2.3', ['10.0.0.0/8'], true],
+    ['::FFFF:10.1.2.3', ['10.0.0.0/8'], true],
+    ['::ffff:11.1.2.3', ['10.0.0.0/8'], false],
+    ['::ffff:192.0.2.7', ['192.0.2.7'], true],
+    ['::ffff:192.0.2.8', ['192.0.2.7'], false],
+    // Families do not mix otherwise.
+    ['10.1.2.3', ['2001:db8::/32'], false],
+    ['2001:db8::1', ['10.0.0.0/8'], false],
+    // Not an address.
+    ['', ['0.0.0.0/0'], false],
+    ['not-an-ip', ['0.0.0.0/0'], false],
+    ['::ffff:999.1.2.3', ['0.0.0.0/0'], false],
+  ])('%s against %j: %s', (client, list, allowed) => {
+    expect(ipAllowed(client, list)).toBe(allowed);
+  });
+
+  it('any entry of several may match', () => {
+    expect(ipAllowed('198.51.100.4', ['192.0.2.0/24', '198.51.100.0/24'])).toBe(true);
+    expect(ipAllowed('2001:db8:1234::9', ['10.0.0.0/8', '2001:db8:1234::/48'])).toBe(true);
+  });
+
+  it.each(['10.0.0.0/33', '2001:db8::/129', '10.0.0.0/8/1', 'host.example', '10.0.0.0/-1', '10.0.0.0/08', '10.0.0.0/', '10.0.0.0/1000', ''])('refuses the entry %j', (entry) => {
+    expect(() => validateAllowedIps([entry])).toThrow(InvalidAllowListEntryError);
+    expect(() => ipAllowed('10.0.0.1', [entry])).toThrow(InvalidAllowListEntryError);
+  });
+
+  it.each(['10.0.0.0/0', '10.0.0.0/32', '2001:db8::/0', '2001:db8::/128', '2001:db8::/100', '10.0.0.0/9'])('accepts the entry %j', (entry) => {
+    expect(validateAllowedIps([entry])).toEqual([entry]);
+  });
+
+  it('validateAllowedIps: undefined passes, a non-string is named, the error names the entry', () => {
+    expect(validateAllowedIps(undefined)).toBeUndefined();
+    expect(() => validateAllowedIps([5 as unknown as string])).toThrow('"5" is not an IP address or CIDR range');
+    const error = (() => {
+      try {
+        validateAllowedIps(['10.0.0.0/8', 'nope']);
+      } catch (e) {
+        return e as InvalidAllowListEntryError;
+      }
+    })();
+    expect(error).toBeInstanceOf(RangeError);
+    expect([error!.name, error!.entry]).toEqual(['InvalidAllowListEntryError', 'nope']);
+  });
+});
+
+describe('origin allow-lists', () => {
+  it.each([
+    ['https://shop.example', true],
+    ['http://localhost:8080', true],
+    ['https://shop.example/', false],
+    ['HTTPS://shop.example', false],
+    ['ftp://shop.example', false],
+    ['https://shop.example/path', false],
+    ['shop.example', false],
+  ])('%s is an origin: %s', (entry, ok) => {
+    expect(isOrigin(entry)).toBe(ok);
+  });
+
+  it('validateAllowedOrigins names the first bad entry', () => {
+    expect(validateAllowedOrigins(['https://a.example'])).toEqual(['https://a.example']);
+    expect(validateAllowedOrigins(undefined)).toBeUndefined();
+    expect(() => validateAllowedOrigins(['https://a.example', 'https://b.example/'])).toThrow('"https://b.example/" is not an origin');
+  });
+});
+
+describe('FileKeyStore: the active-key ceiling is per account', () => {
+  it('maxActiveKeys counts only the account\'s own active keys (not other accounts\', not revoked or expired ones)', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-'));
+    const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+    // Another account with many keys does not count against this one.
+    for (let i = 0; i < 3; i++) await store.createKey({ accountId: 'acct_other', plan: 'p' });
+    await store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2 });
+    const second = await store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2 });
+    await expect(store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2 })).rejects.toBeInstanceOf(TooManyKeysError);
+    // A revoked key frees its place; so does an expired one.
+    await store.revokeKey(second.record.id);
+    const third = await store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2 });
+    await expect(store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2 })).rejects.toBeInstanceOf(TooManyKeysError);
+    await store.rotateKey(third.record.id, 0);
+    await expect(store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2 })).rejects.toBeInstanceOf(TooManyKeysError);
+    const past = await store.createKey({ accountId: 'acct_old', plan: 'p', expiresAt: new Date(Date.now() - 1000) });
+    expect(past.record.accountId).toBe('acct_old');
+    await store.createKey({ accountId: 'acct_old', plan: 'p', maxActiveKeys: 1 });
+    // revokeOthers is not refused by the ceiling: it leaves one key.
+    const fresh = await store.createKey({ accountId: 'acct_me', plan: 'p', maxActiveKeys: 2, revokeOthers: true });
+    const active = (await store.listKeys('acct_me')).filter((k) => !k.revokedAt && !(k.expiresAt && Date.parse(k.expiresAt) <= Date.now()));
+    expect(active.map((k) => k.id)).toEqual([fresh.record.id]);
+    expect((await store.listKeys('acct_other')).filter((k) => !k.revokedAt)).toHaveLength(3);
+  });
+});
+
+describe('RedisKeyStore: while Redis is away, remembered keys are served for a bounded time', () => {
+  const shared = useRedis();
+
+  it('within maxStaleMs a remembered key (revoked since, too) keeps working; past it, the lookup fails; a key never seen fails at once', async () => {
+    const store = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'stale', cacheTtlMs: 1000 });
+    const { key, record } = await store.createKey({ accountId: 'acct_s', plan: 'p' });
+    const other = await store.createKey({ accountId: 'acct_s', plan: 'p' });
+    // A client of its own, to take away; the store reads through it.
+    const client = new Redis(shared.server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    await client.connect();
+    const staleMs = 60_000;
+    const away = new RedisKeyStore({ redis: client, keyPrefix: 'stale', cacheTtlMs: 1000, maxStaleMs: staleMs });
+    const t0 = Date.now();
+    const now = vi.spyOn(Date, 'now').mockReturnValue(t0);
+    expect((await away.findByHash(hashApiKey(key)))?.key.id).toBe(record.id);
+    await store.revokeKey(record.id);
+    client.disconnect();
+    // Within the cache TTL: from memory without asking Redis.
+    now.mockReturnValue(t0 + 500);
+    expect((await away.findByHash(hashApiKey(key)))?.key.id).toBe(record.id);
+    // Past the TTL, Redis away: still served, up to maxStaleMs after it was last read.
+    now.mockReturnValue(t0 + staleMs - 1);
+    expect((await away.findByHash(hashApiKey(key)))?.key.id).toBe(record.id);
+    now.mockReturnValue(t0 + staleMs);
+    await expect(away.findByHash(hashApiKey(key))).rejects.toThrow();
+    // A key never seen is not served from anywhere.
+    await expect(away.findByHash(hashApiKey(other.key))).rejects.toThrow();
+  });
+
+  it('maxStaleMs 0 fails every lookup at once while Redis is away', async () => {
+    const store = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'stale0' });
+    const { key } = await store.createKey({ accountId: 'acct_z', plan: 'p' });
+    const client = new Redis(shared.server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    await client.connect();
+    const away = new RedisKeyStore({ redis: client, keyPrefix: 'stale0', cacheTtlMs: 0, maxStaleMs: 0 });
+    expect(await away.findByHash(hashApiKey(key))).toBeDefined();
+    client.disconnect();
+    await expect(away.findByHash(hashApiKey(key))).rejects.toThrow();
+  });
+});
+
+describe('authenticate', () => {
+  async function storeWith() {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-'));
+    return new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+  }
+  const codeOf = (promise: Promise<unknown>) =>
+    promise.then(
+      () => 'ok',
+      (error: unknown) => (error instanceof ApiError ? `${error.status} ${error.code}` : String(error)),
+    );
+
+  it('401s for missing, unknown, revoked and expired keys (with WWW-Authenticate); 403s for suspended accounts and restrictions', async () => {
+    const store = await storeWith();
+    const good = await store.createKey({ accountId: 'a', plan: 'p' });
+    const expiring = await store.createKey({ accountId: 'a', plan: 'p', expiresAt: new Date('2030-01-01T00:00:00Z') });
+    const ipLocked = await store.createKey({ accountId: 'a', plan: 'p', allowedIps: ['10.0.0.0/8'] });
+    const originLocked = await store.createKey({ accountId: 'a', plan: 'p', allowedOrigins: ['https://shop.example'] });
+    const req = (key: string, extra: { clientIp?: string; origin?: string } = {}) => ({
+      headers: { 'x-api-key': key, ...(extra.origin ? { origin: extra.origin } : {}) },
+      url: '/v1/remove-bg',
+      clientIp: extra.clientIp,
+    });
+    expect(await codeOf(authenticate(req(good.key), store))).toBe('ok');
+    expect(await codeOf(authenticate({ headers: {}, url: '/' }, store))).toBe('401 missing_api_key');
+    const unknown = await authenticate(req(good.key.slice(0, -1) + (good.key.endsWith('A') ? 'B' : 'A')), store).catch((e: ApiError) => e);
+    expect(unknown).toBeInstanceOf(ApiError);
+    expect((unknown as ApiError).headers['www-authenticate']).toBe('ApiKey realm="bgcut", header="X-API-KEY"');
+    // Expiry: at the instant it is expired, a millisecond before it is not.
+    expect(await codeOf(authenticate(req(expiring.key), store, undefined, new Date('2029-12-31T23:59:59.999Z')))).toBe('ok');
+    expect(await codeOf(authenticate(req(expiring.key), store, undefined, new Date('2030-01-01T00:00:00Z')))).toBe('401 expired_api_key');
+    await store.revokeKey(good.record.id);
+    expect(await codeOf(authenticate(req(good.key), store))).toBe('401 revoked_api_key');
+    expect(await codeOf(authenticate(req(ipLocked.key, { clientIp: '10.2.3.4' }), store))).toBe('ok');
+    expect(await codeOf(authenticate(req(ipLocked.key, { clientIp: '::ffff:10.2.3.4' }), store))).toBe('ok');
+    expect(await codeOf(authenticate(req(ipLocked.key, { clientIp: '11.2.3.4' }), store))).toBe('403 ip_not_allowed');
+    expect(await codeOf(authenticate(req(ipLocked.key), store))).toBe('403 ip_not_allowed');
+    expect(await codeOf(authenticate(req(originLocked.key, { origin: 'https://shop.example' }), store))).toBe('ok');
+    expect(await codeOf(authenticate(req(originLocked.key, { origin: 'https://evil.example' }), store))).toBe('403 origin_not_allowed');
+    expect(await codeOf(authenticate(req(originLocked.key), store))).toBe('403 origin_not_allowed');
+    // Identified before the 403: the caller hears of it.
+    await store.setAccountStatus('a', 'suspended');
+    const heard: string[] = [];
+    expect(await codeOf(authenticate(req(ipLocked.key, { clientIp: '10.2.3.4' }), store, (id) => heard.push(id.account.id)))).toBe('403 account_suspended');
+    expect(heard).toEqual(['a']);
+  });
+
+  it('a store that cannot answer is 503 service_unavailable with Retry-After 5, never a 401', async () => {
+    const store = await storeWith();
+    const { key } = await store.createKey({ accountId: 'a', plan: 'p' });
+    store.findByHash = () => Promise.reject(new Error('down'));
+    const error = await authenticate({ headers: { 'x-api-key': key }, url: '/' }, store).catch((e: ApiError) => e);
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' } });
+  });
+});

@@ -1,0 +1,176 @@
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/core/errors.js';
+import type { CoreRequest, CoreResponse } from '../../src/core/http-types.js';
+import { MemoryIdempotencyStore, type IdempotencyStore } from '../../src/core/idempotency/store.js';
+import type { Admitted } from '../../src/core/pipeline/admission.js';
+import { idempotentRequest, type IdempotencyDeps } from '../../src/core/pipeline/idempotency.js';
+import type { Order } from '../../src/core/pipeline/order.js';
+import { openRequestScope, type RequestScope } from '../../src/core/pipeline/request-scope.js';
+import { captureInternalError } from '../helpers/log-capture.js';
+
+// The Idempotency-Key step alone, over the memory store: no server, no model. The handler-level
+// behaviour (charged once, replays through HTTP, Redis across instances) is in
+// test/idempotency-key.test.ts.
+
+const TIMES = { keyTtlMs: 60_000, resultTtlMs: 60_000, inProgressTtlMs: 60_000 };
+
+function scopeFor(key: string | string[] | undefined, url = '/v1/remove-bg?format=png'): RequestScope {
+  const request: CoreRequest = {
+    method: 'POST',
+    url,
+    headers: key === undefined ? {} : { 'idempotency-key': key as string },
+    body: new PassThrough(),
+    signal: new AbortController().signal,
+  };
+  const scope = openRequestScope(request, 60_000);
+  scope.uploadDone();
+  return scope;
+}
+const admittedAs = (accountId = 'acct_a') => ({ identity: { account: { id: accountId, plan: 'p', status: 'active' }, keyId: 'k' }, plan: { requestsPerMinute: 1 } }) as unknown as Admitted;
+const orderOf = (upload: Partial<Order['upload']> = {}) =>
+  ({ upload: { file: Buffer.from('image bytes'), filename: 'photo.jpg', declaredType: 'image/jpeg', fields: { format: 'png' }, ...upload } }) as Order;
+const depsWith = (store: IdempotencyStore = new MemoryIdempotencyStore(), extra: Partial<IdempotencyDeps> = {}): IdempotencyDeps => ({
+  store,
+  times: TIMES,
+  maxResultBytes: 1000,
+  onInternalError: captureInternalError,
+  ...extra,
+});
+const answer = (body = 'cutout'): CoreResponse => ({
+  status: 200,
+  headers: { 'content-type': 'image/png', 'x-ratelimit-remaining': '9', ratelimit: 'limit=10', 'retry-after': '3', 'x-confidence': '0.90' },
+  body: Buffer.from(body),
+});
+const codeOf = (promise: Promise<unknown>) =>
+  promise.then(
+    (value) => (value === undefined ? 'runs' : 'replayed'),
+    (error: unknown) => (error instanceof ApiError ? error.code : `not an ApiError: ${String(error)}`),
+  );
+
+/** One request through the step: claims, and if it is the one to run, completes with `response` (or fails, ending its scope). */
+async function run(deps: IdempotencyDeps, options: { key?: string; url?: string; order?: Order; account?: string; response?: CoreResponse | 'fail' } = {}) {
+  const scope = scopeFor(options.key ?? 'k-1', options.url);
+  const step = idempotentRequest(scope, admittedAs(options.account), deps)!;
+  const replay = await step.claim(options.order ?? orderOf());
+  if (!replay && options.response !== 'fail') await step.complete(options.response ?? answer());
+  await scope.end(() => {});
+  return replay;
+}
+
+describe('Idempotency-Key: the header', () => {
+  it('no header: no idempotency step', () => {
+    expect(idempotentRequest(scopeFor(undefined), admittedAs(), depsWith())).toBeUndefined();
+  });
+
+  it.each([
+    ['empty', ''],
+    ['256 characters', 'k'.repeat(256)],
+    ['a space', 'two words'],
+    ['a control character', 'tab\there'],
+    ['DEL', 'del\x7f'],
+    ['non-ASCII', 'clé'],
+  ])('400 invalid_idempotency_key for %s', (_, value) => {
+    expect(() => idempotentRequest(scopeFor(value), admittedAs(), depsWith())).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key', status: 400 }));
+  });
+
+  it('400 for the header sent twice (an array)', () => {
+    expect(() => idempotentRequest(scopeFor(['a', 'b']), admittedAs(), depsWith())).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key' }));
+  });
+
+  it('255 visible ASCII characters, from ! to ~, are a key', () => {
+    expect(idempotentRequest(scopeFor(`!${'k'.repeat(253)}~`), admittedAs(), depsWith())).toBeDefined();
+    expect(idempotentRequest(scopeFor('!'), admittedAs(), depsWith())).toBeDefined();
+  });
+});
+
+describe('Idempotency-Key: claims, replays and the fingerprint', () => {
+  it('a retry is answered with the first result: its body and headers, the standing headers of now, Idempotent-Replayed', async () => {
+    const deps = depsWith();
+    expect(await run(deps)).toBeUndefined();
+    const scope = scopeFor('k-1');
+    scope.rateHeaders = { 'x-ratelimit-remaining': '4' };
+    const replay = await idempotentRequest(scope, admittedAs(), deps)!.claim(orderOf());
+    expect(replay).toEqual({
+      status: 200,
+      headers: { 'content-type': 'image/png', 'x-confidence': '0.90', 'x-ratelimit-remaining': '4', 'idempotent-replayed': 'true' },
+      body: Buffer.from('cutout'),
+    });
+  });
+
+  it.each([
+    ['another path', { url: '/v2/remove-bg?format=png' }],
+    ['another query', { url: '/v1/remove-bg?format=jpg' }],
+    ['another file name', { order: orderOf({ filename: 'other.jpg' }) }],
+    ['another field value', { order: orderOf({ fields: { format: 'jpg' } }) }],
+    ['another field name', { order: orderOf({ fields: { size: 'png' } }) }],
+    ['one more field', { order: orderOf({ fields: { format: 'png', size: 'auto' } }) }],
+    ['other image bytes', { order: orderOf({ file: Buffer.from('other bytes') }) }],
+    ['a field name and value split elsewhere', { order: orderOf({ fields: { form: 'atpng' } }) }],
+  ])('the same key with %s: 422 idempotency_key_reused, done or in progress', async (_, other) => {
+    const deps = depsWith();
+    await run(deps);
+    expect(await codeOf(run(deps, other))).toBe('idempotency_key_reused');
+    // In progress too: the fingerprint is compared before "in use".
+    const gated = depsWith();
+    const scope = scopeFor('k-2');
+    await idempotentRequest(scope, admittedAs(), gated)!.claim(orderOf());
+    expect(await codeOf(run(gated, { key: 'k-2', ...other }))).toBe('idempotency_key_reused');
+  });
+
+  it('the fingerprint counts each name and value apart (no two splits of one string match)', async () => {
+    const deps = depsWith();
+    await run(deps, { order: orderOf({ fields: { ab: 'c' } }) });
+    expect(await codeOf(run(deps, { order: orderOf({ fields: { a: 'bc' } }) }))).toBe('idempotency_key_reused');
+  });
+
+  it('the same fields in another order are the same request', async () => {
+    const deps = depsWith();
+    await run(deps, { order: orderOf({ fields: { b: '2', a: '1', c: '3' } }) });
+    expect(await codeOf(run(deps, { order: orderOf({ fields: { c: '3', a: '1', b: '2' } }) }))).toBe('replayed');
+    expect(await codeOf(run(deps, { order: orderOf({ fields: { a: '1', c: '3', b: '2' } }) }))).toBe('replayed');
+  });
+
+  it('while the first runs: 409 idempotency_key_in_use with Retry-After 2', async () => {
+    const deps = depsWith();
+    const first = scopeFor('k-1');
+    expect(await idempotentRequest(first, admittedAs(), deps)!.claim(orderOf())).toBeUndefined();
+    const error = await run(deps).catch((e: ApiError) => e);
+    expect(error).toMatchObject({ code: 'idempotency_key_in_use', status: 409, headers: { 'retry-after': '2' } });
+  });
+
+  it('keys are per account', async () => {
+    const deps = depsWith();
+    await run(deps, { account: 'acct_a' });
+    expect(await codeOf(run(deps, { account: 'acct_b', order: orderOf({ file: Buffer.from('other') }) }))).toBe('runs');
+  });
+
+  it('a request that fails after its claim gives the key back: the retry runs', async () => {
+    const deps = depsWith();
+    expect(await codeOf(run(deps, { response: 'fail' }))).toBe('runs');
+    expect(await codeOf(run(deps))).toBe('runs');
+    // Completed: the claim is kept, even when its scope ends afterwards.
+    expect(await codeOf(run(deps))).toBe('replayed');
+  });
+
+  it('a result of exactly maxResultBytes is kept; one byte more is charged but not kept: 409 idempotency_result_gone', async () => {
+    const deps = depsWith(undefined, { maxResultBytes: 6 });
+    await run(deps, { key: 'fits', response: answer('123456') });
+    expect(await codeOf(run(deps, { key: 'fits' }))).toBe('replayed');
+    await run(deps, { key: 'big', response: answer('1234567') });
+    const gone = await run(deps, { key: 'big' }).catch((e: ApiError) => e);
+    expect(gone).toMatchObject({ code: 'idempotency_result_gone', status: 409 });
+  });
+
+  it('a store that cannot be reached: 503 service_unavailable with Retry-After 5; a failed result write goes to onInternalError', async () => {
+    const failing = new MemoryIdempotencyStore();
+    failing.claim = () => Promise.reject(new Error('store down'));
+    const error = await run(depsWith(failing)).catch((e: ApiError) => e);
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' } });
+    const errors: unknown[] = [];
+    const flaky = new MemoryIdempotencyStore();
+    flaky.complete = () => Promise.reject(new Error('write lost'));
+    await run(depsWith(flaky, { onInternalError: (e) => errors.push(e) }));
+    expect(errors).toEqual([new Error('write lost')]);
+  });
+});
