@@ -1,7 +1,7 @@
 import sharp, { type Sharp } from 'sharp';
 import type { OutputOptions, Rgba } from '../output-options.js';
 import { cutoutJson } from '../pipeline/cutout-json.js';
-import { estimateForeground, workingView, type ImageView } from './foreground.js';
+import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
@@ -113,10 +113,10 @@ export function foregroundBox(alpha: Buffer, width: number, height: number): Box
  * size for foreground estimation (about 0.2 MB, the same result), or nothing when the output
  * has no colour or no estimation. For a request about to wait for memory to render in.
  */
-export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: OutputOptions, render: RenderOptions): Promise<void> {
+export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: OutputOptions, render: RenderOptions, pool: PixelPool): Promise<void> {
   const empty = Buffer.alloc(0);
   if (options.channels === 'alpha' || !render.foregroundEstimation) seg.model = { rgb: empty, alpha: empty, width: 0, height: 0 };
-  else seg.model = await workingView(seg.model, seg.width, seg.height);
+  else seg.model = await pool.workingView(seg.model, seg.width, seg.height);
 }
 
 /**
@@ -133,8 +133,9 @@ export async function renderOutput(
   pool: PixelPool,
   json?: { filename: string },
 ): Promise<Rendered> {
-  // The working-size view (about 0.2 MB) rather than the model-size one (4 MB): the same estimate.
-  const view = options.channels !== 'alpha' && render.foregroundEstimation && seg.model.width > 0 ? await workingView(seg.model, seg.width, seg.height) : undefined;
+  // The model-size view (or the working-size one a waiting request kept): the worker samples the
+  // working size from it (a few ms of loop, not on this thread).
+  const view = options.channels !== 'alpha' && render.foregroundEstimation && seg.model.width > 0 ? seg.model : undefined;
   return pool.render({
     bytes: seg.bytes,
     probe: seg.probe,
