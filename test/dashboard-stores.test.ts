@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as keysCli } from '../src/cli/keys.js';
 import { ActivityRecorder, FileKeyStore, lastDays, RedisKeyStore, type ActivityBatch, type ActivityStore, type KeyAdmin } from '../src/core/index.js';
 import { FileDashboardStore, RedisDashboardStore, verifyPassword, type DashboardStore } from '../src/dashboard/index.js';
+import { RedisUsageMeter } from '../src/core/limits/usage-meter.js';
 import { redisTopologies, useRedisTopology } from './helpers/redis-topologies.js';
 
 /** The same behaviour from both stores: the file one (inside the key file) and the Redis one. */
@@ -135,6 +136,32 @@ describe.each(redisTopologies)('on $name', (topology) => {
     expect(await store.dailyCounts('acct_good', today)).toEqual([3]);
     expect(await store.dailyCounts('acct_bad', today)).toEqual([2]);
     await recorder.close();
+  });
+
+  it('charged cutouts per day, recorded by the usage meter with the month total: apart from requests, once per op, across a month boundary', async () => {
+    const keyPrefix = `days${n++}`;
+    let now = new Date('2026-10-31T23:59:00Z');
+    const meter = new RedisUsageMeter(shared.redis, keyPrefix, () => now);
+    const store = new RedisDashboardStore({ redis: shared.redis, keyPrefix });
+    await meter.add('acct_d', '2026-10', 1.5, 1, 'op1');
+    await meter.add('acct_d', '2026-10', 1.5, 1, 'op1'); // a retried record: counted once
+    await meter.add('acct_d', '2026-10', 2, 2, 'op2');
+    now = new Date('2026-11-01T00:00:30Z'); // charged in October, recorded just after midnight
+    await meter.add('acct_d', '2026-10', 1, 1, 'op3');
+    await meter.add('acct_d', '2026-11', 1, 1, 'op4');
+    // Requests (refused ones too) are counted apart, by the activity recorder.
+    await store.addActivity({ daily: [{ accountId: 'acct_d', day: '2026-10-31', count: 5 }], lastUsed: [] });
+    const days = ['2026-10-30', '2026-10-31', '2026-11-01'];
+    expect(await store.dailyUsage('acct_d', days)).toEqual([
+      { images: 0, megapixels: 0 },
+      { images: 3, megapixels: 3.5 },
+      { images: 2, megapixels: 2 },
+    ]);
+    expect(await store.dailyCounts('acct_d', days)).toEqual([0, 5, 0]);
+    // The month totals are the same records.
+    expect((await meter.get('acct_d', '2026-10')).images).toBe(4);
+    expect((await meter.get('acct_d', '2026-11')).images).toBe(1);
+    expect(await store.dailyUsage('acct_other', days)).toEqual(days.map(() => ({ images: 0, megapixels: 0 })));
   });
 
   it('a holder who changes email frees the old one', async () => {

@@ -38,8 +38,9 @@ export interface DashboardStore extends ActivityStore {
   deleteSessionsOf(accountId: string, keepIdHash?: string): Promise<void>;
   /**
    * Charged cutouts per day, when the store keeps the month's usage per day (FileDashboardStore
-   * as the handler's `usageStore`): the usage page then charts cutouts and refusals apart.
-   * Undefined when the handler keeps its usage elsewhere.
+   * as the handler's `usageStore`; RedisDashboardStore reading what the handler's Redis usage
+   * meter records): the usage page then charts cutouts and refusals apart. Undefined when the
+   * handler keeps its usage elsewhere.
    */
   dailyUsage?(accountId: string, days: string[]): Promise<Array<{ images: number; megapixels: number }> | undefined>;
 }

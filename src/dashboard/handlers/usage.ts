@@ -25,7 +25,7 @@ export function usageRoutes(ctx: DashboardContext): Route[] {
 /**
  * Per day: the charged cutouts (the records the month's total is the sum of), and the requests
  * that were not charged (refused or failed: counted requests less cutouts). Without per-day
- * usage (usage kept in Redis) only the requests are known.
+ * usage (a store that keeps none) only the requests are known.
  */
 function dailyFigures(days: string[], requests: number[], usage: Array<{ images: number }> | undefined): DailyFigures {
   if (!usage) return { days, requests };

@@ -3,12 +3,13 @@ import { dayOf, type ActivityBatch } from '../../core/activity/recorder.js';
 import type { Account } from '../../core/auth/key-store.js';
 import { checkKeyPrefix, execAll } from '../../core/redis.js';
 import { redisAccountKey } from '../../core/auth/redis-key-store.js';
+import { redisDailyUsageKey } from '../../core/limits/usage-meter.js';
 import { EmailTakenError, type AccountHolder, type DashboardStore, type SessionRecord } from '../store.js';
 
 export interface RedisDashboardStoreOptions {
   /** The RedisKeyStore's client. */
   redis: RedisClient;
-  /** The RedisKeyStore's prefix. Default `bgcut`. */
+  /** The RedisKeyStore's prefix (and the handler's `limits.keyPrefix`). Default `bgcut`. */
   keyPrefix?: string;
 }
 
@@ -59,7 +60,9 @@ export class ActivityWriteError extends Error {
  * hash tag: `bgcut:{holders}:email:<email>` holder (JSON), `bgcut:{holders}:of:<account>` its
  * email; `bgcut:session:<sha256>` session (JSON, expiring with it); under the account's tag
  * (`{a:<account>}`, as in RedisKeyStore): `…:account`, `…:sessions` set of session hashes,
- * `…:daily` hash day -> requests; `bgcut:key-last-used` hash key id -> time.
+ * `…:daily` hash day -> requests; `bgcut:key-last-used` hash key id -> time. The handler's
+ * usage meter keeps charged cutouts per day under the same tag (`…:usage-days:<month>`), which
+ * `dailyUsage` reads for the usage page's chart.
  */
 export class RedisDashboardStore implements DashboardStore {
   private readonly redis: RedisClient;
@@ -190,6 +193,24 @@ export class RedisDashboardStore implements DashboardStore {
     if (days.length === 0) return [];
     const values = await this.redis.hmget(this.accountKey(accountId, 'daily'), ...days);
     return values.map((v) => Number(v ?? 0));
+  }
+
+  /**
+   * Charged cutouts per day, as the handler's RedisUsageMeter records them with the month's
+   * total (same script, same slot): the usage page charts them apart from refusals.
+   */
+  async dailyUsage(accountId: string, days: string[]): Promise<Array<{ images: number; megapixels: number }>> {
+    const byMonth = new Map<string, string[]>();
+    for (const day of days) byMonth.set(day.slice(0, 7), [...(byMonth.get(day.slice(0, 7)) ?? []), day]);
+    const found = new Map<string, { images: number; megapixels: number }>();
+    await Promise.all(
+      [...byMonth].map(async ([month, monthDays]) => {
+        const fields = monthDays.flatMap((day) => [`${day}:images`, `${day}:megapixels`]);
+        const values = await this.redis.hmget(redisDailyUsageKey(this.prefix, accountId, month), ...fields);
+        monthDays.forEach((day, i) => found.set(day, { images: Number(values[2 * i] ?? 0), megapixels: Number(values[2 * i + 1] ?? 0) }));
+      }),
+    );
+    return days.map((day) => found.get(day) ?? { images: 0, megapixels: 0 });
   }
 
   async lastUsed(keyIds: string[]): Promise<Record<string, string>> {
