@@ -1,7 +1,7 @@
 /**
  * One API instance as its own process, for bench/refusals.ts and bench/stress.ts (and the
  * SIGTERM test): the example Express or Fastify app with limits from the environment.
- *   STRESS_FRAMEWORK=express|fastify  STRESS_INFERENCE=host:port  STRESS_KEYS_FILE=keys.json
+ *   STRESS_FRAMEWORK=express|fastify  STRESS_INFERENCE=host:port[,host:port…]  STRESS_KEYS_FILE=keys.json
  *   STRESS_REDIS_URL=redis://…  STRESS_UPLOAD_TIMEOUT_MS  STRESS_MAX_INFERENCES
  * Prints `listening <port>`. On SIGTERM it drains as the examples do (examples/graceful-shutdown.ts):
  * handler.close() answers new requests 503 while the ones in progress finish, then the HTTP
@@ -21,7 +21,7 @@ const handler = createRemoveBgHandler({
   keyStore: new FileKeyStore({ file: env.STRESS_KEYS_FILE!, reloadIntervalMs: 0 }),
   plans: STRESS_PLANS,
   ...(redis ? { redis } : {}),
-  inference: { address: env.STRESS_INFERENCE ?? '127.0.0.1:50051', timeoutMs: 30_000, retryAfterSeconds: 1 },
+  inference: { address: (env.STRESS_INFERENCE ?? '127.0.0.1:50051').split(','), timeoutMs: 30_000, retryAfterSeconds: 1 },
   limits: {
     maxUploadBytes: 2 * 1024 * 1024,
     maxInFlight: 2_000,

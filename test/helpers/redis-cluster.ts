@@ -10,12 +10,14 @@ import { captureOutput } from './log-capture.js';
 const run = promisify(execFile);
 
 export interface RedisClusterServer {
-  /** The masters' ports. */
+  /** The masters' ports (with replicas: every node's, masters first as `redis-cli --cluster create` assigns them). */
   ports: number[];
   /** `redis+cluster://127.0.0.1:P1,…` for connectRedis. */
   url: string;
   /** The redis-server process of master `index` (to pause or kill it). */
   process(index: number): ChildProcess;
+  /** The redis-server process listening on `port`. */
+  processOnPort(port: number): ChildProcess | undefined;
   stop(): Promise<void>;
 }
 
@@ -48,15 +50,18 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15
 
 /**
  * A real Redis Cluster of `masters` (default 3) redis-servers on free loopback ports (client and
- * cluster-bus ports both probed), without persistence, joined by `redis-cli --cluster create`.
+ * cluster-bus ports both probed), without persistence, joined by `redis-cli --cluster create`,
+ * with `replicas` (default 0) replicas per master, which take over when their master dies.
  * Takes a second or two. Each node's files live in a temporary folder removed by stop().
  */
-export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterServer> {
+export async function startRedisCluster(options: { masters?: number; replicas?: number } = {}): Promise<RedisClusterServer> {
   const masters = options.masters ?? 3;
+  const replicas = options.replicas ?? 0;
+  const nodes = masters * (1 + replicas);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-redis-cluster-'));
-  const allPorts = await freePorts(masters * 2);
-  const ports = allPorts.slice(0, masters);
-  const busPorts = allPorts.slice(masters);
+  const allPorts = await freePorts(nodes * 2);
+  const ports = allPorts.slice(0, nodes);
+  const busPorts = allPorts.slice(nodes);
   const children = ports.map((port, i) => {
     const child = spawn(
       'redis-server',
@@ -95,7 +100,7 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
       }
     };
     await Promise.all(ports.map((port) => until(`redis-server on ${port}`, async () => ((await ping(port)).disconnect(), true))));
-    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes']);
     // Every node must agree the cluster is up (all slots served) before a client is told its slots.
     await Promise.all(
       ports.map((port) =>
@@ -109,9 +114,25 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
         }),
       ),
     );
+    // A replica takes over only once it has synced with its primary (otherwise its data is too old to be promoted).
+    if (replicas > 0) {
+      await Promise.all(
+        ports.map((port) =>
+          until(`replication settled on ${port}`, async () => {
+            const probe = await ping(port);
+            try {
+              const info = String(await probe.info('replication'));
+              return /role:master/.test(info) ? new RegExp(`connected_slaves:${replicas}\\b`).test(info) : /master_link_status:up/.test(info);
+            } finally {
+              probe.disconnect();
+            }
+          }, 30_000),
+        ),
+      );
+    }
   } catch (error) {
     await stop();
     throw error;
   }
-  return { ports, url: `redis+cluster://${ports.map((p) => `127.0.0.1:${p}`).join(',')}`, process: (i) => children[i]!, stop };
+  return { ports, url: `redis+cluster://${ports.map((p) => `127.0.0.1:${p}`).join(',')}`, process: (i) => children[i]!, processOnPort: (port) => children[ports.indexOf(port)], stop };
 }

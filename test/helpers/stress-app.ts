@@ -18,6 +18,9 @@ export const STRESS_PLANS: Plans = {
   // maxConcurrent is set (far above what the runs open) so the account's in-progress count is kept.
   storm: { requestsPerMinute: 100_000_000, maxConcurrent: 10_000 },
   tiny: { requestsPerMinute: 1, burst: 0 },
+  // bench/scale-redis.ts: a rate shared by every instance, and a quota counter to compare with the 200s.
+  scale: { requestsPerMinute: 30, burst: 0, monthlyQuota: { unit: 'images', amount: 100_000 } },
+  scaleFailover: { requestsPerMinute: 100_000, monthlyQuota: { unit: 'images', amount: 100_000 } },
 };
 
 export interface StressApp {
