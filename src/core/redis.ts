@@ -111,11 +111,6 @@ export function connectRedis(url: string, options: ConnectRedisOptions = {}): Re
       // ioredis sends a command again when its node's connection closed before the reply: it may
       // have been applied, so that is the same double write as autoResendUnfulfilledCommands.
       retryDelayOnFailover: 0,
-      // That also means a closed connection no longer makes ioredis re-read the slots, and it
-      // has no periodic refresh by default: after a primary dies, commands for its slots would
-      // go to the dead node forever. Re-read CLUSTER SLOTS every second instead, so a promoted
-      // replica is found within a second of its election (bench/scale-redis.ts).
-      slotsRefreshInterval: 1000,
       clusterRetryStrategy: (attempt) => Math.min(attempt * 100, 2000),
       ...(address.tls ? { dnsLookup: (host, callback) => callback(null, host) } : {}),
       ...clusterOptions,
