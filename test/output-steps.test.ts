@@ -239,6 +239,9 @@ describe('scale, position, crop_margin and add_shadow through the endpoints', ()
     const below = (plain.top + plain.height + 2) * 240 + x;
     expect(a.alpha[below]).toBeGreaterThan(20);
     expect(Math.max(a.data[below * 4]!, a.data[below * 4 + 1]!, a.data[below * 4 + 2]!)).toBeLessThan(12);
+    // Where only the shadow is, its alpha is proportional to shadow_opacity: half the opacity, half the alpha.
+    const half = await cut({ add_shadow: 'true', shadow_opacity: '30' });
+    expect(Math.abs(a.alpha[below]! - 2 * half.alpha[below]!)).toBeLessThanOrEqual(3);
     // Outside the subject's box the alpha is the shadow's alone: at most 60% of 255.
     let most = 0;
     for (let y = 0; y < 180; y++) for (let x2 = 0; x2 < 240; x2++) if (y >= plain.top + plain.height + 2 || y < plain.top - 2) most = Math.max(most, a.alpha[y * 240 + x2]!);
