@@ -35,6 +35,7 @@ export { BullMQQueue, type BullMQQueueOptions } from './jobs/bullmq-queue.js';
 export { MemoryJobStore, type JobStore, type JobPatch } from './jobs/job-store.js';
 export { RedisJobStore } from './jobs/redis-job-store.js';
 export { LocalResultsStore, type ResultsStore } from './jobs/results-store.js';
+export { S3ResultsStore, type S3ResultsStoreOptions } from './jobs/s3-results-store.js';
 export type { JobRecord, JobState, ImageState, ImageStatus } from './jobs/job.js';
 export { MemoryWebhookSecretStore, FileWebhookSecretStore, RedisWebhookSecretStore, newWebhookSecret, type WebhookSecretStore } from './jobs/webhooks/secrets.js';
 export { MemoryDeliveryLog, RedisDeliveryLog, type DeliveryLog, type Delivery, type DeliveryAttempt } from './jobs/webhooks/deliveries.js';
