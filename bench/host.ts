@@ -6,7 +6,9 @@
  * Reported per load and output (png, jpg on a colour, quality=best, response=json):
  * - the cheap route's p50/p99/max latency, the control's, and p99 API - p99 control;
  * - the API process's event-loop delay (monitorEventLoopDelay, from host-probe.ts): its largest
- *   value is the longest block.
+ *   value is the longest block; and the control's, measured alike. On a loaded machine a process
+ *   can wait tens of ms for a core with nothing blocking its loop: the control's longest delay is
+ *   that floor, and the API's above it is the API's own.
  * `--compare DIR` runs the same against another build (e.g. main's), one after the other per cell.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -50,6 +52,7 @@ export interface HostRow {
   control: { p50Ms: number; p99Ms: number; maxMs: number; samples: number };
   p99OverControlMs: number;
   eventLoop: { maxMs: number; p99Ms: number; p50Ms: number };
+  controlEventLoop: { maxMs: number; p99Ms: number; p50Ms: number };
 }
 
 function percentile(xs: number[], p: number): number {
@@ -62,19 +65,19 @@ function percentile(xs: number[], p: number): number {
 const round = (x: number) => Math.round(x * 10) / 10;
 const summary = (xs: number[]) => ({ p50Ms: round(percentile(xs, 50)), p99Ms: round(percentile(xs, 99)), maxMs: round(Math.max(...xs)), samples: xs.length });
 
-/** The control: a plain node:http server answering a small JSON, in a process of its own. */
-async function startControl(): Promise<{ url: string; stop: () => Promise<void> }> {
+/** The control: a plain node:http server answering a small JSON, in a process of its own, with host-probe.ts preloaded. */
+async function startControl(probe: string, probeFile: string): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
   const code = `const http = require('node:http');
 const body = Buffer.from(JSON.stringify({ ok: true }));
 const server = http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }); res.end(body); });
 server.listen(0, '127.0.0.1', () => console.log('port ' + server.address().port));`;
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', probe, '-e', code], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BGCUT_HOST_PROBE_FILE: probeFile } });
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.once('data', (chunk: Buffer) => resolve(Number(/port (\d+)/.exec(chunk.toString())![1])));
     child.once('exit', (c) => reject(new Error(`control exited with ${c}`)));
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return { url: `http://127.0.0.1:${port}/`, stop: () => (child.kill('SIGTERM'), exited) };
+  return { url: `http://127.0.0.1:${port}/`, child, stop: () => (child.kill('SIGTERM'), exited) };
 }
 
 /** GET with a fresh connection each time (as a health check does), resolving with its latency in ms. */
@@ -111,11 +114,12 @@ async function readProbe(child: ChildProcess, file: string): Promise<{ maxMs: nu
 }
 
 /** One cell: the load runs to its end while the sampler asks both cheap routes every 20 ms. */
-async function cell(api: HostApi, probeFile: string, control: string, key: string, image: Buffer, clients: number, perClient: number, output: (typeof HOST_OUTPUTS)[number]) {
+async function cell(api: HostApi, probeFile: string, control: { url: string; child: ChildProcess; file: string }, key: string, image: Buffer, clients: number, perClient: number, output: (typeof HOST_OUTPUTS)[number]) {
   const cheap = api.url.replace(/\/v1\/remove-bg$/, '/v1/models');
   // One unmeasured request of this kind first (JIT, caches), then the figures start.
   await post(api.url, key, image, output.query, Boolean(output.json));
   await readProbe(api.child, probeFile);
+  await readProbe(control.child, control.file);
   let done = false;
   let errors = 0;
   let requests = 0;
@@ -123,7 +127,7 @@ async function cell(api: HostApi, probeFile: string, control: string, key: strin
   const controlTimes: number[] = [];
   const sampler = (async () => {
     while (!done) {
-      const [a, c] = await Promise.all([timedGet(cheap), timedGet(control)]);
+      const [a, c] = await Promise.all([timedGet(cheap), timedGet(control.url)]);
       apiTimes.push(a);
       controlTimes.push(c);
       await new Promise((r) => setTimeout(r, 20));
@@ -141,12 +145,15 @@ async function cell(api: HostApi, probeFile: string, control: string, key: strin
   done = true;
   await sampler;
   const eventLoop = await readProbe(api.child, probeFile);
-  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop };
+  const controlEventLoop = await readProbe(control.child, control.file);
+  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop };
 }
 
 export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
   const probe = fileURLToPath(new URL('./host-probe.js', import.meta.url));
-  const control = await startControl();
+  const controlFile = path.join(os.tmpdir(), `bgcut-host-probe-${process.pid}-control.json`);
+  const started = await startControl(probe, controlFile);
+  const control = { ...started, file: controlFile };
   const rows: HostRow[] = [];
   const builds: [string, string | undefined][] = [['this build', undefined], ...(options.compare ? [[options.compare, options.compare] as [string, string]] : [])];
   const loads = [
@@ -165,7 +172,7 @@ export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
         for (const output of HOST_OUTPUTS) {
           // Builds one after the other, cell by cell, so both see the same machine load.
           for (const { name, file, api } of apis) {
-            const r = await cell(api, file, control.url, options.key, load.image, load.clients, options.requestsPerClient, output);
+            const r = await cell(api, file, control, options.key, load.image, load.clients, options.requestsPerClient, output);
             const row: HostRow = { build: name, load: load.name, output: output.name, ...r, p99OverControlMs: round(r.cheapRoute.p99Ms - r.control.p99Ms) };
             rows.push(row);
             printRow(row);
@@ -185,13 +192,13 @@ let printed = false;
 function printRow(r: HostRow): void {
   if (!printed) {
     console.log('\nhost: the API process under load, a cheap route (GET /v1/models) beside a control process (plain node:http), and the API\'s event-loop delay');
-    console.log('| build | load | output | requests (errors) | /v1/models p50 / p99 / max ms | control p50 / p99 / max ms | p99 - control p99 ms | event loop: longest block / p99 ms |');
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log('| build | load | output | requests (errors) | /v1/models p50 / p99 / max ms | control p50 / p99 / max ms | p99 - control p99 ms | API event loop: longest delay / p99 ms | control event loop: longest delay / p99 ms |');
+    console.log('|---|---|---|---|---|---|---|---|---|');
     printed = true;
   }
   const c = r.cheapRoute;
   const k = r.control;
   console.log(
-    `| ${r.build} | ${r.load} | ${r.output} | ${r.requests} (${r.errors}) | ${c.p50Ms} / ${c.p99Ms} / ${c.maxMs} | ${k.p50Ms} / ${k.p99Ms} / ${k.maxMs} | **${r.p99OverControlMs}** | **${r.eventLoop.maxMs}** / ${r.eventLoop.p99Ms} |`,
+    `| ${r.build} | ${r.load} | ${r.output} | ${r.requests} (${r.errors}) | ${c.p50Ms} / ${c.p99Ms} / ${c.maxMs} | ${k.p50Ms} / ${k.p99Ms} / ${k.maxMs} | **${r.p99OverControlMs}** | **${r.eventLoop.maxMs}** / ${r.eventLoop.p99Ms} | ${r.controlEventLoop.maxMs} / ${r.controlEventLoop.p99Ms} |`,
   );
 }

@@ -39,8 +39,8 @@
  *   beside a control process, under 2 clients x 24 MP and 8 clients x 1 MP, per output
  *   (bench/host.ts); `--compare` runs another build's API alike, cell by cell.
  * The API (examples/express-app) and the inference server run as their own processes; the API as
- * `npm start` starts it (`--api-runtime launcher`, the default: glibc malloc tuned and the V8 heap
- * flag of src/runtime/v8-heap.ts) or as bare `node` (`plain`); `--compare-runtime` picks the
+ * `npm start` starts it (`--api-runtime launcher`, the default: glibc malloc tuned, the V8 heap
+ * flag of src/runtime/v8-heap.ts and UV_THREADPOOL_SIZE of src/runtime/libuv-pool.ts) or as bare `node` (`plain`); `--compare-runtime` picks the
  * compared API's (default: the same), so `--compare dist --compare-runtime plain` measures those
  * settings side by side on one build. `--model`
  * picks the served model (`isnet`, the prepared 8-bit one, or `isnet-fp16`, ISNet as shipped with
@@ -73,6 +73,7 @@ import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { SessionPool } from '../src/inference-server/session-pool.js';
 import { findJemalloc, GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
+import { libuvPoolEnv } from '../src/runtime/libuv-pool.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
@@ -264,7 +265,7 @@ if (sections.has('png-settings')) {
  */
 const apiRuntime = (name: string | undefined): { env: Record<string, string>; nodeArgs: string[] } => {
   if (name === 'plain') return { env: {}, nodeArgs: [] };
-  if (name === 'launcher') return { env: { ...GLIBC_MALLOC_TUNING }, nodeArgs: [...V8_HEAP_FLAGS] };
+  if (name === 'launcher') return { env: { ...GLIBC_MALLOC_TUNING, ...libuvPoolEnv() }, nodeArgs: [...V8_HEAP_FLAGS] };
   throw new Error(`--api-runtime/--compare-runtime must be launcher or plain, not ${name}`);
 };
 const mainRuntime = apiRuntime(values['api-runtime']);

@@ -12,14 +12,15 @@ export function area(name, { mutate, high, low }) {
     coverageAnalysis: 'perTest',
     // A shared 2-core machine: one sandbox at a time unless STRYKER_CONCURRENCY says otherwise.
     concurrency: Number(process.env.STRYKER_CONCURRENCY ?? 1),
-    timeoutMS: 20_000,
-    timeoutFactor: 3,
+    // A mutant that hangs (a promise never settled) counts as detected: give it seconds, not minutes.
+    timeoutMS: Number(process.env.STRYKER_TIMEOUT_MS ?? 5000),
+    timeoutFactor: 1.5,
     reporters: ['clear-text', 'progress-append-only', 'json'],
     jsonReporter: { fileName: `reports/mutation/${name}.json` },
     tempDirName: `.stryker-tmp-${name}`,
     cleanTempDir: 'always',
     // dist stays: some tests run the built CLI (unmutated; they cannot kill mutants, only pass).
-    ignorePatterns: ['bench-results', 'reports', 'docs/screenshots', '.data'],
+    ignorePatterns: ['bench-results', 'reports', 'docs/screenshots', '.data', '.stryker-tmp*'],
     thresholds: { high, low, break: null },
   };
 }

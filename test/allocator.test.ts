@@ -20,6 +20,8 @@ interface Report {
   args: string[];
   execArgv: string[];
   env: Record<string, string | undefined>;
+  /** UV_THREADPOOL_SIZE as the app sees it. */
+  uv?: string;
 }
 
 /** A script that prints the malloc it runs on, its parent, arguments and malloc variables, and exits with its first argument. */
@@ -32,7 +34,7 @@ async function reporter(): Promise<string> {
     `import { runningAllocator } from ${JSON.stringify(allocator)};
 const names = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'LD_PRELOAD', 'BGCUT_MALLOC_ENV'];
 const env = Object.fromEntries(names.map((name) => [name, process.env[name]]));
-console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), execArgv: process.execArgv, env }));
+console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), execArgv: process.execArgv, env, uv: process.env.UV_THREADPOOL_SIZE }));
 process.exit(Number(process.argv[2] ?? 0));
 `,
   );
@@ -46,7 +48,7 @@ function launch(
   nodeArgs: string[] = [],
 ): Promise<{ stdout: string; stderr: string; code: number; pid: number; report?: Report }> {
   const base = { ...process.env };
-  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP']) delete base[name];
+  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP', 'UV_THREADPOOL_SIZE']) delete base[name];
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [...nodeArgs, LAUNCH, ...args], { env: { ...base, ...env } }, (error, stdout, stderr) => {
       captureOutput(stdout + stderr);
@@ -202,6 +204,13 @@ describe('bgcut-launch', () => {
     expect(report?.execArgv).toEqual([]);
     expect(report?.env).toEqual({});
     expect(code).toBe(0);
+  });
+
+  it('gives the app libuv\'s pool of 8 (UV_THREADPOOL_SIZE) as a child and in its own process, and keeps a size the user set', async () => {
+    const script = await reporter();
+    expect((await launch([script, '0'])).report?.uv).toBe('8');
+    expect((await launch([script, '0'], { BGCUT_MALLOC: 'system', BGCUT_V8_HEAP: 'default' })).report?.uv).toBe('8');
+    expect((await launch([script, '0'], { UV_THREADPOOL_SIZE: '3' })).report?.uv).toBe('3');
   });
 
   it.runIf(process.platform === 'linux')("keeps the user's MALLOC_ARENA_MAX as it is, logging why", async () => {

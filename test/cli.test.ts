@@ -32,7 +32,14 @@ describe('bgcut remove (batch CLI)', () => {
 
   beforeAll(async () => {
     keys = await createTestKeys();
-    handler = createRemoveBgHandler({ keyStore: keys.store, plans: TEST_PLANS, inference: { address: inject('inferenceAddress') }, onInternalError: captureInternalError });
+    handler = createRemoveBgHandler({
+      keyStore: keys.store,
+      plans: TEST_PLANS,
+      // A deadline and one job image at a time for a loaded box: a slow inference is not what these tests are about.
+      inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
+      jobs: { imageConcurrency: 1 },
+      onInternalError: captureInternalError,
+    });
     await handler.ready();
     const app = createExpressApp(handler, '/api');
     server = http.createServer((req, res) => {
@@ -75,6 +82,19 @@ describe('bgcut remove (batch CLI)', () => {
     expect(second.code).toBe(1);
     expect(posts - before).toBe(1); // only the failing file was sent again
   });
+
+  it('--job: the folder as one server-side job (one POST), progress from its status, results written, failures by code', async () => {
+    const out = path.join(work, 'out-job');
+    const before = posts;
+    const result = await bgcut(['remove', path.join(work, 'in'), '--out', out, '--job', '--format', 'webp'], { BGCUT_API_KEY: keys.good, BGCUT_API_URL: apiUrl });
+    expect(posts - before).toBe(1);
+    expect(result.stderr).toContain('3 done, 1 failed');
+    expect(result.stderr).toMatch(/unsupported_image_type x1: .*not-an-image\.jpg/);
+    expect(result.stderr).toMatch(/4\/4/);
+    expect(result.code).toBe(1);
+    expect((await readdir(out, { recursive: true })).sort()).toEqual(['a.webp', 'c.webp', 'sub', 'sub/b.webp']);
+    expect((await sharp(path.join(out, 'a.webp')).metadata()).format).toBe('webp');
+  }, 300_000);
 
   it('globs; exit 0 when everything succeeds', async () => {
     const out = path.join(work, 'out-glob');

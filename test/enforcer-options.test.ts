@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { connectRedis, type Plans } from '../src/core/index.js';
 import type { EnforcerWarning } from '../src/core/limits/enforcer-options.js';
@@ -21,6 +21,18 @@ describe('PlanEnforcer checks its options: fails on what cannot work, warns on w
 
   it('a client from connectRedis: no warning', () => {
     const redis = connectRedis('redis://127.0.0.1:1', { lazyConnect: true, onStateChange: () => {} });
+    expect(warningsOf({ redis })).toEqual([]);
+    redis.disconnect();
+  });
+
+  it('a plain ioredis Cluster: the same warnings, read from its redisOptions, and that it resends a command whose node connection closed', () => {
+    const redis = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    expect(warningsOf({ redis })).toEqual(['redis-resends-commands', 'redis-offline-queue', 'redis-cluster-resends-commands', 'redis-no-command-timeout']);
+  });
+
+  it('a Cluster from connectRedis (redis+cluster://): no warning (its settings are under redisOptions, not options)', () => {
+    const redis = connectRedis('redis+cluster://127.0.0.1:1,127.0.0.1:2', { lazyConnect: true, onStateChange: () => {} });
+    expect(redis).toBeInstanceOf(Cluster);
     expect(warningsOf({ redis })).toEqual([]);
     redis.disconnect();
   });

@@ -28,7 +28,9 @@ describe('Sentinel: the primary killed under load', () => {
       // Requests through the handler: each one a rate-limit script in Redis (no body: 415 once admitted).
       const knocking = async () => {
         while (!stop) {
-          const response = await handler.handle(drivenRequest({ key }).request);
+          const driven = drivenRequest({ key, contentType: 'text/plain' });
+          driven.body.end();
+          const response = await handler.handle(driven.request);
           knocks.push({ at: performance.now(), status: response.status });
           await new Promise((r) => setTimeout(r, 5));
         }
@@ -40,7 +42,7 @@ describe('Sentinel: the primary killed under load', () => {
       const charging = async () => {
         while (!stop) {
           const op = randomUUID();
-          for (;;) {
+          for (let attempt = 0; attempt < 400; attempt++) {
             try {
               outcomes.set(op, await quotas.charge(counter, 1, 1_000_000, 3600, op));
               break;

@@ -17,23 +17,27 @@ import { BgcutClient, type RemoveBackgroundOptions } from '../client/index.js';
 import { expandInputs } from './batch/inputs.js';
 import { BatchProgress, type ProgressCounts } from './batch/progress.js';
 import { runBatch, splitDone, type BatchResult } from './batch/run.js';
+import { runBatchAsJobs } from './batch/run-job.js';
 
 const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [options]
 
   --out DIR            where the results go (folders keep their structure below it)
   --concurrency N      images in flight at once (default 4, at most 64)
-  --format F           png (default), webp, jpg or avif
-  --size S             auto (default), full or preview
+  --format F           png (default), webp, jpg, avif, or zip (color.jpg + alpha.png)
+  --size S             auto (default), full, hd, medium or preview
   --bg-color C         a background colour instead of transparency
   --crop               crop to the foreground; --crop-margin 10px or 5%
+  --roi "x1 y1 x2 y2"  only this region (px or %) may be foreground
   --model NAME         a model the server offers
   --api-url URL        the API (default BGCUT_API_URL, else http://localhost:3000)
   --overwrite          process again files whose output exists (default: skip them)
+  --job                send the images as server-side jobs (/v1/jobs) instead of one request each
+  --job-size N         images per job with --job (default 50; at most the plan's batch)
 
 The API key is read from BGCUT_API_KEY.`;
 
-const FORMATS = ['png', 'webp', 'jpg', 'avif'] as const;
-const SIZES = ['preview', 'full', 'auto'] as const;
+const FORMATS = ['png', 'webp', 'jpg', 'avif', 'zip'] as const;
+const SIZES = ['preview', 'medium', 'hd', 'full', 'auto'] as const;
 
 class UsageError extends Error {}
 
@@ -73,9 +77,12 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
         'bg-color': { type: 'string' },
         crop: { type: 'boolean' },
         'crop-margin': { type: 'string' },
+        roi: { type: 'string' },
         model: { type: 'string' },
         'api-url': { type: 'string' },
         overwrite: { type: 'boolean', default: false },
+        job: { type: 'boolean', default: false },
+        'job-size': { type: 'string', default: '50' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -93,6 +100,8 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
   if (!values.out) throw new UsageError('--out DIR is required');
   const concurrency = Number(values.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new UsageError('--concurrency must be an integer from 1 to 64');
+  const jobSize = Number(values['job-size']);
+  if (!Number.isInteger(jobSize) || jobSize < 1 || jobSize > 10_000) throw new UsageError('--job-size must be an integer from 1 to 10000');
   const format = values.format as (typeof FORMATS)[number];
   if (!FORMATS.includes(format)) throw new UsageError(`--format must be one of ${FORMATS.join(', ')}`);
   if (values.size !== undefined && !SIZES.includes(values.size as never)) throw new UsageError(`--size must be one of ${SIZES.join(', ')}`);
@@ -105,6 +114,7 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
     ...(values['bg-color'] ? { bgColor: values['bg-color'] } : {}),
     ...(values.crop ? { crop: true } : {}),
     ...(values['crop-margin'] ? { cropMargin: values['crop-margin'] } : {}),
+    ...(values.roi ? { roi: values.roi } : {}),
     ...(values.model ? { model: values.model } : {}),
   };
   const { items, unmatched } = await expandInputs(inputs, format);
@@ -130,7 +140,8 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
   const progress = new BatchProgress(streams.stderr, todo.length);
   let result: BatchResult;
   try {
-    result = await runBatch(client, todo, { outDir: values.out, concurrency, options, signal: interrupt.signal, onProgress: (c) => progress.update(c) }, counts);
+    const batch = { outDir: values.out, concurrency, options, signal: interrupt.signal, onProgress: (c: ProgressCounts) => progress.update(c) };
+    result = values.job ? await runBatchAsJobs(client, todo, { ...batch, jobSize }, counts) : await runBatch(client, todo, batch, counts);
   } finally {
     progress.update(counts);
     progress.stop();

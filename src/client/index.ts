@@ -7,11 +7,13 @@
  */
 import { apiErrorOf, BgcutConnectionError, BgcutTimeoutError, type BgcutApiError, type Problem, type RateLimitStanding } from './errors.js';
 import { prepareInput, type ImageInput } from './input.js';
+import { JobsClient } from './jobs.js';
 import { parseRetryAfter, resolveRetry, retryDelayMs, sleep, type ResolvedRetry, type RetryOptions } from './retry.js';
 
 export * from './errors.js';
 export type { ImageInput } from './input.js';
 export type { RetryOptions } from './retry.js';
+export type { JobStatus, CreateJobOptions } from './jobs.js';
 
 export interface BgcutClientOptions {
   /** Default: the BGCUT_API_KEY environment variable. */
@@ -41,14 +43,17 @@ export interface RetryEvent {
 }
 
 export interface RemoveBackgroundOptions {
-  format?: 'png' | 'webp' | 'jpg' | 'avif';
+  /** `zip`: a ZIP of `color.jpg` and `alpha.png`, to be joined by the caller (docs/api.md). */
+  format?: 'png' | 'webp' | 'jpg' | 'avif' | 'zip';
   channels?: 'rgba' | 'alpha';
   /** `#rgb`, `#rrggbb`, `#rrggbbaa`, a CSS colour name, or `transparent`. */
   bgColor?: string;
   crop?: boolean;
   /** `10px` or `5%`; needs `crop`. */
   cropMargin?: string;
-  size?: 'preview' | 'full' | 'auto';
+  size?: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
+  /** Region of interest `x1 y1 x2 y2`, each px or % (`10% 0% 90% 100%`): only it may be foreground. */
+  roi?: string;
   model?: string;
   /** The file name sent with the upload (the result's name is derived from it). */
   filename?: string;
@@ -102,7 +107,7 @@ export interface AccountStanding {
   inProgress: number;
 }
 
-const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', size: 'size', model: 'model' } as const;
+const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', size: 'size', roi: 'roi', model: 'model' } as const;
 
 export class BgcutClient {
   private readonly apiKey: string;
@@ -112,6 +117,8 @@ export class BgcutClient {
   private readonly maxInputBytes: number;
   private readonly fetch: typeof fetch;
   private readonly random: () => number;
+  /** Asynchronous batch jobs: `create`, `get`, `wait`, `result`, `results` (ZIP), `cancel`. */
+  readonly jobs: JobsClient;
 
   constructor(private readonly options: BgcutClientOptions = {}) {
     const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env ?? {};
@@ -124,6 +131,7 @@ export class BgcutClient {
     this.maxInputBytes = options.maxInputBytes ?? 64 * 1024 * 1024;
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.random = options.random ?? Math.random;
+    this.jobs = new JobsClient((path, request, sendOptions) => this.send(path, request, sendOptions), this.maxInputBytes);
   }
 
   /** The image with its background removed, with its size, foreground box and rate-limit standing. */
@@ -172,7 +180,7 @@ export class BgcutClient {
   /** One call with its retries: returns a 2xx response, or throws a typed error. */
   private async send(
     path: string,
-    request: { method: string; body?: () => FormData; headers?: Record<string, string> },
+    request: { method: string; body?: () => FormData | string; headers?: Record<string, string> },
     options: { signal?: AbortSignal | undefined; timeoutMs?: number | undefined },
   ): Promise<{ response: Response; attempts: number }> {
     const started = Date.now();
@@ -185,7 +193,7 @@ export class BgcutClient {
       try {
         response = await this.fetch(`${this.baseUrl}${path}`, {
           method: request.method,
-          headers: { ...request.headers, 'x-api-key': this.apiKey, accept: 'image/*, application/problem+json' },
+          headers: { accept: 'image/*, application/problem+json', ...request.headers, 'x-api-key': this.apiKey },
           ...(request.body ? { body: request.body() } : {}),
           signal,
         });

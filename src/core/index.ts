@@ -29,3 +29,13 @@ export { OUTPUT_OPTION_NAMES, OUTPUT_OPTION_DEFINITIONS, DEFAULT_OUTPUT, type Ou
 export { connectRedis, parseRedisUrl, redisReady, type ConnectRedisOptions, type RedisAddress, type RedisClient } from './redis.js';
 export { MemoryIdempotencyStore, type IdempotencyStore, type StoredResponse, type Claim as IdempotencyClaim, type IdempotencyTimes, type MemoryIdempotencyOptions } from './idempotency/store.js';
 export { RedisIdempotencyStore } from './idempotency/redis-store.js';
+export type { JobsOptions } from './jobs/options.js';
+export { InProcessQueue, type JobQueue, type JobWork, type InProcessQueueOptions } from './jobs/queue.js';
+export { BullMQQueue, type BullMQQueueOptions } from './jobs/bullmq-queue.js';
+export { MemoryJobStore, type JobStore, type JobPatch } from './jobs/job-store.js';
+export { RedisJobStore } from './jobs/redis-job-store.js';
+export { LocalResultsStore, type ResultsStore } from './jobs/results-store.js';
+export { S3ResultsStore, type S3ResultsStoreOptions } from './jobs/s3-results-store.js';
+export type { JobRecord, JobState, ImageState, ImageStatus } from './jobs/job.js';
+export { MemoryWebhookSecretStore, FileWebhookSecretStore, RedisWebhookSecretStore, newWebhookSecret, type WebhookSecretStore } from './jobs/webhooks/secrets.js';
+export { MemoryDeliveryLog, RedisDeliveryLog, type DeliveryLog, type Delivery, type DeliveryAttempt } from './jobs/webhooks/deliveries.js';

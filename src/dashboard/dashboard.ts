@@ -7,6 +7,7 @@ import { keysRoutes } from './handlers/keys.js';
 import { signInRoutes } from './handlers/sign-in.js';
 import { tryRoutes } from './handlers/try.js';
 import { usageRoutes } from './handlers/usage.js';
+import { webhooksRoutes } from './handlers/webhooks.js';
 import { BodyAlreadyReadError, discardBody, FormTooLargeError, jsonProblem, readForm, redirect, withSecurityHeaders } from './http.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
 import { PasswordHasher } from './passwords.js';
@@ -39,7 +40,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   const ctx = new DashboardContext(config, sessions, throttle, config.passwordHasher ?? new PasswordHasher());
   const { base } = ctx;
   const assets = loadAssets();
-  const routes = new RouteTable([...signInRoutes(ctx), ...keysRoutes(ctx), ...usageRoutes(ctx), ...tryRoutes(ctx), ...accountRoutes(ctx)]);
+  const routes = new RouteTable([...signInRoutes(ctx), ...keysRoutes(ctx), ...usageRoutes(ctx), ...tryRoutes(ctx), ...webhooksRoutes(ctx), ...accountRoutes(ctx)]);
 
   async function handle(request: CoreRequest): Promise<CoreResponse> {
     const https = request.protocol === 'https';

@@ -6,6 +6,8 @@ import type { CoreRequest } from '../core/http-types.js';
 import type { PasswordHasher } from './passwords.js';
 import type { DashboardStore } from './store.js';
 import type { SignInThrottleOptions } from './throttle.js';
+import type { WebhookSecretStore } from '../core/jobs/webhooks/secrets.js';
+import type { DeliveryLog } from '../core/jobs/webhooks/deliveries.js';
 
 export interface DashboardOptions {
   /** The endpoint's handler: Try it runs through it, the usage page reads its limits. */
@@ -52,6 +54,8 @@ export interface DashboardOptions {
    * another cost. (Tests give a lower one to stay fast.)
    */
   passwordHasher?: PasswordHasher;
+  /** Webhooks of jobs: the handler's signing-secret store (its holders make secrets here) and delivery log (listed here). */
+  webhooks?: { secrets: WebhookSecretStore; deliveries?: DeliveryLog };
 }
 
 export function resolveDashboardOptions(options: DashboardOptions) {

@@ -141,7 +141,9 @@ describe('RedisKeyStore: while Redis is away, remembered keys are served for a b
     const client = new Redis(shared.server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
     await client.connect();
     const staleMs = 60_000;
-    const away = new RedisKeyStore({ redis: client, keyPrefix: 'stale', cacheTtlMs: 1000, maxStaleMs: staleMs });
+    // No subscription: this instance misses the revocation's message (an instance cut off from
+    // Redis would), so only the stale bound protects it.
+    const away = new RedisKeyStore({ redis: client, keyPrefix: 'stale', cacheTtlMs: 1000, maxStaleMs: staleMs, subscribe: false });
     const t0 = Date.now();
     const now = vi.spyOn(Date, 'now').mockReturnValue(t0);
     expect((await away.findByHash(hashApiKey(key)))?.key.id).toBe(record.id);

@@ -184,7 +184,7 @@ export class RedisKeyStore implements KeyAdmin {
     this.cacheTtlMs = options.cacheTtlMs ?? 5000;
     this.maxStaleMs = options.maxStaleMs ?? 60_000;
     this.cache = new LRUCache({ max: options.cacheMaxEntries ?? 100_000 });
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => Date.now());
     this.channel = this.k('key-events');
     this.subscribe = options.subscribe ?? true;
   }

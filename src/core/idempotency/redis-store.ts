@@ -65,7 +65,7 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     const options = typeof prefixOrOptions === 'string' ? { keyPrefix: prefixOrOptions } : prefixOrOptions;
     this.prefix = options.keyPrefix ?? 'bgcut';
     this.maxBytes = options.maxBytes ?? 128 * 1024 * 1024;
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => Date.now());
   }
 
   async claim(key: string, fingerprint: string, token: string, times: IdempotencyTimes): Promise<Claim> {

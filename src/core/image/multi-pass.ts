@@ -107,11 +107,11 @@ export async function segmentAtQuality(
 ): Promise<Segmentation> {
   const models: PassModels = typeof model === 'function' ? { whole: model, crop: model } : model;
   const sized = plan ? { ...profile, width: plan.size, height: plan.size } : profile;
-  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside);
+  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool);
   const passes = plan?.passes ?? BEST_PASSES;
 
   // The input's own alpha is folded into the mask when the output is rendered, after the merge.
-  const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false);
+  const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false, pool);
   const started = performance.now();
   let inferenceMs = 0;
   let modelMs = 0;
@@ -141,7 +141,7 @@ export async function segmentAtQuality(
     return pool.upscaleMask(await run(rgb, size, size), size, size, mw, mh);
   });
   // Regions depend only on the first pass, so they run alongside the other passes.
-  const crop = passes.cropMaxArea > 0 ? objectCrop(seg.mask.grey, mw, mh, width, height, passes.cropMargin, passes.cropMaxArea) : null;
+  const crop = passes.cropMaxArea > 0 ? await pool.objectCrop(seg.mask.grey, mw, mh, width, height, passes.cropMargin, passes.cropMaxArea) : null;
   const regions: Region[] = crop ? [crop] : Math.max(width, height) >= passes.tileMinSide ? halves(width, height) : [];
   const cw = passes.cropSize ?? mw;
   const ch = passes.cropSize ?? mh;

@@ -119,6 +119,8 @@ export async function segment(
    * empty and the render decodes the full size when it has the memory.
    */
   decodeAlongside = true,
+  /** Where the confidence count on the model's grid runs (a few ms); without one, in this thread. */
+  pool?: PixelPool,
 ): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
@@ -162,6 +164,7 @@ export async function segment(
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
   const grey = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
+  const confidence = pool ? await pool.looksConfidence(grey, profile.width, profile.height, [], 0) : cutoutConfidence(grey, profile.width, profile.height);
   const postprocessMs = lap();
 
   const inferenceMs = serverRunMs ?? modelMs;
@@ -174,7 +177,7 @@ export async function segment(
     width,
     height,
     model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
-    confidence: cutoutConfidence(grey, profile.width, profile.height),
+    confidence,
     timings: {
       decode: decodeMs,
       preprocess: preprocessMs,

@@ -1,9 +1,11 @@
 import os from 'node:os';
 import { Piscina } from 'piscina';
+import { ApiError } from '../errors.js';
 import type { Look } from './confidence.js';
+import type { ImageView } from './foreground.js';
 import type { MaskPlan } from './full-size-mask.js';
-import type { BestPasses } from './passes.js';
-import type { RenderJob, RenderResult } from './pixel-worker.js';
+import type { BestPasses, Region } from './passes.js';
+import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -82,9 +84,21 @@ export class PixelPool {
     return this.run<number>('looksConfidence', { whole, w, h, looks, laidFrom });
   }
 
+  /** workingView of foreground.ts. */
+  async workingView(view: ImageView, width: number, height: number): Promise<ImageView> {
+    const small = await this.run<ImageView>('workingView', { view, width, height });
+    return { ...small, rgb: asBuffer(small.rgb), alpha: asBuffer(small.alpha) };
+  }
+
+  /** objectCrop of multi-pass.ts. */
+  objectCrop(mask: Buffer, mw: number, mh: number, width: number, height: number, margin: number, maxArea: number): Promise<Region | null> {
+    return this.run<Region | null>('objectCrop', { mask, mw, mh, width, height, margin, maxArea });
+  }
+
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
   async render(job: RenderJob): Promise<RenderResult> {
-    const result = await this.run<RenderResult>('render', job);
+    const result = await this.run<RenderResult | WorkerApiError>('render', job);
+    if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }
 

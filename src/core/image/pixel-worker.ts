@@ -4,11 +4,13 @@
  * main thread (transferred), not copied.
  */
 import { threadId } from 'node:worker_threads';
+import { ApiError } from '../errors.js';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import type { Look } from './confidence.js';
+import { workingView, type ImageView } from './foreground.js';
 import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
 import { kernelCalls } from './kernel-calls.js';
-import { looksConfidence, mergeMasks } from './multi-pass.js';
+import { looksConfidence, mergeMasks, objectCrop } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import type { BestPasses } from './passes.js';
 import { upscaleMask } from './tensor.js';
@@ -68,14 +70,39 @@ export function looksConfidence_(task: { whole: Uint8Array; w: number; h: number
 }
 export { looksConfidence_ as looksConfidence };
 
+export async function workingView_(task: { view: ImageView; width: number; height: number }): Promise<unknown> {
+  const small = await workingView({ ...task.view, rgb: buf(task.view.rgb), alpha: buf(task.view.alpha) }, task.width, task.height);
+  const rgb = own(small.rgb);
+  const alpha = own(small.alpha);
+  return reply({ ...small, rgb, alpha }, [rgb, alpha]);
+}
+export { workingView_ as workingView };
+
+export function objectCrop_(task: { mask: Uint8Array; mw: number; mh: number; width: number; height: number; margin: number; maxArea: number }): unknown {
+  return reply(objectCrop(buf(task.mask), task.mw, task.mh, task.width, task.height, task.margin, task.maxArea), []);
+}
+export { objectCrop_ as objectCrop };
+
+/** An ApiError thrown in a worker, as data: a thrown error reaches the main thread as a plain Error. */
+export interface WorkerApiError {
+  apiError: { code: ApiError['code']; detail: string; headers: Record<string, string> };
+}
+
 export async function render(job: RenderJob): Promise<unknown> {
-  const result: RenderResult = await renderFullSize({
-    ...job,
-    bytes: buf(job.bytes),
-    decoded: job.decoded && buf(job.decoded),
-    mask: revivePlan(job.mask),
-    view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
-  });
+  let result: RenderResult;
+  try {
+    result = await renderFullSize({
+      ...job,
+      bytes: buf(job.bytes),
+      decoded: job.decoded && buf(job.decoded),
+      mask: revivePlan(job.mask),
+      view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
+    });
+  } catch (error) {
+    // A corrupt image found by the full-size decode answers 400 as before, not 500.
+    if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
+    throw error;
+  }
   const body = own(result.body);
   const json = result.json && own(result.json);
   return reply({ ...result, body, json }, json ? [body, json] : [body]);

@@ -30,6 +30,8 @@ export interface CutoutDeps {
   imageLimits: ImageLimits;
   render: { pngCompressionLevel: number; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
+  /** A last check of the result before it is charged (remove.bg's 400 `unknown_foreground`): a throw refunds the quota. */
+  checkResult?: ((rendered: Rendered) => void) | undefined;
 }
 
 export interface Cutout {
@@ -87,7 +89,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   const render = { ...renderSettingsFor(order.output.quality, deps.render), maxOutputPixels: order.maxOutputPixels };
   if (!pixels) {
     // A request that waits for memory holds only its upload and small views meanwhile.
-    await keepOnlyWhatRenderNeeds(segmentation, order.output, render);
+    await keepOnlyWhatRenderNeeds(segmentation, order.output, render, deps.pixelPool);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
   // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
@@ -97,6 +99,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
   });
   await pixels.release();
+  deps.checkResult?.(rendered);
 
   // Charged for good only if the client is still there to get the cutout.
   signal.throwIfAborted();

@@ -14,13 +14,14 @@ export interface PageContext {
   embedded: boolean;
   /** The host's sign-out address when it owns sign-in. */
   signOutUrl?: string | undefined;
-  current?: 'keys' | 'usage' | 'try' | 'account';
+  current?: 'keys' | 'usage' | 'try' | 'webhooks' | 'account';
 }
 
 const NAV: Array<[NonNullable<PageContext['current']>, string, string]> = [
   ['keys', '/keys', 'Developer settings'],
   ['usage', '/usage', 'Usage'],
   ['try', '/try', 'Try it'],
+  ['webhooks', '/webhooks', 'Webhooks'],
   ['account', '/account', 'Account'],
 ];
 

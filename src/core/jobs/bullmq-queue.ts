@@ -1,0 +1,76 @@
+import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import type { JobQueue, JobWork } from './queue.js';
+
+export interface BullMQQueueOptions {
+  /**
+   * Redis for BullMQ: its own connections (BullMQ's workers block on Redis, and need
+   * `maxRetriesPerRequest: null`), so give a URL's parts, not the handler's `redis` client.
+   */
+  connection: ConnectionOptions;
+  /** Queue name. Default `bgcut-jobs`. */
+  name?: string;
+  /**
+   * Key prefix. Default `bgcut`. On a Redis Cluster give it a hash tag (`{bgcut}`), so all of a
+   * queue's keys are in one slot, as BullMQ needs there.
+   */
+  prefix?: string;
+  /** Jobs this instance runs at once. Default 2. */
+  concurrency?: number;
+  /**
+   * How long a job's lock lasts without renewal (the worker renews it every half of it while it
+   * runs). A job whose instance died is taken by another after about this long. Default 30 000 ms.
+   */
+  lockDurationMs?: number;
+  /** How often this instance looks for jobs whose lock lapsed. Default 15 000 ms. */
+  stalledIntervalMs?: number;
+  /** Times a job may be found stalled (its instance died) before it is failed. Default 5. */
+  maxStalledCount?: number;
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * Jobs through BullMQ on Redis: any instance with a worker takes them, and a job whose instance
+ * died mid-way is found stalled (its lock lapsed) and run again by another. The runner makes a
+ * second run harmless: it does only the images not finished, and their charges are named.
+ */
+export class BullMQQueue implements JobQueue {
+  private readonly queue: Queue;
+  private worker: Worker | undefined;
+
+  constructor(private readonly options: BullMQQueueOptions) {
+    this.queue = new Queue(options.name ?? 'bgcut-jobs', { connection: options.connection, prefix: options.prefix ?? 'bgcut' });
+    this.queue.on('error', (error) => options.onError?.(error));
+  }
+
+  async enqueue(jobId: string): Promise<void> {
+    // The job's id is BullMQ's too: enqueuing it twice adds it once.
+    await this.queue.add('job', { jobId }, { jobId, removeOnComplete: 1000, removeOnFail: 1000, attempts: 3, backoff: { type: 'exponential', delay: 5000 } });
+  }
+
+  start(work: JobWork): void {
+    const controller = new AbortController();
+    this.worker = new Worker(
+      this.options.name ?? 'bgcut-jobs',
+      async (job) => work((job.data as { jobId: string }).jobId, controller.signal),
+      {
+        connection: this.options.connection,
+        prefix: this.options.prefix ?? 'bgcut',
+        concurrency: this.options.concurrency ?? 2,
+        lockDuration: this.options.lockDurationMs ?? 30_000,
+        stalledInterval: this.options.stalledIntervalMs ?? 15_000,
+        maxStalledCount: this.options.maxStalledCount ?? 5,
+      },
+    );
+    this.worker.on('error', (error) => this.options.onError?.(error));
+    this.abort = () => controller.abort(new Error('the API is shutting down'));
+  }
+
+  private abort: () => void = () => {};
+
+  async close(graceMs = 30_000): Promise<void> {
+    const timer = setTimeout(this.abort, graceMs);
+    await this.worker?.close();
+    clearTimeout(timer);
+    await this.queue.close();
+  }
+}

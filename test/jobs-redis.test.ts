@@ -1,0 +1,73 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BullMQQueue, createRemoveBgHandler, RedisJobStore, type CoreRequest, type CoreResponse, type RemoveBgHandler } from '../src/core/index.js';
+import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
+import { captureInternalError } from './helpers/log-capture.js';
+import { objectOnTexture } from './helpers/synthetic-image.js';
+import { useRedis } from './helpers/use-redis.js';
+
+const redis = useRedis();
+let keys: TestKeys;
+let image: Buffer;
+let resultsDir: string;
+beforeAll(async () => {
+  keys = await createTestKeys();
+  image = (await objectOnTexture(96, 72)).bytes;
+  resultsDir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-jobs-redis-'));
+});
+const handlers: RemoveBgHandler[] = [];
+afterAll(async () => {
+  await Promise.all(handlers.map((h) => h.close()));
+});
+
+function request(method: string, url: string, body?: { body: Buffer; contentType: string }): CoreRequest {
+  const stream = new PassThrough();
+  stream.end(body?.body ?? Buffer.alloc(0));
+  return {
+    method,
+    url,
+    headers: { 'x-api-key': keys.good, ...(body ? { 'content-type': body.contentType, 'content-length': String(body.body.length) } : {}) },
+    body: stream,
+    signal: new AbortController().signal,
+  };
+}
+const json = (response: CoreResponse) => JSON.parse(response.body.toString()) as Record<string, any>;
+
+describe('jobs with Redis: BullMQ queue, job records in Redis', () => {
+  it('a job accepted by an instance without a worker is run by another instance that has one', async () => {
+    const { port } = new URL(redis.server.url);
+    const connection = { host: '127.0.0.1', port: Number(port), maxRetriesPerRequest: null };
+    const common = {
+      keyStore: keys.store,
+      plans: TEST_PLANS,
+      redis: redis.redis,
+      inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
+      onInternalError: captureInternalError,
+    };
+    // The accepting instance's queue never starts a worker: only the other one can run the job.
+    const acceptOnly = new BullMQQueue({ connection, name: 'redis-test' });
+    acceptOnly.start = () => {};
+    const front = createRemoveBgHandler({ ...common, jobs: { queue: acceptOnly, resultsDir } });
+    const back = createRemoveBgHandler({ ...common, jobs: { queue: new BullMQQueue({ connection, name: 'redis-test', concurrency: 1 }), resultsDir } });
+    handlers.push(front, back);
+
+    const accepted = await front.jobs!(request('POST', '/v1/jobs', multipartBody([{ name: 'file', filename: 'a.png', type: 'image/png', data: image }])));
+    expect(accepted.status).toBe(202);
+    const { id } = json(accepted);
+    expect(await redis.redis.exists(`bgcut:job:{${id}}`)).toBe(1);
+    let status: Record<string, any>;
+    const until = Date.now() + 200_000;
+    do {
+      await new Promise((r) => setTimeout(r, 100));
+      status = json(await front.jobs!(request('GET', `/v1/jobs/${id}`)));
+    } while (status.state !== 'succeeded' && status.state !== 'failed' && Date.now() < until);
+    expect(status.images.map((i: { state: string }) => i.state)).toEqual(['done']);
+    // Read back through the accepting instance: the record is shared (the results folder is too, here).
+    const result = await front.jobs!(request('GET', `/v1/jobs/${id}/results/0`));
+    expect([result.status, result.headers['content-type']]).toEqual([200, 'image/png']);
+    expect((await new RedisJobStore(redis.redis).get(id))?.state).toBe('succeeded');
+  }, 240_000);
+});
