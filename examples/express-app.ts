@@ -8,6 +8,7 @@ import { createDashboardRouter } from '../src/adapters/express-dashboard.js';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
 import type { Dashboard } from '../src/dashboard/index.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
+import { exampleProblem, notFoundProblem } from './problems.js';
 import {
   connectRedis,
   createRemoveBgHandler,
@@ -30,8 +31,10 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
   const app = express();
   app.disable('x-powered-by');
   if (dashboard) app.use(dashboard.basePath, createDashboardRouter(dashboard));
-  // The host app's own JSON parser: it only touches application/json bodies, so it and the
-  // multipart endpoint live side by side.
+  // bgcut before any body parser: it reads its own bodies (multipart, and remove.bg's JSON and
+  // forms with base64 images) with its own limits. Paths it does not serve fall through.
+  app.use(prefix || '/', createRemoveBgRouter(handler));
+  // The host app's own JSON parser, for its own routes.
   app.use(express.json({ limit: '100kb' }));
   app.get('/', (_req, res) => {
     res.type('text/plain').send('bgcut example (Express). POST an image to /v1/remove-bg with X-API-KEY.\n');
@@ -42,7 +45,18 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
   app.post('/echo', (req, res) => {
     res.json({ youSent: req.body as unknown });
   });
-  app.use(prefix || '/', createRemoveBgRouter(handler));
+  // Last: unknown paths and errors (a body parser's refusal included) as problem+json, never
+  // Express's default HTML page, which shows the stack trace and file paths.
+  app.use((_req, res) => {
+    const problem = notFoundProblem();
+    res.status(problem.status).type(problem.contentType).send(problem.body);
+  });
+  app.use((error: unknown, _req: express.Request, res: express.Response, next: express.NextFunction) => {
+    if (res.headersSent) return next(error);
+    const problem = exampleProblem(error);
+    if (problem.status >= 500) console.error('example app: internal error:', error);
+    res.status(problem.status).type(problem.contentType).send(problem.body);
+  });
   return app;
 }
 
@@ -60,7 +74,9 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
 export function modelsFromEnvironment(): { models: Record<string, PreprocessingProfile>; modelName: string } | Record<string, never> {
   const names = (process.env.BGCUT_MODELS ?? '').split(',').map((n) => n.trim()).filter(Boolean);
   if (names.length === 0) return {};
-  return { models: Object.fromEntries(names.map((name) => [name, name === 'isnet' ? ISNET_PROFILE : modelProfile(name)])), modelName: names[0]! };
+  // The prepared built-ins (isnet, isnet-int8, isnet-fp32) take and return the same tensors: ISNet's profile.
+  const builtin = (name: string) => ['isnet', 'isnet-int8', 'isnet-fp32'].includes(name);
+  return { models: Object.fromEntries(names.map((name) => [name, builtin(name) ? ISNET_PROFILE : modelProfile(name)])), modelName: names[0]! };
 }
 
 export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
@@ -75,6 +91,8 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
       address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051',
       profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet,
       ...(process.env.BGCUT_INFERENCE_TIMEOUT_MS ? { timeoutMs: Number(process.env.BGCUT_INFERENCE_TIMEOUT_MS) } : {}),
+      // BGCUT_MODE_MODELS=off: every pass on the request's model (the mode table's models unused).
+      ...(process.env.BGCUT_MODE_MODELS === 'off' ? { modeModels: false } : {}),
       ...modelsFromEnvironment(),
     },
     onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),

@@ -11,13 +11,39 @@ import { createFetchHandler } from '../src/adapters/fetch.js';
 import type { RemoveBgHandler } from '../src/core/index.js';
 import { handlerFromEnvironment } from './express-app.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
+import { exampleProblem, notFoundProblem, type ExampleProblem } from './problems.js';
+import { bodyLimit } from 'hono/body-limit';
+
+/** A 413 is answered before the body is read: the connection closes after it, so no client reuses it mid-body. */
+const problemResponse = (problem: ExampleProblem) =>
+  new Response(problem.body, { status: problem.status, headers: { 'content-type': problem.contentType, ...(problem.status === 413 ? { connection: 'close' } : {}) } });
 import type { Server } from 'node:http';
 
 export function createHonoApp(handler: RemoveBgHandler, prefix = ''): Hono {
   const app = new Hono();
   app.get('/', (c) => c.text('bgcut example (Hono). POST an image to /v1/remove-bg with X-API-KEY.\n'));
   app.get('/healthz', (c) => c.json({ ok: true }));
-  app.post('/echo', async (c) => c.json({ youSent: await c.req.json() }));
+  // Hono reads bodies without a limit of its own: the app's routes set one.
+  app.post(
+    '/echo',
+    bodyLimit({ maxSize: 100 * 1024, onError: () => problemResponse(exampleProblem({ type: 'entity.too.large', status: 413 })) }),
+    async (c) => {
+      let body: unknown;
+      try {
+        body = await c.req.json();
+      } catch (error) {
+        return problemResponse(exampleProblem({ type: 'entity.parse.failed', status: 400, cause: error }));
+      }
+      return c.json({ youSent: body });
+    },
+  );
+  // Errors and unknown paths as problem+json: Hono's default answers are plain text.
+  app.onError((error) => {
+    const problem = exampleProblem(error);
+    if (problem.status >= 500) console.error('example app: internal error:', error);
+    return problemResponse(problem);
+  });
+  app.notFound(() => problemResponse(notFoundProblem()));
   const removeBg = createFetchHandler(handler, { prefix });
   // Last, so the app's own routes come first; bgcut answers 404 problem+json for paths it lacks.
   app.all(`${prefix}/*`, (c) => removeBg(c.req.raw, { clientIp: getConnInfo(c).remote.address }));

@@ -12,8 +12,9 @@ export function area(name, { mutate, high, low }) {
     coverageAnalysis: 'perTest',
     // A shared 2-core machine: one sandbox at a time unless STRYKER_CONCURRENCY says otherwise.
     concurrency: Number(process.env.STRYKER_CONCURRENCY ?? 1),
-    timeoutMS: 20_000,
-    timeoutFactor: 3,
+    // A mutant that hangs (a promise never settled) counts as detected: give it seconds, not minutes.
+    timeoutMS: Number(process.env.STRYKER_TIMEOUT_MS ?? 5000),
+    timeoutFactor: 1.5,
     reporters: ['clear-text', 'progress-append-only', 'json'],
     jsonReporter: { fileName: `reports/mutation/${name}.json` },
     tempDirName: `.stryker-tmp-${name}`,

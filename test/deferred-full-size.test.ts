@@ -38,7 +38,7 @@ async function cutout(bytes: Buffer, output: OutputOptions, wait: boolean) {
   const seg = await segment(bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), !wait);
   if (wait) {
     expect(seg.rgb.length).toBe(0);
-    await keepOnlyWhatRenderNeeds(seg, output, render);
+    await keepOnlyWhatRenderNeeds(seg, output, render, pool);
     expect(seg.model.rgb.length).toBeLessThan(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
   }
   return renderOutput(seg, output, render, pool);
@@ -82,13 +82,13 @@ describe('a request waiting to render', () => {
     expect(maskOnly.foreground).toEqual(decoded.foreground);
   });
 
-  it('a full-size decode that fails in the pool\'s worker answers corrupt_image (400), as on the main thread before', async () => {
+  it('a full-size decode that fails in the pool\'s worker answers corrupt_image (422), as it did on the main thread, not a 500', async () => {
     const image = await objectOnTexture(900, 700);
     const probe = await probeImage(image.bytes, limits);
     const seg = await segment(image.bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(30_000), false);
     // The model saw the image; the bytes the render decodes are cut short.
     seg.bytes = image.bytes.subarray(0, image.bytes.length >> 1);
-    await expect(renderOutput(seg, DEFAULT_OUTPUT, render, pool)).rejects.toMatchObject({ name: 'ApiError', code: 'corrupt_image', status: 400 });
+    await expect(renderOutput(seg, DEFAULT_OUTPUT, render, pool)).rejects.toMatchObject({ name: 'ApiError', code: 'corrupt_image', status: 422 });
   });
 
   it('folds the input\'s own alpha into the deferred mask as into the direct one', async () => {

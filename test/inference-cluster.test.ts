@@ -189,7 +189,7 @@ describe('backpressure', () => {
     } finally {
       await api.close();
     }
-  });
+  }, 180_000); // event waits (a whole cutout on a busy box), not a timing claim
 });
 
 describe('TLS between the API and the inference servers', () => {

@@ -160,7 +160,7 @@ describe('inference server limits and lifecycle (own instance)', () => {
       client.close();
       await server.stop();
     }
-  });
+  }, 180_000); // event waits (a server start and a whole inference on a busy box), not a timing claim
 
   it('on SIGTERM reports NOT_SERVING, refuses new calls, finishes the one in flight, exits 0', async () => {
     const server = await startInferenceProcess(['--metrics-port', '0']);

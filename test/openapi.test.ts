@@ -29,7 +29,8 @@ describe('OpenAPI document', () => {
     const jobs = document.paths['/v1/jobs'].post.responses;
     const codesAt = (operation: Record<string, any>, status: number): string[] => operation[String(status)]?.content['application/problem+json'].schema.allOf[1].properties.code.enum ?? [];
     for (const [code, { status }] of Object.entries(ERROR_CATALOG)) {
-      if (code === 'not_found' || code === 'client_closed') continue;
+      // bad_request: the host app's own parts (the examples); unknown_foreground, malformed_base64: remove.bg's route only.
+      if (['not_found', 'client_closed', 'bad_request', 'unknown_foreground', 'malformed_base64'].includes(code)) continue;
       // The jobs' own codes are documented on the jobs' operations.
       const readJob = ['job_not_found', 'result_not_ready', 'results_expired'].includes(code);
       const where = readJob ? document.paths['/v1/jobs/{id}/results/{n}'].get.responses : ['batch_empty', 'batch_too_large', 'callback_url_refused', 'webhook_secret_missing'].includes(code) ? jobs : responses;
@@ -44,14 +45,15 @@ describe('OpenAPI document', () => {
     const ajv = new Ajv2020({ strict: false });
     const parameters = document.paths['/v1/remove-bg'].post.parameters as { name: string; schema: object }[];
     const samples: Record<string, string[]> = {
-      format: ['png', 'jpeg', 'JPG', 'gif', 'bmp', ''],
+      format: ['png', 'jpeg', 'JPG', 'zip', 'gif', 'bmp', ''],
       channels: ['rgba', 'alpha', 'rgb'],
       bg_color: ['#00ff00', 'red', 'transparent'],
       crop: ['true', 'false', '1', 'maybe'],
       crop_margin: ['10px', '5%', '500px', '10pt', 'ten'],
-      size: ['preview', 'full', 'auto', 'huge'],
+      size: ['preview', 'medium', 'hd', 'full', 'auto', 'huge'],
       model: ['isnet', 'a b', 'x'.repeat(65)],
       quality: ['fast', 'balanced', 'BEST', 'better', ''],
+      roi: ['10% 0% 90% 100%', '0px 0px 400px 300px', '0 0 10 10', 'a b c d', '10% 0%', '1  2 3 4'],
     };
     for (const name of Object.keys(OUTPUT_OPTION_DEFINITIONS)) {
       it(name, () => {

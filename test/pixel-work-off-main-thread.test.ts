@@ -75,7 +75,8 @@ describe('full-size pixel work stays off the main thread', () => {
     handler = createRemoveBgHandler({
       keyStore: store,
       plans: { open: { requestsPerMinute: 1000 } },
-      inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
+      // A shared 2-core box can queue a model call for minutes: the deadline is not what is tested.
+      inference: { address: inject('inferenceAddress'), timeoutMs: 480_000 },
       pixelThreads: 1,
       onInternalError: captureInternalError,
     });
@@ -98,7 +99,7 @@ describe('full-size pixel work stays off the main thread', () => {
     }
     const after = mainCounts();
     expect(Object.fromEntries(KERNELS.map((k) => [k, after[k]! - before[k]!]))).toEqual(zero);
-  }, 300_000);
+  }, 900_000);
 
   it('the same paths run every kernel in the pool\'s worker (so the check above is not vacuous)', async () => {
     const pool = new PixelPool({ threads: 1 });

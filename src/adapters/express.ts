@@ -16,8 +16,15 @@ export function routeMiddleware(handle: (request: CoreRequest) => Promise<CoreRe
     checkExpressTrustProxy(req.app);
     // req.ip honours the app's 'trust proxy' setting.
     const request = coreRequestOf(req, res, { url: req.originalUrl, clientIp: req.ip, protocol: req.protocol });
-    // The host app's express.json() may have read a JSON body (`{"image_url": ...}`) already.
-    if (req.readableEnded && isPlainObject(req.body)) request.body = Readable.from([Buffer.from(JSON.stringify(req.body))]);
+    // The host app's express.json() or express.urlencoded() may have read a JSON or form body
+    // (`{"image_url": ...}`, remove.bg's `image_file_b64=...`) already: the core gets it back as
+    // JSON and reads it with its own limits. (A parser's own limit, 100 kB by default, refuses a
+    // larger body before bgcut sees it: mount bgcut's router ahead of body parsers.)
+    if (req.readableEnded && isPlainObject(req.body)) {
+      const json = Buffer.from(JSON.stringify(req.body));
+      request.body = Readable.from([json]);
+      request.headers = { ...request.headers, 'content-type': 'application/json', 'content-length': String(json.length) };
+    }
     handle(request)
       .then((response) => writeResponse(res, response))
       .catch(next);
@@ -49,5 +56,9 @@ function writeResponse(res: Response, response: CoreResponse): void {
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
+  if (typeof value !== 'object' || value === null) return false;
+  // express.urlencoded({ extended: false }) gives an object without a prototype.
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  return prototype === Object.prototype || prototype === null;
 }
+

@@ -23,10 +23,11 @@ const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [optio
 
   --out DIR            where the results go (folders keep their structure below it)
   --concurrency N      images in flight at once (default 4, at most 64)
-  --format F           png (default), webp, jpg or avif
-  --size S             auto (default), full or preview
+  --format F           png (default), webp, jpg, avif, or zip (color.jpg + alpha.png)
+  --size S             auto (default), full, hd, medium or preview
   --bg-color C         a background colour instead of transparency
   --crop               crop to the foreground; --crop-margin 10px or 5%
+  --roi "x1 y1 x2 y2"  only this region (px or %) may be foreground
   --model NAME         a model the server offers
   --api-url URL        the API (default BGCUT_API_URL, else http://localhost:3000)
   --overwrite          process again files whose output exists (default: skip them)
@@ -35,8 +36,8 @@ const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [optio
 
 The API key is read from BGCUT_API_KEY.`;
 
-const FORMATS = ['png', 'webp', 'jpg', 'avif'] as const;
-const SIZES = ['preview', 'full', 'auto'] as const;
+const FORMATS = ['png', 'webp', 'jpg', 'avif', 'zip'] as const;
+const SIZES = ['preview', 'medium', 'hd', 'full', 'auto'] as const;
 
 class UsageError extends Error {}
 
@@ -76,6 +77,7 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
         'bg-color': { type: 'string' },
         crop: { type: 'boolean' },
         'crop-margin': { type: 'string' },
+        roi: { type: 'string' },
         model: { type: 'string' },
         'api-url': { type: 'string' },
         overwrite: { type: 'boolean', default: false },
@@ -112,6 +114,7 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
     ...(values['bg-color'] ? { bgColor: values['bg-color'] } : {}),
     ...(values.crop ? { crop: true } : {}),
     ...(values['crop-margin'] ? { cropMargin: values['crop-margin'] } : {}),
+    ...(values.roi ? { roi: values.roi } : {}),
     ...(values.model ? { model: values.model } : {}),
   };
   const { items, unmatched } = await expandInputs(inputs, format);

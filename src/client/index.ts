@@ -43,14 +43,17 @@ export interface RetryEvent {
 }
 
 export interface RemoveBackgroundOptions {
-  format?: 'png' | 'webp' | 'jpg' | 'avif';
+  /** `zip`: a ZIP of `color.jpg` and `alpha.png`, to be joined by the caller (docs/api.md). */
+  format?: 'png' | 'webp' | 'jpg' | 'avif' | 'zip';
   channels?: 'rgba' | 'alpha';
   /** `#rgb`, `#rrggbb`, `#rrggbbaa`, a CSS colour name, or `transparent`. */
   bgColor?: string;
   crop?: boolean;
   /** `10px` or `5%`; needs `crop`. */
   cropMargin?: string;
-  size?: 'preview' | 'full' | 'auto';
+  size?: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
+  /** Region of interest `x1 y1 x2 y2`, each px or % (`10% 0% 90% 100%`): only it may be foreground. */
+  roi?: string;
   model?: string;
   /** The file name sent with the upload (the result's name is derived from it). */
   filename?: string;
@@ -104,7 +107,7 @@ export interface AccountStanding {
   inProgress: number;
 }
 
-const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', size: 'size', model: 'model' } as const;
+const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', size: 'size', roi: 'roi', model: 'model' } as const;
 
 export class BgcutClient {
   private readonly apiKey: string;

@@ -44,6 +44,8 @@ export const ERROR_CATALOG = {
   },
   // The request itself.
   not_found: { status: 404, title: 'Not found', detail: 'No such endpoint.' },
+  // Only from the host app around bgcut (the examples' error handlers): a request its own parts refused.
+  bad_request: { status: 400, title: 'Bad request', detail: 'The request could not be read.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', detail: 'Use POST.' },
   not_multipart: {
     status: 415,
@@ -70,6 +72,12 @@ export const ERROR_CATALOG = {
   // a caller learns nothing about the network behind the API (which names resolve, which
   // addresses are private, which ports answer); the specifics go to onInternalError.
   malformed_json: { status: 400, title: 'Malformed JSON body', detail: 'The body is not a JSON object.' },
+  malformed_base64: { status: 400, title: 'Malformed base64 image', detail: 'image_file_b64 is not base64-encoded image data.' },
+  unknown_foreground: {
+    status: 400,
+    title: 'Could not identify foreground in image',
+    detail: 'No object was found in front of a background (remove.bg\'s `unknown_foreground`); nothing was charged.',
+  },
   file_and_image_url: { status: 400, title: 'Both file and image_url', detail: 'Send the image as the part "file" or as "image_url", not both.' },
   image_url_invalid: { status: 400, title: 'Invalid image URL', detail: 'image_url is not a usable URL.' },
   image_url_scheme_not_allowed: {

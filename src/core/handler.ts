@@ -3,6 +3,7 @@ import { InferenceClient } from './inference/inference-client.js';
 import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
+import type { PreprocessingProfile } from './image/profile.js';
 import { PixelPool } from './image/pixel-pool.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
@@ -24,6 +25,14 @@ import { takeOrder } from './pipeline/order.js';
 import { respond, type RespondDeps } from './pipeline/respond.js';
 import { cutoutResponse, jsonResponse } from './pipeline/responses.js';
 import { listModels } from './models/model-list.js';
+import type { Cutout } from './pipeline/cutout.js';
+import type { InputReader, Order } from './pipeline/order.js';
+import type { Admitted } from './pipeline/admission.js';
+import { QUALITY_QUOTA_WEIGHT } from './image/multi-pass.js';
+import { quotaCost } from './limits/plans.js';
+import { readRemoveBgRequest } from './removebg/read-request.js';
+import type { RemoveBgRequest } from './removebg/parameters.js';
+import { removeBgAccount, removeBgAnswer, removeBgError, wantsJson } from './removebg/answers.js';
 import { createJobService } from './jobs/service.js';
 import { cutoutImage } from './jobs/image-cutout.js';
 import { JOBS_PATH } from './jobs/http.js';
@@ -38,6 +47,8 @@ export interface ApiDocsContext {
   models: string[];
   defaultModel: string;
   problemTypeBase: string;
+  /** Whether remove.bg's wire format is served beside bgcut's own. */
+  removeBgApi: boolean;
 }
 
 export interface RemoveBgHandler {
@@ -45,6 +56,13 @@ export interface RemoveBgHandler {
   handle(request: CoreRequest): Promise<CoreResponse>;
   /** `GET /v1/account`: the caller's plan, limits, usage and what remains. */
   account(request: CoreRequest): Promise<CoreResponse>;
+  /**
+   * `POST /v1.0/removebg`: remove.bg's wire format over the same pipeline (same auth, limits,
+   * metering and Idempotency-Key), so remove.bg's clients work with only their endpoint changed.
+   */
+  removeBg(request: CoreRequest): Promise<CoreResponse>;
+  /** `GET /v1.0/account`: remove.bg's account document, from the account's plan and usage. */
+  removeBgAccount(request: CoreRequest): Promise<CoreResponse>;
   /** `GET /v1/models`: the models this API serves (public, like the OpenAPI document). */
   models(request: CoreRequest): Promise<CoreResponse>;
   /** Prometheus text of this instance's metrics. */
@@ -82,6 +100,18 @@ export interface RemoveBgHandler {
    * server stops accepting connections.
    */
   close(): Promise<void>;
+}
+
+/**
+ * How one wire format's requests come in and its answers go out, over the one pipeline: bgcut's
+ * own (`/v1/remove-bg`) or remove.bg's (`/v1.0/removebg`, src/core/removebg).
+ */
+interface Dialect {
+  route: string;
+  readInput?: InputReader;
+  queryOptions?: boolean;
+  checkResult?: (rendered: Cutout['rendered']) => void;
+  answer(cutout: Cutout, order: Order, admitted: Admitted, rateHeaders: Record<string, string>): CoreResponse;
 }
 
 /** The key id logged for requests made through the dashboard's session rather than a key. */
@@ -143,7 +173,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // What an image_url refusal does not tell the caller (which address, which errno) goes to the operator.
   const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
 
-  const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
+  // A model a mode table names may not be among the configured ones: it runs with the profile of the request's model (same tensors, see ModelVerifier.passModel).
+  const model = (name: string, profile?: PreprocessingProfile): MaskModel => client.maskModel(name, config.inference.models[name] ?? profile!);
   const cutoutDeps: CutoutDeps = {
     enforcer,
     inferenceSlots,
@@ -152,6 +183,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     profiles: config.inference.models,
     model,
     freeSize: (name) => client.freeSize(name),
+    passModel: (requested, named) => verifier.passModel(requested, named),
     imageLimits: { maxInputPixels: config.limits.maxInputPixels },
     render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
     onInternalError: config.onInternalError,
@@ -192,8 +224,13 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   });
   const jobsRoute = jobService && ((request: CoreRequest) => respond(JOBS_PATH, request, respondDeps, (scope) => jobService.route(scope)));
 
-  function handle(request: CoreRequest, known?: Identity): Promise<CoreResponse> {
-    const handled = () => respond('/v1/remove-bg', request, respondDeps, async (scope) => {
+  const bgcutDialect: Dialect = {
+    route: '/v1/remove-bg',
+    answer: (cutout, order, _admitted, rateHeaders) => cutoutResponse(cutout, order.output, order.upload.filename, rateHeaders),
+  };
+
+  function handle(request: CoreRequest, known?: Identity, dialect: Dialect = bgcutDialect): Promise<CoreResponse> {
+    const handled = () => respond(dialect.route, request, respondDeps, async (scope) => {
       const admitted = await traceStep('bgcut.admission', () => admit(scope, admissionDeps, known));
       const idempotent = idempotentRequest(scope, admitted, idempotency);
       const order = await traceStep('bgcut.upload', () => takeOrder(scope, admitted.plan, {
@@ -204,13 +241,15 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
         imageUrl,
+        readInput: dialect.readInput,
+        queryOptions: dialect.queryOptions,
       }));
       setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
       const replayed = await idempotent?.claim(order);
       if (replayed) return replayed;
-      const cutout = await makeCutout(scope, admitted, order, cutoutDeps);
+      const cutout = await makeCutout(scope, admitted, order, dialect.checkResult ? { ...cutoutDeps, checkResult: dialect.checkResult } : cutoutDeps);
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
-      const response = cutoutResponse(cutout, order.output, order.upload.filename, scope.rateHeaders);
+      const response = dialect.answer(cutout, order, admitted, scope.rateHeaders);
       await idempotent?.complete(response);
       return response;
     });
@@ -226,6 +265,42 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       scope.rateHeaders = rateLimitHeaders(summary.rate);
       return jsonResponse(200, { ...scope.rateHeaders, 'cache-control': 'no-store' }, summary);
     });
+  }
+
+  /** remove.bg's request and answer over the same steps (src/core/removebg). */
+  function removeBg(request: CoreRequest): Promise<CoreResponse> {
+    let mapped: RemoveBgRequest | undefined;
+    const dialect: Dialect = {
+      route: '/v1.0/removebg',
+      queryOptions: false,
+      readInput: async (...args) => {
+        const upload = await readRemoveBgRequest(...args);
+        mapped = upload.removeBg;
+        return upload;
+      },
+      checkResult: (rendered) => {
+        if (!rendered.foreground) throw new ApiError('unknown_foreground');
+      },
+      answer: (cutout, order, admitted, rateHeaders) => {
+        const weight = QUALITY_QUOTA_WEIGHT[order.output.quality];
+        const credits = admitted.plan.monthlyQuota ? quotaCost(admitted.plan.monthlyQuota, order.pixels, weight) : weight;
+        return removeBgAnswer(cutout, { json: wantsJson(request.headers.accept), reportedType: mapped?.reportedType, credits, rateHeaders });
+      },
+    };
+    // remove.bg's JSON answer is made here from the image: the core is asked for the image alone.
+    const { accept: _accept, ...headers } = request.headers;
+    return handle({ ...request, headers }, undefined, dialect).then(removeBgError);
+  }
+
+  async function removeBgAccountRoute(request: CoreRequest): Promise<CoreResponse> {
+    const response = await respond('/v1.0/account', request, respondDeps, async (scope) => {
+      if (request.method !== 'GET') throw new ApiError('method_not_allowed', { headers: { allow: 'GET' }, detail: 'Use GET.' });
+      const identity = await untilAborted(authenticate(request, config.keyStore, (known) => (scope.identity = known)), scope.signal);
+      const summary = await untilAborted(summaryOf(identity), scope.signal);
+      scope.rateHeaders = rateLimitHeaders(summary.rate);
+      return removeBgAccount(summary, scope.rateHeaders);
+    });
+    return removeBgError(response);
   }
 
   const summaryOf = (identity: Identity) =>
@@ -273,12 +348,20 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     handleForAccount: (request, account) => handle(request, { account, keyId: DASHBOARD_KEY_ID }),
     accountSummary: (account) => summaryOf({ account, keyId: DASHBOARD_KEY_ID }),
     account,
+    removeBg,
+    removeBgAccount: removeBgAccountRoute,
     models: modelsRoute,
     metrics: metricsRoute,
     routes: [
       { path: '/v1/remove-bg', handle: onlyRequest },
       { path: '/v1/account', handle: account },
       { path: '/v1/models', handle: modelsRoute },
+      ...(config.removeBgApi
+        ? [
+            { path: '/v1.0/removebg', handle: removeBg },
+            { path: '/v1.0/account', handle: removeBgAccountRoute },
+          ]
+        : []),
       ...(jobsRoute ? [{ path: JOBS_PATH, subpaths: true, handle: jobsRoute }] : []),
       ...(config.exposeMetrics ? [{ path: '/metrics', handle: metricsRoute }] : []),
     ],
@@ -298,5 +381,6 @@ function docsContext(config: ReturnType<typeof resolveOptions>): ApiDocsContext 
     models: Object.keys(config.inference.models),
     defaultModel: config.inference.modelName,
     problemTypeBase: config.problemTypeBase,
+    removeBgApi: config.removeBgApi,
   };
 }

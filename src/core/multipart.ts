@@ -29,6 +29,21 @@ export function maxBodyBytes(limits: UploadLimits): number {
   return limits.maxFileBytes + limits.maxFields * limits.maxFieldBytes + ENVELOPE_BYTES;
 }
 
+/** One text field allowed to be longer than `maxFieldBytes` (remove.bg's `image_file_b64`). */
+export interface LargeField {
+  name: string;
+  maxBytes: number;
+}
+
+/** Which parts make up the form: bgcut's own (`file`), or another dialect's (remove.bg's `image_file`). */
+export interface FormShape {
+  /** Name of the file part. Default `file`. */
+  fileField?: string;
+  /** Text fields that may stand in for the file (`image_url`): then the Upload's file is empty. */
+  fileAlternatives?: string[];
+  largeField?: LargeField;
+}
+
 /** One file part of a form. */
 export interface UploadedFile {
   file: Buffer;
@@ -66,10 +81,12 @@ export async function readUpload(
   headers: IncomingHeaders,
   limits: UploadLimits,
   signal: AbortSignal,
-  /** A form field that may stand in for the file (`image_url`): then the Upload's file is empty. */
-  fileAlternative?: string,
+  /** A form field that may stand in for the file (`image_url`), or the form's whole shape. */
+  shape?: string | FormShape,
 ): Promise<Upload> {
-  const form = await readForm(body, headers, { ...limits, maxFiles: 1, maxTotalBytes: limits.maxFileBytes }, signal, fileAlternative, maxBodyBytes(limits));
+  const formShape: FormShape = typeof shape === 'string' ? { fileAlternatives: [shape] } : (shape ?? {});
+  const maxBytes = maxBodyBytes(limits) + (formShape.largeField?.maxBytes ?? 0);
+  const form = await readForm(body, headers, { ...limits, maxFiles: 1, maxTotalBytes: limits.maxFileBytes }, signal, formShape, maxBytes);
   const first = form.files[0];
   if (!first) return { file: Buffer.alloc(0), filename: '', declaredType: '', fields: form.fields };
   return { ...first, fields: form.fields };
@@ -80,7 +97,7 @@ export async function readUpload(
  * the same limits per file as `readUpload` and a cap on all of them together.
  */
 export function readBatchUpload(body: Readable, headers: IncomingHeaders, limits: BatchLimits, signal: AbortSignal): Promise<BatchUpload> {
-  return readForm(body, headers, limits, signal, undefined, maxBatchBodyBytes(limits));
+  return readForm(body, headers, limits, signal, {}, maxBatchBodyBytes(limits));
 }
 
 function readForm(
@@ -88,9 +105,11 @@ function readForm(
   headers: IncomingHeaders,
   limits: BatchLimits,
   signal: AbortSignal,
-  fileAlternative: string | undefined,
+  shape: FormShape,
   maxBytes: number,
 ): Promise<BatchUpload> {
+  const fileField = shape.fileField ?? 'file';
+  const largeField = shape.largeField;
   const contentType = headers['content-type'];
   if (typeof contentType !== 'string' || !/^multipart\/form-data\s*;/i.test(contentType)) {
     return Promise.reject(new ApiError('not_multipart'));
@@ -118,7 +137,7 @@ function readForm(
         fileSize: limits.maxFileBytes + 1,
         files: limits.maxFiles,
         fields: limits.maxFields,
-        fieldSize: limits.maxFieldBytes + 1,
+        fieldSize: Math.max(limits.maxFieldBytes, largeField?.maxBytes ?? 0) + 1,
         fieldNameSize: 100,
         parts: limits.maxFields + limits.maxFiles + 1,
         headerPairs: 20,
@@ -167,10 +186,10 @@ function readForm(
     body.on('data', countBytes);
 
     parser.on('file', (name, stream, info) => {
-      if (name !== 'file') {
+      if (name !== fileField) {
         stream.on('error', () => {});
         stream.resume();
-        fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "file".` }));
+        fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "${fileField}".` }));
         return;
       }
       const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, chunks: [] as Buffer[], done: false };
@@ -191,12 +210,13 @@ function readForm(
     parser.on('field', (partName, value, info) => {
       // busboy gives no name (undefined) for a part whose Content-Disposition has none.
       const name = partName ?? '';
-      if (info.nameTruncated || info.valueTruncated) {
+      const tooLong = name !== largeField?.name && Buffer.byteLength(value) > limits.maxFieldBytes;
+      if (info.nameTruncated || info.valueTruncated || tooLong) {
         fail(new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` }));
         return;
       }
-      if (name === 'file') {
-        fail(new ApiError('missing_file', { detail: 'The part named "file" is a text field, not a file: send it with a filename.' }));
+      if (name === fileField) {
+        fail(new ApiError('missing_file', { detail: `The part named "${fileField}" is a text field, not a file: send it with a filename.` }));
         return;
       }
       fields[name] = value;
@@ -209,7 +229,7 @@ function readForm(
     parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
     parser.on('close', () => {
       if (settled) return;
-      if (files.length === 0 && fileAlternative && fields[fileAlternative] !== undefined) {
+      if (files.length === 0 && shape.fileAlternatives?.some((name) => fields[name] !== undefined)) {
         settled = true;
         cleanup();
         resolve({ files: [], fields });
@@ -222,7 +242,7 @@ function readForm(
       const read = files.map((f) => ({ ...f.info, file: Buffer.concat(f.chunks) }));
       const empty = read.findIndex((f) => f.file.length === 0);
       if (empty >= 0) {
-        fail(new ApiError('missing_file', { detail: read.length > 1 ? `File part ${empty + 1} named "file" is empty.` : 'The part named "file" is empty.' }));
+        fail(new ApiError('missing_file', { detail: read.length > 1 ? `File part ${empty + 1} named "${fileField}" is empty.` : `The part named "${fileField}" is empty.` }));
         return;
       }
       settled = true;

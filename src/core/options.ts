@@ -50,6 +50,13 @@ export interface InferenceOptions {
    * its preprocessing profile. Default: just `modelName` with `profile`.
    */
   models?: Record<string, PreprocessingProfile>;
+  /**
+   * Run each pass on the model its mode table names (`PreprocessingProfile.modes`: ISNet's runs
+   * `fast` and `balanced` on `isnet-int8`), when the servers serve that model with the same
+   * tensors; a request that names a model runs every pass on it. `false` pins every pass to the
+   * request's model (the default model when it names none). Default true.
+   */
+  modeModels?: boolean;
   /** Deadline of each inference call, in ms. Default 30 000. */
   timeoutMs?: number;
   /** Largest gRPC message sent or received, in bytes. Default 64 MiB. */
@@ -156,6 +163,11 @@ export interface RemoveBgOptions {
    * endpoint (public, no key needed). Default true.
    */
   apiDocs?: boolean;
+  /**
+   * Serve remove.bg's wire format beside bgcut's own: `POST /v1.0/removebg` and `GET /v1.0/account`
+   * (docs/remove-bg.md), so remove.bg's clients work with only their endpoint changed. Default true.
+   */
+  removeBgApi?: boolean;
   /** The API's public base URL for the document's `servers`. Default: where the document was fetched from. */
   publicBaseUrl?: string;
   /** Prefix of the problem+json `type` URIs. Default `urn:bgcut:problem:`. */
@@ -231,6 +243,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     },
     exposeMetrics: options.exposeMetrics ?? false,
     apiDocs: options.apiDocs ?? true,
+    removeBgApi: options.removeBgApi ?? true,
     imageUrl: resolveImageUrlOptions(options.imageUrl),
     // Checked here, so a bad value fails when the handler is created; the service keeps the objects.
     jobs: (resolveJobsOptions(options.jobs), options.jobs),
@@ -242,6 +255,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       modelName: inference.modelName ?? 'isnet',
       profile: inference.profile ?? ISNET_PROFILE,
       models: inference.models ?? { [inference.modelName ?? 'isnet']: inference.profile ?? ISNET_PROFILE },
+      modeModels: inference.modeModels ?? true,
       timeoutMs: inference.timeoutMs ?? 30_000,
       maxMessageBytes: inference.maxMessageBytes ?? 64 * 1024 * 1024,
       retryAfterSeconds: inference.retryAfterSeconds ?? 2,

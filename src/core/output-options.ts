@@ -3,7 +3,21 @@ import { ApiError } from './errors.js';
 import type { IncomingHeaders } from './http-types.js';
 import { describeQualities, QUALITIES, type Quality } from './image/multi-pass.js';
 
-export type OutputFormat = 'png' | 'webp' | 'jpg' | 'avif';
+export type OutputFormat = 'png' | 'webp' | 'jpg' | 'avif' | 'zip';
+
+/** One edge of a region, in px or % of the image's size. */
+export interface Edge {
+  value: number;
+  unit: 'px' | '%';
+}
+
+/** A rectangle of the upright input: `roi`. */
+export interface Region {
+  left: Edge;
+  top: Edge;
+  right: Edge;
+  bottom: Edge;
+}
 
 export interface Rgba {
   r: number;
@@ -21,14 +35,16 @@ export interface OutputOptions {
   bgColor: Rgba | null;
   crop: boolean;
   cropMargin: { value: number; unit: 'px' | '%' };
-  /** `preview`: at most 0.25 MP; `full`: the input's size; `auto`: full, within the plan's cap. */
-  size: 'preview' | 'full' | 'auto';
+  /** `preview`, `medium`, `hd`: at most 0.25, 1.5, 4 MP (remove.bg's sizes); `full`: the input's size; `auto`: full, within the plan's cap. */
+  size: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
   /** `json` when the client sent `Accept: application/json`. */
   response: 'image' | 'json';
   /** The model to use, by name; undefined for the default. */
   model: string | undefined;
   /** `fast`, `balanced` (one model pass, the default) or `best` (several passes merged); see image/multi-pass.ts. */
   quality: Quality;
+  /** `roi`: only this region of the input may be foreground; null for the whole image. */
+  roi: Region | null;
 }
 
 
@@ -42,6 +58,7 @@ export const DEFAULT_OUTPUT: OutputOptions = {
   response: 'image',
   model: undefined,
   quality: 'balanced',
+  roi: null,
 };
 
 function invalid(field: string, detail: string): ApiError {
@@ -72,6 +89,8 @@ const MAX_MARGIN = { px: 500, '%': 100 };
  */
 const MARGIN_PATTERN = /^(\d+(?:\.\d+)?)\s*(px|%)?$/;
 const MODEL_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+/** Four edges, each a number of at most 6 digits (and 2 decimals) with an optional unit, one blank apart. */
+const ROI_PATTERN = /^(\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)?$/;
 
 /** JSON Schema of one option's value, as it arrives: a form field or query parameter is text. */
 export interface OptionSchema {
@@ -117,7 +136,13 @@ function oneOf<T extends string>(
 }
 
 export const OUTPUT_OPTION_DEFINITIONS = {
-  format: oneOf('Image format of the result; `jpg` has no transparency (white behind unless `bg_color`).', ['png', 'webp', 'jpg', 'avif'] as const, 'png', (o, v) => (o.format = v), { jpeg: 'jpg' }),
+  format: oneOf(
+    'Image format of the result; `jpg` has no transparency (white behind unless `bg_color`); `zip`: a ZIP of `color.jpg` (the colour) and `alpha.png` (the mask), to be joined by the client (not with `bg_color` or `channels=alpha`).',
+    ['png', 'webp', 'jpg', 'avif', 'zip'] as const,
+    'png',
+    (o, v) => (o.format = v),
+    { jpeg: 'jpg' },
+  ),
   channels: oneOf('`rgba`: the cut-out image; `alpha`: the mask alone, one grey channel.', ['rgba', 'alpha'] as const, 'rgba', (o, v) => (o.channels = v)),
   bg_color: {
     description: 'Background behind the cut-out: `#rgb`, `#rrggbb`, `#rrggbbaa`, a CSS colour name or `transparent`. Not with `channels=alpha`.',
@@ -142,13 +167,33 @@ export const OUTPUT_OPTION_DEFINITIONS = {
       options.cropMargin = { value, unit };
     },
   },
-  size: oneOf('`preview`: at most 0.25 MP; `full`: the input size (403 if over the plan); `auto`: full, within the plan\'s output cap.', ['preview', 'full', 'auto'] as const, 'auto', (o, v) => (o.size = v)),
+  size: oneOf(
+    '`preview`: at most 0.25 MP; `medium`: at most 1.5 MP; `hd`: at most 4 MP; `full`: the input size (403 if over the plan); `auto`: full, within the plan\'s output cap.',
+    ['preview', 'medium', 'hd', 'full', 'auto'] as const,
+    'auto',
+    (o, v) => (o.size = v),
+  ),
   model: {
     description: 'The model to use, by name (see the operator\'s configuration); default: the server\'s default model.',
     schema: { type: 'string', pattern: MODEL_PATTERN.source },
     apply(raw, options) {
       if (!MODEL_PATTERN.test(raw)) throw new Error(`"${raw.slice(0, 50)}" is not a model name`);
       options.model = raw;
+    },
+  },
+  roi: {
+    description:
+      'Region of interest, `x1 y1 x2 y2` (left, top, right, bottom), each in px or % of the image (`10% 0% 90% 100%`, `0px 0px 400px 300px`): only it may be foreground, the rest is background.',
+    schema: { type: 'string', pattern: ROI_PATTERN.source, default: '0% 0% 100% 100%', examples: ['10% 5% 90% 100%', '0px 0px 400px 300px'] },
+    apply(raw, options) {
+      const match = ROI_PATTERN.exec(raw.trim());
+      if (!match) throw new Error(`"${raw.slice(0, 50)}" is not four edges "x1 y1 x2 y2" in px or %`);
+      const edge = (i: number): Edge => ({ value: Number(match[2 * i + 1]), unit: (match[2 * i + 2] ?? 'px') as 'px' | '%' });
+      const [left, top, right, bottom] = [edge(0), edge(1), edge(2), edge(3)];
+      for (const e of [left, top, right, bottom]) if (e.unit === '%' && e.value > 100) throw new Error('a percentage edge is at most 100%');
+      if (left.unit === right.unit && left.value >= right.value) throw new Error('x1 must be left of x2');
+      if (top.unit === bottom.unit && top.value >= bottom.value) throw new Error('y1 must be above y2');
+      options.roi = { left, top, right, bottom };
     },
   },
   quality: oneOf(
@@ -200,6 +245,7 @@ export function parseOutputOptions(
   }
   if (given.has('crop_margin') && !options.crop) throw invalid('crop_margin', 'needs crop=true');
   if (options.channels === 'alpha' && options.bgColor) throw invalid('bg_color', 'cannot be combined with channels=alpha');
+  if (options.format === 'zip' && (options.bgColor || options.channels === 'alpha')) throw invalid('format', 'zip holds a colour image and its mask: not with bg_color or channels=alpha');
 
   const accept = headers.accept;
   if (typeof accept === 'string' && /(^|,)\s*application\/json\s*(;|,|$)/i.test(accept)) options.response = 'json';

@@ -2,6 +2,7 @@ import { ERROR_CATALOG, type ErrorCode } from '../core/errors.js';
 import { FORMATS } from '../core/image/output.js';
 import { OUTPUT_OPTION_DEFINITIONS, OUTPUT_OPTION_NAMES } from '../core/output-options.js';
 import { INPUT_FIELD_DEFINITIONS } from './input-fields.js';
+import { REMOVE_BG_SCHEMAS, removeBgPaths } from './remove-bg.js';
 import { JOB_ONLY_CODES, jobOperationCodes, jobPaths, jobSchemas } from './jobs.js';
 
 /** What the document says that depends on the handler's configuration. */
@@ -13,14 +14,20 @@ export interface OpenApiContext {
   defaultModel: string;
   problemTypeBase: string;
   version?: string;
+  /** Whether remove.bg's wire format is served (`removeBgApi`). Default true. */
+  removeBgApi?: boolean;
 }
 
 export type JsonObject = { [key: string]: unknown };
 
+/** Codes only the host app's own parts (bad_request) or remove.bg's route (src/core/removebg) answer with. */
+const REMOVE_BG_ONLY: ReadonlySet<ErrorCode> = new Set(['bad_request', 'unknown_foreground', 'malformed_base64']);
+
 /** Codes each operation can answer with; everything else about them comes from ERROR_CATALOG. */
 const UNIDENTIFIED: ErrorCode[] = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => ERROR_CATALOG[code].status === 401);
 // not_found is for paths outside the API; client_closed is only logged, nobody is left to receive it.
-const REMOVE_BACKGROUND_CODES = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed' && !JOB_ONLY_CODES.includes(code));
+// bad_request comes from a host app's own parts (the examples' error handlers), never from bgcut's routes.
+const REMOVE_BACKGROUND_CODES = (Object.keys(ERROR_CATALOG) as ErrorCode[]).filter((code) => code !== 'not_found' && code !== 'client_closed' && !JOB_ONLY_CODES.includes(code) && !REMOVE_BG_ONLY.has(code));
 export const OPERATION_CODES = {
   removeBackground: REMOVE_BACKGROUND_CODES,
   ...jobOperationCodes(REMOVE_BACKGROUND_CODES),
@@ -172,6 +179,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           },
         },
       },
+      ...(context.removeBgApi === false ? {} : removeBgPaths(rateLimitHeaderRefs(true), rateLimitHeaderRefs(false))),
       ...jobPaths(optionProperties, problemResponses, OPERATION_CODES, rateLimitHeaderRefs(false)),
     },
     components: {
@@ -216,6 +224,7 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
           },
         },
         Account: accountSchema(context),
+        ...(context.removeBgApi === false ? {} : REMOVE_BG_SCHEMAS),
         ModelList: modelListSchema(context),
         ...jobSchemas(),
       },

@@ -441,6 +441,62 @@ export function runConformanceSuite(harness: AdapterHarness): void {
       });
     });
 
+    describe("remove.bg's wire format at /v1.0/removebg", () => {
+      const removeBgUrl = () => `${app.url}/api/v1.0/removebg`;
+
+      it('multipart image_file with size=auto: the cutout with X-Width, X-Type, X-Credits-Charged and the rate-limit headers', async () => {
+        const image = await objectOnTexture(320, 240);
+        const form = new FormData();
+        form.append('size', 'auto');
+        form.append('image_file', new Blob([image.bytes], { type: 'image/jpeg' }), 'photo.jpg');
+        // X-Api-Key as remove.bg spells it: HTTP names are case-insensitive.
+        const response = await post({ headers: { 'X-Api-Key': keys.good }, body: form }, removeBgUrl());
+        expect(response.status).toBe(200);
+        expect(response.headers.get('content-type')).toBe('image/png');
+        expect(response.headers.get('x-width')).toBe('320');
+        expect(response.headers.get('x-height')).toBe('240');
+        expect(response.headers.get('x-type')).toBe('other');
+        expect(response.headers.get('x-credits-charged')).toBe('1');
+        expect(response.headers.get('x-ratelimit-limit')).toBe('1000');
+        const decoded = await decodeAlpha(Buffer.from(await response.arrayBuffer()));
+        expect(alphaIoU(decoded.alpha, image.truth)).toBeGreaterThan(0.9);
+      });
+
+      it('JSON image_file_b64 with Accept: application/json: { data: { result_b64, foreground_* } } matching the X-Foreground headers', async () => {
+        const image = await objectOnTexture(320, 240);
+        const response = await post(
+          {
+            headers: { 'x-api-key': keys.good, 'content-type': 'application/json', accept: 'application/json' },
+            body: JSON.stringify({ image_file_b64: image.bytes.toString('base64'), size: 'preview', crop: false }),
+          },
+          removeBgUrl(),
+        );
+        expect(response.status).toBe(200);
+        const { data } = (await response.json()) as { data: Record<string, string | number> };
+        expect(data.foreground_width).toBe(Number(response.headers.get('x-foreground-width')));
+        expect(data.foreground_top).toBe(Number(response.headers.get('x-foreground-top')));
+        expect(data.foreground_width).toBeGreaterThan(0);
+        const png = await sharp(Buffer.from(data.result_b64 as string, 'base64')).metadata();
+        expect(png).toMatchObject({ format: 'png', width: 320, height: 240 });
+      });
+
+      it("remove.bg's errors: 403 auth_failed without a key, 400 for a bad size, as { errors: [{ title, code, detail }] }", async () => {
+        const noKey = await post({ headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image_url: 'https://example.com/a.jpg' }) }, removeBgUrl());
+        expect(noKey.status).toBe(403);
+        expect(noKey.headers.get('content-type')).toBe('application/json');
+        expect(((await noKey.json()) as any).errors[0]).toMatchObject({ code: 'auth_failed', title: expect.any(String) });
+        const badSize = await post({ headers: { 'x-api-key': keys.good, 'content-type': 'application/json' }, body: JSON.stringify({ image_file_b64: 'AAAA', size: 'huge' }) }, removeBgUrl());
+        expect(badSize.status).toBe(400);
+        expect(((await badSize.json()) as any).errors[0]).toMatchObject({ code: 'invalid_option', detail: expect.stringContaining('size') });
+      });
+
+      it("GET /v1.0/account: remove.bg's account document from the plan and usage", async () => {
+        const response = await fetch(`${app.url}/api/v1.0/account`, { headers: { 'x-api-key': keys.good } });
+        expect(response.status).toBe(200);
+        expect(await response.json()).toEqual({ data: { attributes: { credits: { total: null, subscription: null, payg: 0, enterprise: 0 }, api: { free_calls: 0, sizes: 'all' } } } });
+      });
+    });
+
     it('answers 503 with Retry-After, never hangs, while the inference server is down, and recovers', async () => {
       let inference = await startInferenceProcess();
       const ownHandler = createRemoveBgHandler(handlerOptions(keys, inference.address));

@@ -1,10 +1,12 @@
 import sharp, { type Sharp } from 'sharp';
 import type { OutputOptions, Rgba } from '../output-options.js';
 import { cutoutJson } from '../pipeline/cutout-json.js';
-import { estimateForeground, workingView, type ImageView } from './foreground.js';
+import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
+import { clearOutsideRegion } from './roi.js';
+import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
 
 export interface Box {
@@ -59,6 +61,8 @@ export type RenderResult = Rendered;
 export const FOREGROUND_THRESHOLD = 13;
 /** `size=preview` output is at most this many pixels. */
 export const PREVIEW_PIXELS = 250_000;
+/** Most output pixels of each `size` (remove.bg's caps for preview, medium and hd), before the plan's own cap. */
+export const SIZE_PIXELS: Record<OutputOptions['size'], number> = { preview: PREVIEW_PIXELS, medium: 1_500_000, hd: 4_000_000, full: Infinity, auto: Infinity };
 
 /** Media type and file extension of each output format. */
 export const FORMATS = {
@@ -66,6 +70,7 @@ export const FORMATS = {
   webp: { contentType: 'image/webp', extension: 'webp' },
   jpg: { contentType: 'image/jpeg', extension: 'jpg' },
   avif: { contentType: 'image/avif', extension: 'avif' },
+  zip: { contentType: 'application/zip', extension: 'zip' },
 } as const;
 
 /**
@@ -108,10 +113,10 @@ export function foregroundBox(alpha: Buffer, width: number, height: number): Box
  * size for foreground estimation (about 0.2 MB, the same result), or nothing when the output
  * has no colour or no estimation. For a request about to wait for memory to render in.
  */
-export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: OutputOptions, render: RenderOptions): Promise<void> {
+export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: OutputOptions, render: RenderOptions, pool: PixelPool): Promise<void> {
   const empty = Buffer.alloc(0);
   if (options.channels === 'alpha' || !render.foregroundEstimation) seg.model = { rgb: empty, alpha: empty, width: 0, height: 0 };
-  else seg.model = await workingView(seg.model, seg.width, seg.height);
+  else seg.model = await pool.workingView(seg.model, seg.width, seg.height);
 }
 
 /**
@@ -128,8 +133,9 @@ export async function renderOutput(
   pool: PixelPool,
   json?: { filename: string },
 ): Promise<Rendered> {
-  // The working-size view (about 0.2 MB) rather than the model-size one (4 MB): the same estimate.
-  const view = options.channels !== 'alpha' && render.foregroundEstimation && seg.model.width > 0 ? await workingView(seg.model, seg.width, seg.height) : undefined;
+  // The model-size view (or the working-size one a waiting request kept): the worker samples the
+  // working size from it (a few ms of loop, not on this thread).
+  const view = options.channels !== 'alpha' && render.foregroundEstimation && seg.model.width > 0 ? seg.model : undefined;
   return pool.render({
     bytes: seg.bytes,
     probe: seg.probe,
@@ -153,6 +159,8 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const { width, height } = probe;
   let started = performance.now();
   const alpha = buildFullSizeMask(job.mask, width, height);
+  // roi: only the region may be foreground (a step of its own, before anything reads the mask).
+  if (options.roi) clearOutsideRegion(alpha, width, height, options.roi);
   let rgb: Buffer = Buffer.alloc(0);
   let decodeMs = 0;
   if (options.channels !== 'alpha' || probe.hasAlpha) {
@@ -177,7 +185,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
 
   // jpg has no alpha: it is shown on white unless a colour is asked for.
   const background: Rgba | null = options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null);
-  const cap = options.size === 'preview' ? Math.min(PREVIEW_PIXELS, render.maxOutputPixels) : render.maxOutputPixels;
+  const cap = Math.min(SIZE_PIXELS[options.size], render.maxOutputPixels);
   const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
   // Rounded down, so the output never passes the cap.
   const outWidth = Math.max(1, Math.floor(region.width * factor));
@@ -270,6 +278,8 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
       return image.jpeg({ quality: 90, chromaSubsampling: '4:4:4' }).toBuffer();
     case 'avif':
       return image.avif({ quality: 70, effort: 3 }).toBuffer();
+    case 'zip':
+      return encodeZip(image, pngCompressionLevel);
   }
 }
 

@@ -2,6 +2,7 @@ import os from 'node:os';
 import { Piscina } from 'piscina';
 import { ApiError } from '../errors.js';
 import type { Look } from './confidence.js';
+import type { ImageView } from './foreground.js';
 import type { MaskPlan } from './full-size-mask.js';
 import type { BestPasses, Region } from './passes.js';
 import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
@@ -81,6 +82,12 @@ export class PixelPool {
   /** looksConfidence of multi-pass.ts. */
   looksConfidence(whole: Buffer, w: number, h: number, looks: Look[], laidFrom: number): Promise<number> {
     return this.run<number>('looksConfidence', { whole, w, h, looks, laidFrom });
+  }
+
+  /** workingView of foreground.ts. */
+  async workingView(view: ImageView, width: number, height: number): Promise<ImageView> {
+    const small = await this.run<ImageView>('workingView', { view, width, height });
+    return { ...small, rgb: asBuffer(small.rgb), alpha: asBuffer(small.alpha) };
   }
 
   /** objectCrop of multi-pass.ts. */

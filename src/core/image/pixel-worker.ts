@@ -7,6 +7,7 @@ import { threadId } from 'node:worker_threads';
 import { ApiError } from '../errors.js';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import type { Look } from './confidence.js';
+import { workingView, type ImageView } from './foreground.js';
 import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
 import { kernelCalls } from './kernel-calls.js';
 import { looksConfidence, mergeMasks, objectCrop } from './multi-pass.js';
@@ -68,6 +69,14 @@ export function looksConfidence_(task: { whole: Uint8Array; w: number; h: number
   return reply(looksConfidence(buf(task.whole), task.w, task.h, looks, task.laidFrom), []);
 }
 export { looksConfidence_ as looksConfidence };
+
+export async function workingView_(task: { view: ImageView; width: number; height: number }): Promise<unknown> {
+  const small = await workingView({ ...task.view, rgb: buf(task.view.rgb), alpha: buf(task.view.alpha) }, task.width, task.height);
+  const rgb = own(small.rgb);
+  const alpha = own(small.alpha);
+  return reply({ ...small, rgb, alpha }, [rgb, alpha]);
+}
+export { workingView_ as workingView };
 
 export function objectCrop_(task: { mask: Uint8Array; mw: number; mh: number; width: number; height: number; margin: number; maxArea: number }): unknown {
   return reply(objectCrop(buf(task.mask), task.mw, task.mh, task.width, task.height, task.margin, task.maxArea), []);

@@ -3,6 +3,7 @@ import { probeImage, type Probe } from '../image/pipeline.js';
 import type { ModelVerifier } from '../inference/model-verifier.js';
 import { checkImageSize, checkPlanOptions, checkPlanQuality, chooseModel, maxUploadBytes } from '../limits/plan-policy.js';
 import type { Plan } from '../limits/plans.js';
+import type { CoreRequest } from '../http-types.js';
 import type { Upload, UploadLimits } from '../multipart.js';
 import { readImageInput } from '../image-url/read-input.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
@@ -20,7 +21,23 @@ export interface OrderDeps {
   metrics: ApiMetrics;
   /** `onRefusal` hears the specifics of an image_url refusal, which the caller is not told. */
   imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: Error) => void) | undefined };
+  /**
+   * Reads the image and the option fields (by bgcut's names) of another wire format (remove.bg's,
+   * src/core/removebg); default: bgcut's own (multipart `file`, or `image_url`).
+   */
+  readInput?: InputReader | undefined;
+  /** Whether options may also come in the query string (bgcut's own requests). Default true. */
+  queryOptions?: boolean | undefined;
 }
+
+export type InputReader = (
+  request: CoreRequest,
+  limits: UploadLimits,
+  imageUrl: OrderDeps['imageUrl'],
+  signal: AbortSignal,
+) => Promise<Upload>;
+
+const readBgcutInput: InputReader = (request, limits, imageUrl, signal) => readImageInput(request.body, request.headers, limits, imageUrl, signal);
 
 /** What the caller asked for, checked against its plan. */
 export interface Order {
@@ -45,17 +62,18 @@ export interface Order {
  */
 export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps): Promise<Order> {
   const { request, signal } = scope;
-  const early = parseOutputOptions({}, request.url, request.headers);
+  const optionsUrl = deps.queryOptions === false ? '/' : request.url;
+  const early = parseOutputOptions({}, optionsUrl, request.headers);
   checkPlanOptions(plan, early.requested);
   checkPlanQuality(plan, early.options.quality);
   await untilAborted(deps.verifier.ensure(chooseModel(early.options.model, plan, deps.models, deps.defaultModel)), signal);
 
   const limits = { ...deps.upload, maxFileBytes: maxUploadBytes(plan, deps.upload.maxFileBytes) };
-  const upload = await readImageInput(request.body, request.headers, limits, deps.imageUrl, signal);
+  const upload = await (deps.readInput ?? readBgcutInput)(request, limits, deps.imageUrl, signal);
   scope.uploadDone();
   deps.metrics.bytesIn.inc(upload.file.length);
 
-  const { options: output, requested } = parseOutputOptions(upload.fields, request.url, request.headers);
+  const { options: output, requested } = parseOutputOptions(upload.fields, optionsUrl, request.headers);
   checkPlanOptions(plan, requested);
   checkPlanQuality(plan, output.quality);
   const modelName = chooseModel(output.model, plan, deps.models, deps.defaultModel);
