@@ -192,7 +192,7 @@ export const OUTPUT_OPTION_DEFINITIONS = {
     description: `Margin around the cropped foreground, one to four values in CSS order (\`10px\`; \`10px 5%\`: vertical horizontal; \`1px 2px 3px 4px\`: top right bottom left), each 0-${MAX_MARGIN.px}px or 0-${MAX_MARGIN['%']}% of the box's size along that side. Needs \`crop=true\`.`,
     schema: { type: 'string', pattern: MARGINS_PATTERN.source, default: '0px', examples: ['10px', '5%', '10px 5%', '0 10px 20px 10px'] },
     apply(raw, options) {
-      const text = raw.trim().replace(/\s+/g, ' ');
+      const text = raw.trim();
       if (text.length > 60 || !MARGINS_PATTERN.test(text)) throw new Error(`"${raw.slice(0, 50)}" is not 1, 2 or 4 margins of 0-500px or 0-100%`);
       const edges = text.split(' ').map((part): Edge => {
         const match = MARGIN_PATTERN.exec(part)!;
@@ -251,7 +251,7 @@ export const OUTPUT_OPTION_DEFINITIONS = {
       'Where the subject\'s box goes on the canvas: `original` (where it was; the default without `scale`), `center` (the default with `scale`), or `x%` / `x% y%`: the share of the room left of / above the box (`0% 0%` top left, `100% 100%` bottom right; one value for both).',
     schema: { type: 'string', pattern: POSITION_PATTERN.source, default: 'original', examples: ['center', '50% 100%', 'original'] },
     apply(raw, options) {
-      const match = POSITION_PATTERN.exec(raw.trim().toLowerCase().replace(/\s+/g, ' '));
+      const match = POSITION_PATTERN.exec(raw.trim().toLowerCase());
       if (!match) throw new Error(`"${raw.slice(0, 50)}" is not original, center, "x%" or "x% y%"`);
       if (match[0] === 'original') options.position = 'original';
       else if (match[0] === 'center') options.position = { x: 50, y: 50 };

@@ -125,7 +125,7 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
   position: {
     note: '`original`, `center`, `x%` or `x% y%` -> `position` (default `original`, or `center` with a `scale`).',
     map(value, into) {
-      into.position = value;
+      into.position = value.trim().replace(/\s+/g, ' ');
     },
   },
   channels: {
