@@ -14,6 +14,10 @@
  * (outside the project) so a rerun costs no inference (its times then mean nothing).
  * Each cutout's confidence figure (src/core/image/confidence.ts) is reported beside its scores,
  * with its Spearman rank correlation with 1 - IoU per mode (whole-object pairs).
+ * `--model default` runs each pass on the model the mode table names (what a request naming no
+ * model gets); `--pass-models WHOLE[,CROP]` tries other models per pass; `--accuracy-rule quality/`
+ * fails when a mode that runs a pass on another model than `isnet` loses more than 0.005 IoU or
+ * gains more than 0.003 MAE against `isnet`'s committed figures for that mode.
  * `--size` (a model that takes any size) runs each asked mode with the whole image at each of
  * these sizes instead of the mode's own (rows `mode@size`): the size table. Not with --check/--write.
  */
@@ -41,8 +45,24 @@ const { values, positionals } = parseArgs({
     quality: { type: 'string', default: 'balanced' },
     'mask-cache': { type: 'string' },
     size: { type: 'string' },
+    'pass-models': { type: 'string' },
+    'accuracy-rule': { type: 'string' },
   },
 });
+/**
+ * `--model default`: what a request that names no model gets, each pass on the model the mode
+ * table names (ISNET_PROFILE.modes: `model`, `cropModel`; the rest on `isnet`), all served by one
+ * inference server. `--pass-models WHOLE[,CROP]` overrides the table's models for every mode asked
+ * (to try a combination). Any other `--model` runs every pass on that one model.
+ */
+const DEFAULT_MODEL = 'isnet';
+const FLOAT_MODEL = 'isnet';
+const byTable = values.model === 'default';
+const override = values['pass-models']?.split(',').map((m) => m.trim());
+if (override && (!byTable || override.length < 1 || override.length > 2)) {
+  console.error('--pass-models WHOLE[,CROP] goes with --model default');
+  process.exit(2);
+}
 const folder = positionals[0];
 if (!folder) {
   console.error('usage: npm run eval -- <folder> [--quality fast,balanced,best|all] [--json] [--check figures.json|dir] [--write figures.json|dir]');
@@ -86,8 +106,16 @@ async function figuresFile(target: string, quality: string): Promise<string> {
 async function main(): Promise<number> {
   const all = await readdir(folder!);
   const names = all.filter((f) => /\.mask\.png$/.test(f)).sort().map((f) => f.replace(/\.mask\.png$/, '')).slice(0, values.limit ? Number(values.limit) : undefined);
-  const runner = modelRunner(values.model!, values['mask-cache']);
   const profile = ISNET_PROFILE;
+  /** The model each kind of pass of a mode runs on. */
+  const passModelNames = (quality: Quality): { whole: string; crop: string } => {
+    if (!byTable) return { whole: values.model!, crop: values.model! };
+    const plan = profile.modes?.[quality];
+    const whole = override?.[0] ?? plan?.model ?? DEFAULT_MODEL;
+    return { whole, crop: override?.[1] ?? override?.[0] ?? plan?.cropModel ?? whole };
+  };
+  const used = byTable ? [DEFAULT_MODEL, ...qualities.flatMap((q) => Object.values(passModelNames(q)))] : [values.model!];
+  const runner = modelRunner(used, values['mask-cache']);
   const freeSize = await runner.freeSize();
   if (values.composites) await mkdir(values.composites, { recursive: true });
 
@@ -103,16 +131,18 @@ async function main(): Promise<number> {
       for (const mode of modes) {
         const quality = qualityOf(mode);
         let passes = 0;
-        const counting: MaskModel = (input, signal, size) => {
+        const counting = (model: MaskModel): MaskModel => (input, signal, size) => {
           passes++;
-          return runner.model(input, signal, size);
+          return model(input, signal, size);
         };
+        const names = passModelNames(quality);
+        const models = { whole: counting(runner.modelNamed(names.whole)), crop: counting(runner.modelNamed(names.crop)) };
         const own = planFor(profile, quality, freeSize);
         const size = sizeOf(mode);
         const plan = size === undefined ? own : { ...own, size };
         const started = performance.now();
         const probe = await probeImage(bytes, { maxInputPixels: 100_000_000 });
-        const seg = await segmentAtQuality(quality, bytes, probe, profile, counting, { maxInputPixels: 100_000_000 }, new AbortController().signal, pixelPool, true, plan);
+        const seg = await segmentAtQuality(quality, bytes, probe, profile, models, { maxInputPixels: 100_000_000 }, new AbortController().signal, pixelPool, true, plan);
         const rendered = await renderOutput(seg, DEFAULT_OUTPUT, renderSettingsFor(quality, RENDER), pixelPool);
         const ms = performance.now() - started;
         if (truth.info.width !== seg.width || truth.info.height !== seg.height) throw new Error(`${name}: mask size differs from the image`);
@@ -157,6 +187,7 @@ async function main(): Promise<number> {
   };
   const report = {
     model: values.model,
+    passModels: Object.fromEntries(qualities.map((q) => [q, passModelNames(q)])),
     modes: Object.fromEntries(modes.map((q) => [q, { wholeObject: summarise(q, 'whole'), dimcrop: summarise(q, 'dimcrop') }])),
     images: rows.map((r) => ({ ...r, iou: round(r.iou), mae: round(r.mae), boundaryF: round(r.boundaryF), ms: Math.round(r.ms), inferenceMs: Math.round(r.inferenceMs), confidence: round(r.confidence) })),
   };
@@ -178,7 +209,7 @@ async function main(): Promise<number> {
   for (const q of modes) {
     // Committed figures are aggregates only: no image names from the evaluation set.
     const { worstImage: _name, ...whole } = report.modes[q]!.wholeObject;
-    const figures = { model: values.model, quality: q, wholeObject: whole, dimcrop: report.modes[q]!.dimcrop };
+    const figures = { model: values.model, quality: q, ...(byTable ? { passModels: passModelNames(qualityOf(q)) } : {}), wholeObject: whole, dimcrop: report.modes[q]!.dimcrop };
     if (values.write) await writeFile(await figuresFile(values.write, q), `${JSON.stringify(figures, null, 2)}\n`);
     if (values.check) {
       const file = await figuresFile(values.check, q);
@@ -192,6 +223,20 @@ async function main(): Promise<number> {
       const ok = iouDrop <= 0.01 && maeRise <= 0.005 && worst <= 0.05;
       const reported = (report.modes[q]!.wholeObject.worstIouDrop as number | undefined) ?? 0;
       console.log(`quality check (${q}) against ${file}: IoU ${now.iou} (committed ${committed.wholeObject.iou}), MAE ${now.mae} (committed ${committed.wholeObject.mae}), worst single-image IoU drop vs balanced ${reported}${q === 'best' ? '' : ' (not checked)'}: ${ok ? 'ok' : 'REGRESSION'}`);
+      if (!ok) failed = true;
+    }
+    // The accuracy rule for every mode that runs a pass on another model than the float one:
+    // whole-object IoU at most 0.005 below, MAE at most 0.003 above the float model's committed figures.
+    const names = passModelNames(qualityOf(q));
+    if (values['accuracy-rule'] && (names.whole !== FLOAT_MODEL || names.crop !== FLOAT_MODEL)) {
+      const target = values['accuracy-rule'];
+      const file = path.join(target, q === 'balanced' ? `${FLOAT_MODEL}.json` : `${FLOAT_MODEL}.${q}.json`);
+      const float = JSON.parse(await readFile(file, 'utf8')) as { wholeObject: Scores };
+      const now = report.modes[q]!.wholeObject as unknown as Scores;
+      const dIou = now.iou - float.wholeObject.iou;
+      const dMae = now.mae - float.wholeObject.mae;
+      const ok = dIou >= -0.005 - 1e-9 && dMae <= 0.003 + 1e-9;
+      console.log(`accuracy rule (${q}: whole ${names.whole}, crops ${names.crop}) against ${file}: ΔIoU ${dIou.toFixed(4)} (>= -0.005), ΔMAE ${dMae.toFixed(4)} (<= +0.003): ${ok ? 'ok' : 'BROKEN'}`);
       if (!ok) failed = true;
     }
   }

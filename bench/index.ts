@@ -2,7 +2,7 @@
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
  *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
  *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
- *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]]
+ *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]] [--only modes,imgly --model default [--imgly-dir DIR]]
  *                 [--only png-settings --image a.jpg,b.jpg [--large c.jpg]]
  *
  * Medians over at least 5 runs, measured side by side in one run so that every figure sees the
@@ -28,6 +28,9 @@
  * - modes (asked by name only): end to end over HTTP for each `quality` (or those of
  *   `--qualities fast,balanced`) on the ~1 MP photo, the modes alternating request by request,
  *   medians, and each mode's ratio to `balanced`;
+ * - imgly (asked by name only): end to end of @imgly/background-removal-node 1.4.5 (installed
+ *   into a scratch folder, bench/imgly.ts) against bgcut's default request, alternating, medians;
+ *   with `--model default` bgcut runs as npm start runs it.
  * - png-settings (asked by name only, runs alone): CPU and bytes of PNG encoders and settings on
  *   the cutouts of the photos of `--image` (comma-separated) and `--large` (bench/png-settings.ts);
  * - sizes (asked by name only): raw session.run at input sizes 320..1536 or `--sizes a,b` (a
@@ -76,6 +79,7 @@ import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 import { balancingBench, printBalancingTable } from './balancing.js';
 import { compareModelSpeed, printModelSpeed } from './model-speed.js';
+import { defaultImglyDir, ensureImgly, IMGLY_VERSION, startImgly } from './imgly.js';
 import { hostBench } from './host.js';
 
 const { values } = parseArgs({
@@ -96,6 +100,7 @@ const { values } = parseArgs({
     models: { type: 'string', default: 'isnet,isnet-int8' },
     qualities: { type: 'string' },
     sizes: { type: 'string' },
+    'imgly-dir': { type: 'string' },
     'host-requests': { type: 'string', default: '2' },
   },
 });
@@ -104,12 +109,16 @@ if (!Number.isInteger(warmup) || warmup < 1) throw new Error('--warmup must be a
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be at least 5');
 const sections = new Set(values.only!.split(','));
-const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8', 'host', 'png-settings'];
+const known = ['latency', 'large', 'floor', 'concurrency', 'memory', 'scale', 'soak', 'balancing', 'modes', 'sizes', 'int8', 'host', 'png-settings', 'imgly'];
 for (const s of sections) if (!known.includes(s)) throw new Error(`--only: unknown section ${s} (sections: ${known.join(', ')})`);
 const threads = os.availableParallelism();
 // The prepared built-ins (8-bit pixels in, 8-bit mask out) share a profile; isnet-fp16 is ISNet as shipped.
-const preparedModel = ['isnet', 'isnet-int8', 'isnet-fp32'].includes(values.model!);
-if (!preparedModel && values.model !== 'isnet-fp16') throw new Error('--model must be isnet, isnet-int8, isnet-fp32 or isnet-fp16');
+// `default`: the inference server as npm start runs it (no --model: isnet and isnet-int8, the API's
+// mode table picks per pass); its raw baseline is isnet-int8, what balanced runs.
+const byTable = values.model === 'default';
+const preparedModel = ['isnet', 'isnet-int8', 'isnet-fp32', 'default'].includes(values.model!);
+if (!preparedModel && values.model !== 'isnet-fp16') throw new Error('--model must be default, isnet, isnet-int8, isnet-fp32 or isnet-fp16');
+const rawModel = byTable ? 'isnet-int8' : values.model!;
 const profile = preparedModel ? ISNET_PROFILE : ISNET_FP32_PROFILE;
 if (sections.has('int8')) {
   // Model against model, session.run alone: no API nor inference server started.
@@ -221,7 +230,7 @@ async function post(url: string, image: Buffer, query = ''): Promise<{ ms: numbe
   return { ms, status: response.status, stages };
 }
 
-const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', '--model', values.model!]);
+const inference: InferenceProcess = await startInferenceProcess(['--threads', String(threads), '--queue', '32', ...(byTable ? [] : ['--model', values.model!])]);
 if (sections.has('png-settings')) {
   // Encoders against each other on the cutouts of real photos (the model's real masks): no API.
   if (sections.size > 1) throw new Error('--only png-settings runs alone');
@@ -264,7 +273,7 @@ const api = await startApi(inference.address, mainRuntime.env, [...mainRuntime.n
 // The raw baseline runs the model as the inference server does: in a worker thread of its own,
 // through the same SessionPool, with the same session options and threads; `raw` is the time of
 // session.run alone, measured in the worker, as the server's `inference` stage is.
-const rawPool = new SessionPool({ modelFile: await resolveModelFile(values.model!), providers: ['cpu'], workers: 1, intraOpThreads: threads, maxQueue: 1 });
+const rawPool = new SessionPool({ modelFile: await resolveModelFile(rawModel), providers: ['cpu'], workers: 1, intraOpThreads: threads, maxQueue: 1 });
 await rawPool.start();
 async function rawRun(image: Buffer, size = { width: profile.width, height: profile.height }): Promise<() => Promise<number>> {
   const sized = { ...profile, ...size };
@@ -362,7 +371,8 @@ try {
     for (const [n, r] of Object.entries(report.sizes as Record<string, { sessionRunMs: number; ratioTo1024: number }>)) console.log(`| ${n} | ${r.sessionRunMs} | ${r.ratioTo1024} |`);
   }
   if (sections.has('modes')) {
-    const qualities = QUALITIES.filter((q) => (values.qualities ? values.qualities.split(',').includes(q) : true));
+    // With the mode table (--model default), `balanced` pinned to the float model too: what balanced ran before.
+    const qualities: string[] = [...QUALITIES.filter((q) => (values.qualities ? values.qualities.split(',').includes(q) : true)), ...(byTable ? ['balanced&model=isnet'] : [])];
     for (let i = 0; i < warmup; i++) for (const q of qualities) await post(api.url, photo, `quality=${q}`);
     const times: Record<string, number[]> = {};
     for (let i = 0; i < runs; i++) {
@@ -377,6 +387,31 @@ try {
     console.log(`\nmodes_1mp: end to end per quality, medians of ${runs} runs after ${warmup} unmeasured each, alternating`);
     console.log('| quality | ms | / balanced |\n|---|---|---|');
     for (const q of qualities) console.log(`| ${q} | ${section[q]!.endToEndMs} | ${section[q]!.ratioToBalanced} |`);
+  }
+  if (sections.has('imgly')) {
+    // The in-process library against bgcut as npm start runs it (use --model default), same photo, alternating.
+    const imglyDir = values['imgly-dir'] ?? defaultImglyDir();
+    ensureImgly(imglyDir);
+    const file = path.join(dir, 'imgly-photo');
+    await writeFile(file, photo);
+    const imgly = startImgly(imglyDir);
+    try {
+      await imgly.run(file); // loads its model
+      for (let i = 0; i < warmup; i++) await post(api.url, photo);
+      const times = { bgcut: [] as number[], imgly: [] as number[] };
+      for (let i = 0; i < runs; i++) {
+        const result = await post(api.url, photo);
+        if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
+        times.bgcut.push(result.ms);
+        times.imgly.push(await imgly.run(file));
+      }
+      const section = { bgcutMs: round(median(times.bgcut)), imglyMs: round(median(times.imgly)), imglyOverBgcut: Math.round((median(times.imgly) / median(times.bgcut)) * 100) / 100, runs: times };
+      report.imgly = section;
+      console.log(`\nimgly: end to end, @imgly/background-removal-node ${IMGLY_VERSION} (in process, PNG) against bgcut (${values.model}, balanced, PNG over HTTP), medians of ${runs} alternating runs`);
+      console.log(`| bgcut ms | imgly ms | imgly / bgcut |\n|---|---|---|\n| ${section.bgcutMs} | ${section.imglyMs} | **${section.imglyOverBgcut}** |`);
+    } finally {
+      imgly.stop();
+    }
   }
   if (sections.has('large')) {
     await latency('latency_24mp', await largeImage());

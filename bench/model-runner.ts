@@ -13,7 +13,10 @@ import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 
 export interface ModelRunner {
+  /** The first model's answers. */
   model: MaskModel;
+  /** The answers of one of the models the runner was given, by its name. */
+  modelNamed(name: string): MaskModel;
   /** Model calls answered by the server (not the cache). */
   calls: () => number;
   /** Whether the served model takes any input size (its metadata; starts the server). */
@@ -21,49 +24,72 @@ export interface ModelRunner {
   close(): Promise<void>;
 }
 
-export function modelRunner(modelName: string, cacheDir?: string): ModelRunner {
-  // The prepared built-ins take 8-bit pixels; ISNet as shipped (and any other .onnx) FP32.
-  const profile = ['isnet', 'isnet-u16', 'isnet-fp32', 'isnet-int8'].includes(modelName) ? ISNET_PROFILE : ISNET_FP32_PROFILE;
-  const maskModel = (client: InferenceClient) => client.maskModel('isnet', modelName === 'isnet-u16' ? { ...profile, outputDatatype: 'UINT16', minMaxNormalize: true } : profile);
+/** The prepared built-ins take 8-bit pixels; ISNet as shipped (and any other .onnx) FP32. */
+const PREPARED_BUILTINS = ['isnet', 'isnet-u16', 'isnet-fp32', 'isnet-int8'];
+
+/**
+ * One inference server serving `modelNames` (one model: under the name `isnet`, as before;
+ * several: each under its own name), and each model's answers, optionally cached on disk.
+ */
+export function modelRunner(modelNames: string | string[], cacheDir?: string): ModelRunner {
+  const names = typeof modelNames === 'string' ? [modelNames] : [...new Set(modelNames)];
+  const single = names.length === 1;
+  const served = (modelName: string) => (single ? 'isnet' : modelName);
+  const profileOf = (modelName: string) => (PREPARED_BUILTINS.includes(modelName) ? ISNET_PROFILE : ISNET_FP32_PROFILE);
+  const maskModel = (client: InferenceClient, modelName: string) => {
+    const profile = profileOf(modelName);
+    return client.maskModel(served(modelName), modelName === 'isnet-u16' ? { ...profile, outputDatatype: 'UINT16', minMaxNormalize: true } : profile);
+  };
   let started: Promise<{ server: InferenceProcess; client: InferenceClient }> | undefined;
   let calls = 0;
   const start = () =>
-    (started ??= startInferenceProcess(['--model', modelName]).then((server) => ({
+    (started ??= startInferenceProcess(['--model', single ? names[0]! : names.map((n) => `${n}=${n}`).join(',')]).then((server) => ({
       server,
       client: new InferenceClient({ address: server.address, timeoutMs: 600_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 }),
     })));
-  const infer: MaskModel = async (input, signal, size) => {
+  const infer = (modelName: string): MaskModel => async (input, signal, size) => {
     const { client } = await start();
     calls++;
-    return maskModel(client)(input, signal, size);
+    return maskModel(client, modelName)(input, signal, size);
   };
-  const cached: MaskModel = async (input, signal, size) => {
+  const cached = (modelName: string): MaskModel => async (input, signal, size) => {
     const key = createHash('sha256')
       .update(modelName)
       .update(size ? `${size.width}x${size.height}` : '')
       .update(new Uint8Array(input.buffer, input.byteOffset, input.byteLength))
       .digest('hex');
     // The file's extension keeps the mask's element type (FP32, or 8/16-bit for prepared models).
-    const kind = profile.outputDatatype === 'UINT8' ? 'u8' : 'f32';
+    const kind = profileOf(modelName).outputDatatype === 'UINT8' ? 'u8' : 'f32';
     const file = path.join(cacheDir!, `${key.slice(0, 32)}.${modelName === 'isnet-u16' ? 'u16' : kind}`);
     try {
       const bytes = new Uint8Array(await readFile(file)).slice();
       const mask = file.endsWith('.u8') ? bytes : file.endsWith('.u16') ? new Uint16Array(bytes.buffer) : new Float32Array(bytes.buffer);
       return { mask, serverRunMs: 0 };
     } catch {
-      const answer = await infer(input, signal, size);
+      const answer = await infer(modelName)(input, signal, size);
       await mkdir(cacheDir!, { recursive: true });
       await writeFile(file, new Uint8Array(answer.mask.buffer, answer.mask.byteOffset, answer.mask.byteLength));
       return answer;
     }
   };
+  const byName = new Map(names.map((n) => [n, cacheDir ? cached(n) : infer(n)]));
   return {
-    model: cacheDir ? cached : infer,
+    model: byName.get(names[0]!)!,
+    modelNamed(name) {
+      const model = byName.get(name);
+      if (!model) throw new Error(`model ${name} is not one of ${names.join(', ')}`);
+      return model;
+    },
     calls: () => calls,
     async freeSize() {
       const { client } = await start();
-      await client.verifyModel('isnet', profile, 30_000);
-      return client.freeSize('isnet');
+      const sizes = await Promise.all(
+        names.map(async (n) => {
+          await client.verifyModel(served(n), profileOf(n), 30_000);
+          return client.freeSize(served(n));
+        }),
+      );
+      return sizes.every(Boolean);
     },
     async close() {
       if (!started) return;

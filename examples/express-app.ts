@@ -74,7 +74,9 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
 export function modelsFromEnvironment(): { models: Record<string, PreprocessingProfile>; modelName: string } | Record<string, never> {
   const names = (process.env.BGCUT_MODELS ?? '').split(',').map((n) => n.trim()).filter(Boolean);
   if (names.length === 0) return {};
-  return { models: Object.fromEntries(names.map((name) => [name, name === 'isnet' ? ISNET_PROFILE : modelProfile(name)])), modelName: names[0]! };
+  // The prepared built-ins (isnet, isnet-int8, isnet-fp32) take and return the same tensors: ISNet's profile.
+  const builtin = (name: string) => ['isnet', 'isnet-int8', 'isnet-fp32'].includes(name);
+  return { models: Object.fromEntries(names.map((name) => [name, builtin(name) ? ISNET_PROFILE : modelProfile(name)])), modelName: names[0]! };
 }
 
 export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {}): RemoveBgHandler {
@@ -89,6 +91,8 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
       address: process.env.BGCUT_INFERENCE_ADDRESS ?? '127.0.0.1:50051',
       profile: PROFILES[(process.env.BGCUT_MODEL_PROFILE ?? 'isnet') as keyof typeof PROFILES] ?? PROFILES.isnet,
       ...(process.env.BGCUT_INFERENCE_TIMEOUT_MS ? { timeoutMs: Number(process.env.BGCUT_INFERENCE_TIMEOUT_MS) } : {}),
+      // BGCUT_MODE_MODELS=off: every pass on the request's model (the mode table's models unused).
+      ...(process.env.BGCUT_MODE_MODELS === 'off' ? { modeModels: false } : {}),
       ...modelsFromEnvironment(),
     },
     onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),

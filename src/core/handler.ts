@@ -3,6 +3,7 @@ import { InferenceClient } from './inference/inference-client.js';
 import { setStepAttributes, traceRequest, traceStep } from '../tracing/otel.js';
 import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
+import type { PreprocessingProfile } from './image/profile.js';
 import { PixelPool } from './image/pixel-pool.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
@@ -172,7 +173,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // What an image_url refusal does not tell the caller (which address, which errno) goes to the operator.
   const imageUrl = { ...config.imageUrl, onRefusal: config.onInternalError };
 
-  const model = (name: string): MaskModel => client.maskModel(name, config.inference.models[name]!);
+  // A model a mode table names may not be among the configured ones: it runs with the profile of the request's model (same tensors, see ModelVerifier.passModel).
+  const model = (name: string, profile?: PreprocessingProfile): MaskModel => client.maskModel(name, config.inference.models[name] ?? profile!);
   const cutoutDeps: CutoutDeps = {
     enforcer,
     inferenceSlots,
@@ -181,6 +183,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     profiles: config.inference.models,
     model,
     freeSize: (name) => client.freeSize(name),
+    passModel: (requested, named) => verifier.passModel(requested, named),
     imageLimits: { maxInputPixels: config.limits.maxInputPixels },
     render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
     onInternalError: config.onInternalError,

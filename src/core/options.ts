@@ -50,6 +50,13 @@ export interface InferenceOptions {
    * its preprocessing profile. Default: just `modelName` with `profile`.
    */
   models?: Record<string, PreprocessingProfile>;
+  /**
+   * Run each pass on the model its mode table names (`PreprocessingProfile.modes`: ISNet's runs
+   * `fast` and `balanced` on `isnet-int8`), when the servers serve that model with the same
+   * tensors; a request that names a model runs every pass on it. `false` pins every pass to the
+   * request's model (the default model when it names none). Default true.
+   */
+  modeModels?: boolean;
   /** Deadline of each inference call, in ms. Default 30 000. */
   timeoutMs?: number;
   /** Largest gRPC message sent or received, in bytes. Default 64 MiB. */
@@ -248,6 +255,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       modelName: inference.modelName ?? 'isnet',
       profile: inference.profile ?? ISNET_PROFILE,
       models: inference.models ?? { [inference.modelName ?? 'isnet']: inference.profile ?? ISNET_PROFILE },
+      modeModels: inference.modeModels ?? true,
       timeoutMs: inference.timeoutMs ?? 30_000,
       maxMessageBytes: inference.maxMessageBytes ?? 64 * 1024 * 1024,
       retryAfterSeconds: inference.retryAfterSeconds ?? 2,

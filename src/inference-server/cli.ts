@@ -9,7 +9,8 @@
  *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
  *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
- * SOURCE is a built-in model (isnet: prepared, the default; isnet-int8: the same, statically
+ * With no --model it serves isnet and isnet-int8 (the API's mode table picks one per pass);
+ * --model isnet alone pins the float model. SOURCE is a built-in model (isnet: prepared; isnet-int8: the same, statically
  * quantized to 8 bits (docs/model-int8.md); isnet-fp32, isnet-u16, isnet-fp16, isnet-quint8),
  * a model rembg users have, by rembg's name (u2net, birefnet-general, bria-rmbg, ben2, ...: its
  * file is looked for in $U2NET_HOME, then ~/.u2net, never downloaded; several may be listed
@@ -40,7 +41,7 @@ import path from 'node:path';
 import { FAMILIES } from '../models/families.js';
 import { isKnownModel } from '../models/known-models.js';
 import { resolveServedModel } from './families/served-model.js';
-import { startInferenceServer, type ModelSource } from './server.js';
+import { DEFAULT_MODELS, startInferenceServer, type ModelSource } from './server.js';
 import { exportTritonRepository } from './triton-export.js';
 
 if (process.argv[2] === 'export') {
@@ -84,7 +85,7 @@ if (process.argv[2] === 'export') {
 
 if (process.argv[2] === 'prepare') {
   const { values: options } = parseArgs({ args: process.argv.slice(3), options: { model: { type: 'string', multiple: true } }, strict: true });
-  const specs = (options.model ?? [process.env.BGCUT_INFERENCE_MODEL ?? 'isnet']).flatMap((m) => m.split(',')).filter(Boolean);
+  const specs = (options.model ?? [process.env.BGCUT_INFERENCE_MODEL ?? DEFAULT_MODELS.map((m) => m.source).join(',')]).flatMap((m) => m.split(',')).filter(Boolean);
   try {
     for (const spec of specs) {
       const source = spec.includes('=') ? spec.slice(spec.indexOf('=') + 1) : spec;

@@ -50,7 +50,11 @@ export interface InferenceServerOptions {
   host?: string;
   /** Port to bind; 0 picks a free one. Default 50051. */
   port?: number;
-  /** The models to serve. Default: `isnet`, the built-in prepared ISNet (8-bit in, 8-bit mask out). */
+  /**
+   * The models to serve. Default: DEFAULT_MODELS, the built-in prepared ISNet (8-bit in, 8-bit
+   * mask out) as `isnet` and its 8-bit quantization as `isnet-int8`: the API's mode table runs
+   * each pass on one of them (docs/model-int8.md).
+   */
   models?: ModelSource[];
   /** Execution providers to try, in order, for every model. Default `['cpu']`. */
   providers?: string[];
@@ -102,6 +106,12 @@ export interface RunningInferenceServer {
   shutdown(): Promise<void>;
 }
 
+/** What a server given no models serves: ISNet, prepared, in float and in 8 bits (the mode table picks per pass). */
+export const DEFAULT_MODELS: readonly ModelSource[] = [
+  { name: 'isnet', source: 'isnet' },
+  { name: 'isnet-int8', source: 'isnet-int8' },
+];
+
 const SERVER_NAME = 'bgcut-inference-server';
 const SERVER_VERSION = '0.1.0';
 /**
@@ -119,7 +129,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
   const resolved = {
     host: options.host ?? '127.0.0.1',
     port: options.port ?? 50051,
-    models: options.models ?? [{ name: 'isnet', source: 'isnet' }],
+    models: options.models ?? DEFAULT_MODELS,
     providers: options.providers ?? ['cpu'],
     workers,
     intraOpThreads: options.intraOpThreads ?? Math.max(1, Math.floor(cores / workers)),
@@ -392,6 +402,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       const address = metricsServer.address() as { port: number };
       log(`metrics on http://${config.host}:${address.port}/metrics`);
     }
+    const loading = Date.now();
     for (const source of config.models) {
       const started = Date.now();
       const served = await resolveServedModel(source).catch((error: Error) => {
@@ -431,6 +442,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     }
     loaded = true;
     updateHealth();
+    const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
+    log(`serving ${config.models.length} model(s) (${config.models.map((m) => m.name).join(', ')}): all ready in ${Date.now() - loading} ms, RSS ${rss} MiB`);
   } catch (error) {
     server.forceShutdown();
     healthServer?.forceShutdown();

@@ -326,6 +326,7 @@ export function runConformanceSuite(harness: AdapterHarness): void {
 
       it('defaults: PNG, RGBA, foreground box and file name headers', async () => {
         const { response } = await cut({});
+        expect(response.status, 'status').toBe(200);
         expect(response.headers.get('content-disposition')).toBe('inline; filename="holiday photo-nobg.png"');
         const [top, left, width, height] = ['top', 'left', 'width', 'height'].map((k) => Number(response.headers.get(`x-foreground-${k}`)));
         // The disc: centre (160, 132), radius 72.

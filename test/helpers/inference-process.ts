@@ -41,7 +41,7 @@ export function startInferenceProcess(
       const listening = /listening on [^\s]+:(\d+)/.exec(log);
       if (listening) port = Number(listening[1]);
       const metrics = /metrics on (http:\/\/[^\s]+\/metrics)/.exec(log);
-      if (port && (until === 'listening' || /ready in \d+ ms/.test(log))) {
+      if (port && (until === 'listening' || /all ready in \d+ ms/.test(log))) {
         resolved = true;
         resolve({
           port,

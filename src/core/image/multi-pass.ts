@@ -76,6 +76,16 @@ export function planFor(profile: PreprocessingProfile, quality: Quality, freeSiz
 }
 
 /**
+ * The model each kind of pass runs on (the mode table's `model` and `cropModel`, resolved to
+ * served models by the caller): `whole` for the whole image (the first pass, its mirror, other
+ * scales), `crop` for the object's crop, its mirror and tiles.
+ */
+export interface PassModels {
+  whole: MaskModel;
+  crop: MaskModel;
+}
+
+/**
  * segment() at a quality: `fast` and `balanced` are exactly one pass; `best` runs the extra
  * passes of its plan, each a separate call of `model` (so several inference servers share them),
  * and replaces the segmentation's mask plan with their merge. Timings add up the passes. With a
@@ -88,23 +98,25 @@ export async function segmentAtQuality(
   bytes: Buffer,
   probe: Probe,
   profile: PreprocessingProfile,
-  model: MaskModel,
+  model: MaskModel | PassModels,
   limits: ImageLimits,
   signal: AbortSignal,
   pool: PixelPool,
   decodeAlongside = true,
   plan?: ModePlan,
 ): Promise<Segmentation> {
+  const models: PassModels = typeof model === 'function' ? { whole: model, crop: model } : model;
   const sized = plan ? { ...profile, width: plan.size, height: plan.size } : profile;
-  if (quality !== 'best') return segment(bytes, probe, sized, model, limits, signal, decodeAlongside, pool);
+  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool);
   const passes = plan?.passes ?? BEST_PASSES;
 
   // The input's own alpha is folded into the mask when the output is rendered, after the merge.
-  const seg = await segment(bytes, probe, sized, model, limits, signal, false, pool);
+  const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false, pool);
   const started = performance.now();
   let inferenceMs = 0;
   let modelMs = 0;
-  const run = async (rgb: Buffer, w: number, h: number): Promise<Buffer> => {
+  const run = async (rgb: Buffer, w: number, h: number, pass: keyof PassModels = 'whole'): Promise<Buffer> => {
+    const model = models[pass];
     const t0 = performance.now();
     const { mask, serverRunMs } = await model(imageToTensor(rgb, { ...profile, width: w, height: h }), signal, { width: w, height: h });
     const elapsed = performance.now() - t0;
@@ -115,14 +127,14 @@ export async function segmentAtQuality(
   };
   const { width: mw, height: mh } = sized;
   /** A pass on `rgb` (w x h), and on its mirror when asked; their merged mask. */
-  const passAndMirror = async (rgb: Buffer, w: number, h: number, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge']) => {
+  const passAndMirror = async (rgb: Buffer, w: number, h: number, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge'], pass: keyof PassModels) => {
     if (!mirror) return first;
-    const [a, b] = await Promise.all([first, mirrored(rgb, w, h, 3).then((m) => run(m, w, h)).then((m) => mirrored(m, w, h, 1))]);
+    const [a, b] = await Promise.all([first, mirrored(rgb, w, h, 3).then((m) => run(m, w, h, pass)).then((m) => mirrored(m, w, h, 1))]);
     return pool.mergeMasks([a, b], merge);
   };
 
   const { width, height } = probe;
-  const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.mask.grey), passes.mirror, passes.mirrorMerge);
+  const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.mask.grey), passes.mirror, passes.mirrorMerge, 'whole');
   // The whole image at other sizes, each brought to the first pass's size to be merged.
   const scaled = (passes.scales ?? []).map(async (size) => {
     const rgb = await decodeRegion(bytes, probe, limits, { left: 0, top: 0, width, height }, size, size);
@@ -135,7 +147,7 @@ export async function segmentAtQuality(
   const ch = passes.cropSize ?? mh;
   const regionMasks = regions.map(async (region) => {
     const rgb = await decodeRegion(bytes, probe, limits, region, cw, ch);
-    return passAndMirror(rgb, cw, ch, run(rgb, cw, ch), crop ? passes.cropMirror : false, passes.mirrorMerge);
+    return passAndMirror(rgb, cw, ch, run(rgb, cw, ch, 'crop'), crop ? passes.cropMirror : false, passes.mirrorMerge, 'crop');
   });
   const [first, ...rest] = await Promise.all([firstPass, ...scaled, ...regionMasks]);
   const others = rest.slice(0, scaled.length);

@@ -58,6 +58,15 @@ export interface ModePlan {
   size: number;
   /** `best`: the passes after the first (crop, mirrors, other sizes of the whole image). */
   passes?: BestPasses;
+  /**
+   * The served model the whole-image passes run on (the first pass, its mirror, other scales),
+   * by its name on the inference servers. Default: the request's model. Used only when the
+   * servers serve it with the same tensors (see ModelVerifier.passModel) and the request named no
+   * model; otherwise the request's model runs every pass.
+   */
+  model?: string;
+  /** `best`: the served model the crop passes (the object's crop and its mirror, or tiles) run on. Default: `model`. */
+  cropModel?: string;
 }
 
 export type OutputActivation = 'none' | 'sigmoid';
@@ -99,12 +108,17 @@ export const ISNET_PROFILE: PreprocessingProfile = {
   std: [1, 1, 1],
   outputDatatype: 'UINT8',
   minMaxNormalize: false,
-  // Sizes and passes per mode when the prepared model takes any size (docs/quality.md).
+  // Sizes, passes and the model of each pass, per mode, when the prepared model takes any size
+  // (docs/quality.md). `isnet-int8` is the same ISNet in 8 bits (docs/model-int8.md): it runs
+  // where the eval found it as accurate as the float model (the accuracy rule, checked in CI).
   modes: {
-    fast: { size: 512 },
-    balanced: { size: 1024 },
+    fast: { size: 608, model: 'isnet-int8' },
+    balanced: { size: 1024, model: 'isnet-int8' },
     best: {
       size: 1024,
+      // Float throughout: at 8 bits the crop passes lose fine structure (docs/model-int8.md), and
+      // the 8-bit first pass with float crops was not measured to the end (docs/quality.md).
+      model: 'isnet',
       passes: { mirror: false, cropMaxArea: 1, cropMargin: 0.1, cropMirror: true, cropMerge: 'replace', cropWeight: 1, mirrorMerge: 'max', tileMinSide: Infinity },
     },
   },

@@ -1,8 +1,8 @@
 import { FORMATS, keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '../image/output.js';
-import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor } from '../image/multi-pass.js';
+import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor, type PassModels } from '../image/multi-pass.js';
 import type { ImageLimits, MaskModel, Segmentation } from '../image/pipeline.js';
 import type { PixelPool } from '../image/pixel-pool.js';
-import type { PreprocessingProfile } from '../image/profile.js';
+import type { ModePlan, PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
 import type { Admitted } from './admission.js';
@@ -21,10 +21,12 @@ export interface CutoutDeps {
   /** The worker threads that run the pixel loops (image/pixel-pool.ts). */
   pixelPool: PixelPool;
   profiles: Record<string, PreprocessingProfile>;
-  /** The model by name, as a function from input tensor to mask. */
-  model: (name: string) => MaskModel;
+  /** The model by name, as a function from input tensor to mask; `profile` for a model not configured (one a mode table names). */
+  model: (name: string, profile?: PreprocessingProfile) => MaskModel;
   /** Whether the served model takes any input size (its metadata says so): then each quality runs at its profile's size. */
   freeSize: (name: string) => boolean;
+  /** The served model a pass runs on, given the request's model and the one the mode table names (ModelVerifier.passModel). */
+  passModel: (requested: string, named: string | undefined) => Promise<string>;
   imageLimits: ImageLimits;
   render: { pngCompressionLevel: number; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
@@ -62,18 +64,20 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     // A client that left while this request waited for its slot never starts an inference.
     signal.throwIfAborted();
     const profile = deps.profiles[order.modelName]!;
+    const plan = planFor(profile, order.output.quality, deps.freeSize(order.modelName));
+    const models = await passModels(order, plan, deps);
     const segment = () =>
       segmentAtQuality(
         order.output.quality,
         order.upload.file,
         order.probe,
         profile,
-        deps.model(order.modelName),
+        models,
         deps.imageLimits,
         signal,
         deps.pixelPool,
         Boolean(pixels) && needsFullDecode,
-        planFor(profile, order.output.quality, deps.freeSize(order.modelName)),
+        plan,
       );
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {
@@ -102,6 +106,19 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   quota.keep();
   await deps.enforcer.recordUsage(account.id, order.pixels, undefined, order.chargeOp && `${order.chargeOp}:usage`).catch(deps.onInternalError);
   return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
+}
+
+/**
+ * The models the passes run on: the mode table's (plan.model for the whole image, plan.cropModel
+ * for `best`'s crops) where the servers serve them, unless the request named its model, which
+ * then runs every pass.
+ */
+async function passModels(order: Order, plan: ModePlan | undefined, deps: CutoutDeps): Promise<PassModels> {
+  const requested = order.modelName;
+  if (order.output.model !== undefined || !plan) return { whole: deps.model(requested), crop: deps.model(requested) };
+  const [whole, crop] = await Promise.all([deps.passModel(requested, plan.model), deps.passModel(requested, plan.cropModel ?? plan.model)]);
+  const profile = deps.profiles[requested]!;
+  return { whole: deps.model(whole, profile), crop: deps.model(crop, profile) };
 }
 
 /** Milliseconds per stage, as span attributes. */
