@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 
 const AREAS = ['auth', 'limits', 'idempotency', 'dashboard-keys'];
 // Quicker subsets, run only when named: limits without the Redis concurrency leases, auth without CLI processes.
-const EXTRA = ['limits-fast', 'auth-fast'];
+const EXTRA = ['limits-fast', 'auth-fast', 'idempotency-step'];
 const asked = process.argv.slice(2);
 const unknown = asked.filter((a) => !AREAS.includes(a) && !EXTRA.includes(a));
 if (unknown.length) {

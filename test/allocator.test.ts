@@ -165,6 +165,7 @@ describe('bgcut-launch', () => {
       args: ['3', 'two words'],
       execArgv: ['--initial-old-space-size=128'],
       env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
+      uv: '8',
     });
     expect(code).toBe(3);
   });

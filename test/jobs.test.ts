@@ -238,6 +238,13 @@ describe('webhooks (Standard Webhooks), loopback receiver', () => {
       expect(entry.url).toBe(`http://127.0.0.1:${port}/hooks`);
       const view = json(await handler.jobs!(coreRequest('GET', `/v1/jobs/${id}`, keys.good)));
       expect(JSON.stringify(view)).not.toContain('t0k3n');
+      // The job's timeline, for the record: accepted -> started -> done -> each webhook attempt.
+      const t0 = Date.parse(view.createdAt);
+      const at = (iso: string | number) => `+${((typeof iso === 'number' ? iso : Date.parse(iso)) - t0).toString()} ms`;
+      console.log(
+        `job timeline: accepted ${view.createdAt}; started ${at(view.startedAt)}; done ${at(view.finishedAt)}; ` +
+          received.map((r) => `${r.type} ${r.status} ${at(r.at)}`).join('; '),
+      );
     } finally {
       receiver.close();
     }

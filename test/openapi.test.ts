@@ -49,10 +49,14 @@ describe('OpenAPI document', () => {
       channels: ['rgba', 'alpha', 'rgb'],
       bg_color: ['#00ff00', 'red', 'transparent'],
       crop: ['true', 'false', '1', 'maybe'],
-      crop_margin: ['10px', '5%', '500px', '10pt', 'ten'],
+      crop_margin: ['10px', '5%', '500px', '10pt', 'ten', '10px 5%', '1px 2px 3px 4px', '1px 2px 3px', '10px  5%'],
       size: ['preview', 'medium', 'hd', 'full', 'auto', 'huge'],
       model: ['isnet', 'a b', 'x'.repeat(65)],
       quality: ['fast', 'balanced', 'BEST', 'better', ''],
+      scale: ['80%', '10%', '100%', 'original', '5%', '101%', '80', ''],
+      position: ['original', 'center', '25%', '0% 100%', '10px', '120%', '1% 2% 3%'],
+      add_shadow: ['true', 'false', '1', 'maybe'],
+      shadow_opacity: ['0', '50', '100', '101', '-1', 'half'],
       roi: ['10% 0% 90% 100%', '0px 0px 400px 300px', '0 0 10 10', 'a b c d', '10% 0%', '1  2 3 4'],
     };
     for (const name of Object.keys(OUTPUT_OPTION_DEFINITIONS)) {
@@ -61,7 +65,7 @@ describe('OpenAPI document', () => {
         expect(schema).toBeDefined();
         const validate = ajv.compile(schema);
         for (const value of samples[name]!) {
-          const fields = name === 'crop_margin' ? { crop: 'true', [name]: value } : { [name]: value };
+          const fields = name === 'crop_margin' ? { crop: 'true', [name]: value } : name === 'shadow_opacity' ? { add_shadow: 'true', [name]: value } : { [name]: value };
           let parsed = true;
           try {
             parseOutputOptions(fields, '/', {});

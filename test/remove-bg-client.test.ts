@@ -155,7 +155,8 @@ describe("remove.bg's npm client and documented requests against /v1.0/removebg"
       [{ image_file_b64: 'AAAA', image_url: 'https://example.com/a.jpg' }, 'file_and_image_url', /not image_file_b64 and image_url/],
       [{ image_file_b64: '!!!not base64' }, 'malformed_base64', /base64/],
       [{ image_file_b64: 'AAAA', type: 'spaceship' }, 'invalid_option', /type/],
-      [{ image_file_b64: 'AAAA', scale: '50%' }, 'invalid_option', /not supported/],
+      [{ image_file_b64: 'AAAA', bg_image_url: 'https://example.com/bg.jpg' }, 'invalid_option', /not supported/],
+      [{ image_file_b64: 'AAAA', scale: '5%' }, 'invalid_option', /scale/],
       [{ image_file_b64: 'AAAA', colour: 'red' }, 'invalid_option', /unknown parameter/],
     ];
     for (const [body, code, detail] of cases) {

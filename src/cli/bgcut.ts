@@ -26,7 +26,10 @@ const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [optio
   --format F           png (default), webp, jpg, avif, or zip (color.jpg + alpha.png)
   --size S             auto (default), full, hd, medium or preview
   --bg-color C         a background colour instead of transparency
-  --crop               crop to the foreground; --crop-margin 10px or 5%
+  --crop               crop to the foreground; --crop-margin 10px, 5%, "10px 5%" or "t r b l"
+  --scale P            resize the subject to fit P (10%-100%) of the canvas
+  --position P         original, center, "x%" or "x% y%": where the subject goes
+  --shadow             a soft drop shadow from the mask; --shadow-opacity 0-100 (default 50)
   --roi "x1 y1 x2 y2"  only this region (px or %) may be foreground
   --model NAME         a model the server offers
   --api-url URL        the API (default BGCUT_API_URL, else http://localhost:3000)
@@ -40,6 +43,12 @@ const FORMATS = ['png', 'webp', 'jpg', 'avif', 'zip'] as const;
 const SIZES = ['preview', 'medium', 'hd', 'full', 'auto'] as const;
 
 class UsageError extends Error {}
+
+function shadowOpacity(text: string): number {
+  const value = Number(text);
+  if (!/^\d{1,3}$/.test(text) || value > 100) throw new UsageError('--shadow-opacity must be an integer from 0 to 100');
+  return value;
+}
 
 interface Streams {
   stdout: NodeJS.WriteStream;
@@ -78,6 +87,10 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
         crop: { type: 'boolean' },
         'crop-margin': { type: 'string' },
         roi: { type: 'string' },
+        scale: { type: 'string' },
+        position: { type: 'string' },
+        shadow: { type: 'boolean' },
+        'shadow-opacity': { type: 'string' },
         model: { type: 'string' },
         'api-url': { type: 'string' },
         overwrite: { type: 'boolean', default: false },
@@ -115,6 +128,10 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
     ...(values.crop ? { crop: true } : {}),
     ...(values['crop-margin'] ? { cropMargin: values['crop-margin'] } : {}),
     ...(values.roi ? { roi: values.roi } : {}),
+    ...(values.scale ? { scale: values.scale } : {}),
+    ...(values.position ? { position: values.position } : {}),
+    ...(values.shadow ? { addShadow: true } : {}),
+    ...(values['shadow-opacity'] !== undefined ? { shadowOpacity: shadowOpacity(values['shadow-opacity']) } : {}),
     ...(values.model ? { model: values.model } : {}),
   };
   const { items, unmatched } = await expandInputs(inputs, format);

@@ -49,8 +49,16 @@ export interface RemoveBackgroundOptions {
   /** `#rgb`, `#rrggbb`, `#rrggbbaa`, a CSS colour name, or `transparent`. */
   bgColor?: string;
   crop?: boolean;
-  /** `10px` or `5%`; needs `crop`. */
+  /** One, two or four margins in CSS order, px or % (`10px`, `10px 5%`); needs `crop`. */
   cropMargin?: string;
+  /** `10%`-`100%`: the subject resized to fit that share of the canvas; `original` (default) leaves it. */
+  scale?: string;
+  /** `original`, `center`, `x%` or `x% y%`: where the subject goes on the canvas. */
+  position?: string;
+  /** A soft drop shadow made from the mask. */
+  addShadow?: boolean;
+  /** With `addShadow`: 0-100 (%), default 50. */
+  shadowOpacity?: number;
   size?: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
   /** Region of interest `x1 y1 x2 y2`, each px or % (`10% 0% 90% 100%`): only it may be foreground. */
   roi?: string;
@@ -107,7 +115,7 @@ export interface AccountStanding {
   inProgress: number;
 }
 
-const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', size: 'size', roi: 'roi', model: 'model' } as const;
+const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', scale: 'scale', position: 'position', addShadow: 'add_shadow', shadowOpacity: 'shadow_opacity', size: 'size', roi: 'roi', model: 'model' } as const;
 
 export class BgcutClient {
   private readonly apiKey: string;

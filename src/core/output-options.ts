@@ -19,6 +19,23 @@ export interface Region {
   bottom: Edge;
 }
 
+/** Margins around the cropped foreground, CSS order resolved: each side px or % of the box's size along it. */
+export interface Margins {
+  top: Edge;
+  right: Edge;
+  bottom: Edge;
+  left: Edge;
+}
+
+/** Where the subject's box goes on the canvas: as it was, or at x% y% of the room left around it (50% 50% centres it). */
+export type Position = 'original' | { x: number; y: number };
+
+/** `add_shadow`: a drop shadow made from the mask (see image/shadow.ts for its geometry). */
+export interface Shadow {
+  /** 0..1 */
+  opacity: number;
+}
+
 export interface Rgba {
   r: number;
   g: number;
@@ -34,7 +51,13 @@ export interface OutputOptions {
   /** Background to put behind the cutout; null keeps it transparent (white for jpg). */
   bgColor: Rgba | null;
   crop: boolean;
-  cropMargin: { value: number; unit: 'px' | '%' };
+  cropMargin: Margins;
+  /** `scale`: the subject's box fits in this fraction (0.1..1) of the canvas's width and height; null leaves its size. */
+  scale: number | null;
+  /** `position`: where the subject's box goes on the canvas. */
+  position: Position;
+  /** `add_shadow`: a drop shadow under the subject; null for none. */
+  shadow: Shadow | null;
   /** `preview`, `medium`, `hd`: at most 0.25, 1.5, 4 MP (remove.bg's sizes); `full`: the input's size; `auto`: full, within the plan's cap. */
   size: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
   /** `json` when the client sent `Accept: application/json`. */
@@ -53,7 +76,10 @@ export const DEFAULT_OUTPUT: OutputOptions = {
   channels: 'rgba',
   bgColor: null,
   crop: false,
-  cropMargin: { value: 0, unit: 'px' },
+  cropMargin: { top: { value: 0, unit: 'px' }, right: { value: 0, unit: 'px' }, bottom: { value: 0, unit: 'px' }, left: { value: 0, unit: 'px' } },
+  scale: null,
+  position: 'original',
+  shadow: null,
   size: 'auto',
   response: 'image',
   model: undefined,
@@ -88,6 +114,12 @@ const MAX_MARGIN = { px: 500, '%': 100 };
  * run followed by anything else backtracked in O(n^2) (a 16 KB query string took ~0.3 s).
  */
 const MARGIN_PATTERN = /^(\d+(?:\.\d+)?)\s*(px|%)?$/;
+/** One to four margins (CSS order: all; vertical horizontal; top right bottom left), one blank apart. */
+const MARGINS_PATTERN = /^\d{1,6}(?:\.\d{1,2})?(?:px|%)?(?: \d{1,6}(?:\.\d{1,2})?(?:px|%)?){0,3}$/;
+/** `scale`: 10%-100%, or `original`. */
+const SCALE_PATTERN = /^(?:original|(\d{1,3}(?:\.\d{1,2})?)%)$/;
+/** `position`: `original`, `center`, or one or two percentages (horizontal, vertical). */
+const POSITION_PATTERN = /^(?:original|center|(\d{1,3}(?:\.\d{1,2})?)%(?: (\d{1,3}(?:\.\d{1,2})?)%)?)$/;
 const MODEL_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Four edges, each a number of at most 6 digits (and 2 decimals) with an optional unit, one blank apart. */
 const ROI_PATTERN = /^(\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)?$/;
@@ -157,14 +189,21 @@ export const OUTPUT_OPTION_DEFINITIONS = {
   },
   crop: oneOf('Crop the result to the foreground box.', ['true', 'false'] as const, 'false', (o, v) => (o.crop = v === 'true'), { '1': 'true', '0': 'false', yes: 'true', no: 'false' }),
   crop_margin: {
-    description: `Margin around the cropped foreground: 0-${MAX_MARGIN.px}px or 0-${MAX_MARGIN['%']}% of its size. Needs \`crop=true\`.`,
-    schema: { type: 'string', pattern: MARGIN_PATTERN.source, default: '0px', examples: ['10px', '5%'] },
+    description: `Margin around the cropped foreground, one to four values in CSS order (\`10px\`; \`10px 5%\`: vertical horizontal; \`1px 2px 3px 4px\`: top right bottom left), each 0-${MAX_MARGIN.px}px or 0-${MAX_MARGIN['%']}% of the box's size along that side. Needs \`crop=true\`.`,
+    schema: { type: 'string', pattern: MARGINS_PATTERN.source, default: '0px', examples: ['10px', '5%', '10px 5%', '0 10px 20px 10px'] },
     apply(raw, options) {
-      const match = MARGIN_PATTERN.exec(raw.trim());
-      const unit = (match?.[2] ?? 'px') as 'px' | '%';
-      const value = Number(match?.[1]);
-      if (!match || !(value <= MAX_MARGIN[unit])) throw new Error(`"${raw.slice(0, 50)}" is not a margin of 0-500px or 0-100%`);
-      options.cropMargin = { value, unit };
+      const text = raw.trim();
+      if (text.length > 60 || !MARGINS_PATTERN.test(text)) throw new Error(`"${raw.slice(0, 50)}" is not 1, 2 or 4 margins of 0-500px or 0-100%`);
+      const edges = text.split(' ').map((part): Edge => {
+        const match = MARGIN_PATTERN.exec(part)!;
+        const unit = (match[2] ?? 'px') as 'px' | '%';
+        const value = Number(match[1]);
+        if (!(value <= MAX_MARGIN[unit])) throw new Error(`"${part}" is not a margin of 0-500px or 0-100%`);
+        return { value, unit };
+      });
+      if (edges.length === 3) throw new Error(`"${raw.slice(0, 50)}" has 3 margins: give 1, 2 or 4`);
+      const [top, right = top!, bottom = top!, left = right] = edges as [Edge, Edge?, Edge?, Edge?];
+      options.cropMargin = { top: top!, right, bottom, left };
     },
   },
   size: oneOf(
@@ -194,6 +233,50 @@ export const OUTPUT_OPTION_DEFINITIONS = {
       if (left.unit === right.unit && left.value >= right.value) throw new Error('x1 must be left of x2');
       if (top.unit === bottom.unit && top.value >= bottom.value) throw new Error('y1 must be above y2');
       options.roi = { left, top, right, bottom };
+    },
+  },
+  scale: {
+    description: 'Resize the subject (its foreground box) to fit this share of the canvas\'s width and height, `10%`-`100%`, keeping its aspect ratio; the canvas keeps its size. `original` leaves it. With a scale, `position` defaults to `center`.',
+    schema: { type: 'string', pattern: SCALE_PATTERN.source, default: 'original', examples: ['80%', 'original'] },
+    apply(raw, options) {
+      const match = SCALE_PATTERN.exec(raw.trim().toLowerCase());
+      const percent = match?.[1] === undefined ? undefined : Number(match[1]);
+      if (!match || (percent !== undefined && !(percent >= 10 && percent <= 100))) throw new Error(`"${raw.slice(0, 50)}" is not original or 10%-100%`);
+      options.scale = percent === undefined ? null : percent / 100;
+      if (options.scale !== null) options.position = { x: 50, y: 50 };
+    },
+  },
+  position: {
+    description:
+      'Where the subject\'s box goes on the canvas: `original` (where it was; the default without `scale`), `center` (the default with `scale`), or `x%` / `x% y%`: the share of the room left of / above the box (`0% 0%` top left, `100% 100%` bottom right; one value for both).',
+    schema: { type: 'string', pattern: POSITION_PATTERN.source, default: 'original', examples: ['center', '50% 100%', 'original'] },
+    apply(raw, options) {
+      const match = POSITION_PATTERN.exec(raw.trim().toLowerCase());
+      if (!match) throw new Error(`"${raw.slice(0, 50)}" is not original, center, "x%" or "x% y%"`);
+      if (match[0] === 'original') options.position = 'original';
+      else if (match[0] === 'center') options.position = { x: 50, y: 50 };
+      else {
+        const x = Number(match[1]);
+        const y = match[2] === undefined ? x : Number(match[2]);
+        if (x > 100 || y > 100) throw new Error('a position is 0%-100%');
+        options.position = { x, y };
+      }
+    },
+  },
+  add_shadow: oneOf(
+    'A soft drop shadow under the subject, made from its mask: black, blurred by 2% of the subject\'s box height, offset down by 1.5% of it (see `shadow_opacity`). Not with `channels=alpha`.',
+    ['true', 'false'] as const,
+    'false',
+    (o, v) => (o.shadow = v === 'true' ? { opacity: o.shadow?.opacity ?? 0.5 } : null),
+    { '1': 'true', '0': 'false', yes: 'true', no: 'false' },
+  ),
+  shadow_opacity: {
+    description: 'With `add_shadow`: the shadow\'s opacity where the subject is opaque, `0`-`100` (%).',
+    schema: { type: 'string', pattern: '^\\d{1,3}$', default: '50', examples: ['50'] },
+    apply(raw, options) {
+      const value = Number(raw.trim());
+      if (!/^\d{1,3}$/.test(raw.trim()) || value > 100) throw new Error(`"${raw.slice(0, 50)}" is not 0-100`);
+      if (options.shadow) options.shadow = { opacity: value / 100 };
     },
   },
   quality: oneOf(
@@ -232,7 +315,7 @@ export function parseOutputOptions(
   for (const [name, value] of query) take(name, value, 'query parameter');
   for (const [name, value] of Object.entries(fields)) take(name, value, 'form field');
 
-  const options: OutputOptions = { ...DEFAULT_OUTPUT, cropMargin: { ...DEFAULT_OUTPUT.cropMargin } };
+  const options: OutputOptions = { ...DEFAULT_OUTPUT };
   // In table order, so `crop` is known when `crop_margin` is checked against it.
   for (const name of OUTPUT_OPTION_NAMES) {
     const raw = given.get(name);
@@ -244,6 +327,8 @@ export function parseOutputOptions(
     }
   }
   if (given.has('crop_margin') && !options.crop) throw invalid('crop_margin', 'needs crop=true');
+  if (given.has('shadow_opacity') && !options.shadow) throw invalid('shadow_opacity', 'needs add_shadow=true');
+  if (options.channels === 'alpha' && options.shadow) throw invalid('add_shadow', 'cannot be combined with channels=alpha');
   if (options.channels === 'alpha' && options.bgColor) throw invalid('bg_color', 'cannot be combined with channels=alpha');
   if (options.format === 'zip' && (options.bgColor || options.channels === 'alpha')) throw invalid('format', 'zip holds a colour image and its mask: not with bg_color or channels=alpha');
 

@@ -166,7 +166,7 @@ describe('RedisKeyStore: while Redis is away, remembered keys are served for a b
     const { key } = await store.createKey({ accountId: 'acct_z', plan: 'p' });
     const client = new Redis(shared.server.url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
     await client.connect();
-    const away = new RedisKeyStore({ redis: client, keyPrefix: 'stale0', cacheTtlMs: 0, maxStaleMs: 0 });
+    const away = new RedisKeyStore({ redis: client, keyPrefix: 'stale0', cacheTtlMs: 0, maxStaleMs: 0, subscribe: false });
     expect(await away.findByHash(hashApiKey(key))).toBeDefined();
     client.disconnect();
     await expect(away.findByHash(hashApiKey(key))).rejects.toThrow();

@@ -39,7 +39,7 @@ const depsWith = (store: IdempotencyStore = new MemoryIdempotencyStore(), extra:
 });
 const answer = (body = 'cutout'): CoreResponse => ({
   status: 200,
-  headers: { 'content-type': 'image/png', 'x-ratelimit-remaining': '9', ratelimit: 'limit=10', 'retry-after': '3', 'x-confidence': '0.90' },
+  headers: { 'content-type': 'image/png', 'x-ratelimit-remaining': '9', 'x-ratelimit-reset': '30', ratelimit: 'limit=10', 'ratelimit-policy': 'q=10', 'retry-after': '3', 'x-confidence': '0.90', 'x-not-ratelimit': 'kept' },
   body: Buffer.from(body),
 });
 const codeOf = (promise: Promise<unknown>) =>
@@ -71,7 +71,9 @@ describe('Idempotency-Key: the header', () => {
     ['DEL', 'del\x7f'],
     ['non-ASCII', 'clé'],
   ])('400 invalid_idempotency_key for %s', (_, value) => {
-    expect(() => idempotentRequest(scopeFor(value), admittedAs(), depsWith())).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key', status: 400 }));
+    expect(() => idempotentRequest(scopeFor(value), admittedAs(), depsWith())).toThrow(
+      expect.objectContaining({ code: 'invalid_idempotency_key', status: 400, message: 'Idempotency-Key must be one header of 1 to 255 visible ASCII characters (a UUID is a good key).' }),
+    );
   });
 
   it('400 for the header sent twice (an array)', () => {
@@ -93,7 +95,7 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
     const replay = await idempotentRequest(scope, admittedAs(), deps)!.claim(orderOf());
     expect(replay).toEqual({
       status: 200,
-      headers: { 'content-type': 'image/png', 'x-confidence': '0.90', 'x-ratelimit-remaining': '4', 'idempotent-replayed': 'true' },
+      headers: { 'content-type': 'image/png', 'x-confidence': '0.90', 'x-not-ratelimit': 'kept', 'x-ratelimit-remaining': '4', 'idempotent-replayed': 'true' },
       body: Buffer.from('cutout'),
     });
   });
@@ -110,7 +112,9 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
   ])('the same key with %s: 422 idempotency_key_reused, done or in progress', async (_, other) => {
     const deps = depsWith();
     await run(deps);
-    expect(await codeOf(run(deps, other))).toBe('idempotency_key_reused');
+    const reused = await run(deps, other).catch((e: ApiError) => e);
+    expect(reused).toMatchObject({ code: 'idempotency_key_reused', status: 422 });
+    expect((reused as ApiError).message).toContain('used for a different request');
     // In progress too: the fingerprint is compared before "in use".
     const gated = depsWith();
     const scope = scopeFor('k-2');
@@ -165,11 +169,66 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
     const failing = new MemoryIdempotencyStore();
     failing.claim = () => Promise.reject(new Error('store down'));
     const error = await run(depsWith(failing)).catch((e: ApiError) => e);
-    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' } });
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' }, message: 'The idempotency store cannot be reached.' });
     const errors: unknown[] = [];
     const flaky = new MemoryIdempotencyStore();
     flaky.complete = () => Promise.reject(new Error('write lost'));
     await run(depsWith(flaky, { onInternalError: (e) => errors.push(e) }));
     expect(errors).toEqual([new Error('write lost')]);
+  });
+
+  it('a replayed request completes nothing: complete() after a replay does not touch the store', async () => {
+    const deps = depsWith();
+    await run(deps);
+    const step = idempotentRequest(scopeFor('k-1'), admittedAs(), deps)!;
+    expect(await step.claim(orderOf())).toBeDefined();
+    let completes = 0;
+    const complete = deps.store.complete.bind(deps.store);
+    deps.store.complete = (...args) => {
+      completes++;
+      return complete(...args);
+    };
+    await step.complete(answer('other'));
+    expect(completes).toBe(0);
+  });
+
+  it('a claim that lands after the client left is given back: the retry runs', async () => {
+    const store = new MemoryIdempotencyStore();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const claim = store.claim.bind(store);
+    store.claim = async (...args) => {
+      await gate;
+      return claim(...args);
+    };
+    const deps = depsWith(store);
+    const request: CoreRequest = { method: 'POST', url: '/v1/remove-bg', headers: { 'idempotency-key': 'late' }, body: new PassThrough(), signal: new AbortController().signal };
+    const controller = new AbortController();
+    Object.assign(request, { signal: controller.signal });
+    const scope = openRequestScope(request, 60_000);
+    const pending = idempotentRequest(scope, admittedAs(), deps)!.claim(orderOf()).catch((e: ApiError) => e);
+    controller.abort();
+    expect(await pending).toMatchObject({ code: 'client_closed' });
+    release();
+    await new Promise((r) => setTimeout(r, 10));
+    store.claim = claim;
+    expect(await codeOf(run(deps, { key: 'late' }))).toBe('runs');
+    await scope.end(() => {});
+  });
+});
+
+describe('MemoryIdempotencyStore', () => {
+  const result = { status: 200, headers: {}, body: Buffer.from('x') };
+  it('only the claim\'s own token completes or gives it back; giving back an unknown key is a no-op', async () => {
+    const store = new MemoryIdempotencyStore();
+    expect(await store.claim('k', 'fp', 'mine', TIMES)).toEqual({ state: 'claimed', token: 'mine' });
+    await store.complete('k', 'theirs', result, TIMES);
+    await store.abandon('k', 'theirs');
+    expect(await store.claim('k', 'fp', 'x', TIMES)).toEqual({ state: 'in-progress', fingerprint: 'fp' });
+    await store.complete('k', 'mine', result, TIMES);
+    expect(await store.claim('k', 'fp', 'x', TIMES)).toEqual({ state: 'done', fingerprint: 'fp', result });
+    await store.abandon('nothing', 'x');
+    await store.complete('nothing', 'x', result, TIMES);
+    expect(await store.claim('nothing', 'fp', 'y', TIMES)).toEqual({ state: 'claimed', token: 'y' });
   });
 });

@@ -5,7 +5,10 @@ import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
+import { overColor } from './backdrop.js';
+import { placedBox, placeSubject } from './place.js';
 import { clearOutsideRegion } from './roi.js';
+import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
 
@@ -176,15 +179,19 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   // reach past the image: that part is filled like the background).
   let region: Box = { top: 0, left: 0, width, height };
   if (options.crop && box) {
-    const margin = (side: number) =>
-      Math.round(options.cropMargin.unit === '%' ? (side * options.cropMargin.value) / 100 : options.cropMargin.value);
-    const mx = margin(box.width);
-    const my = margin(box.height);
-    region = { top: box.top - my, left: box.left - mx, width: box.width + 2 * mx, height: box.height + 2 * my };
+    // crop_margin: each side px or % of the box's size along it (CSS order resolved at parsing).
+    const m = options.cropMargin;
+    const margin = (edge: { value: number; unit: 'px' | '%' }, side: number) => Math.round(edge.unit === '%' ? (side * edge.value) / 100 : edge.value);
+    const top = margin(m.top, box.height);
+    const left = margin(m.left, box.width);
+    region = { top: box.top - top, left: box.left - left, width: box.width + left + margin(m.right, box.width), height: box.height + top + margin(m.bottom, box.height) };
   }
 
   // jpg has no alpha: it is shown on white unless a colour is asked for.
   const background: Rgba | null = options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null);
+  // add_shadow needs the cutout transparent until the shadow is under it: the background goes on last (backdrop.ts).
+  const deferBackground = options.shadow !== null && options.channels === 'rgba';
+  const kernelBackground = deferBackground ? null : background;
   const cap = Math.min(SIZE_PIXELS[options.size], render.maxOutputPixels);
   const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
   // Rounded down, so the output never passes the cap.
@@ -200,17 +207,17 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   } else {
     // In place: the segmentation's colour is used once, here.
     const colour = render.foregroundEstimation ? await estimateForeground(rgb, alpha, width, height, job.view) : rgb;
-    if (background && background.alpha >= 1) {
-      raw = composeOpaque(colour, alpha, background, colour);
+    if (kernelBackground && kernelBackground.alpha >= 1) {
+      raw = composeOpaque(colour, alpha, kernelBackground, colour);
       channels = 3;
-    } else if (!background && wholeAtFullSize) {
+    } else if (!kernelBackground && wholeAtFullSize) {
       // The common case: sharp joins colour and alpha as it streams them to the encoder, so no
       // full-size RGBA copy is made (the same pixels as composeRgba's).
       raw = clearTransparent(colour, alpha);
       channels = 4;
       joined = sharp(raw, { raw: { width, height, channels: 3 } }).joinChannel(alpha, { raw: { width, height, channels: 1 } });
     } else {
-      raw = composeRgba(colour, alpha, background);
+      raw = composeRgba(colour, alpha, kernelBackground);
       channels = 4;
     }
   }
@@ -218,7 +225,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
 
   // Fill for the part of a crop region outside the image.
   const fill =
-    channels === 1 ? { r: 0, g: 0, b: 0, alpha: 1 } : background ? { ...background, alpha: channels === 3 ? 1 : background.alpha } : { r: 0, g: 0, b: 0, alpha: 0 };
+    channels === 1 ? { r: 0, g: 0, b: 0, alpha: 1 } : kernelBackground ? { ...kernelBackground, alpha: channels === 3 ? 1 : kernelBackground.alpha } : { r: 0, g: 0, b: 0, alpha: 0 };
   let image = joined ?? sharp(raw, { raw: { width, height, channels } });
   const inside = {
     left: Math.max(0, region.left),
@@ -243,23 +250,37 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     );
   }
 
+  // The subject's box in the region's coordinates; scale/position move it (place.ts), at full size.
+  let subject: Box | null = box && { top: box.top - region.top, left: box.left - region.left, width: box.width, height: box.height };
+  if (subject && (options.scale !== null || options.position !== 'original')) {
+    const target = placedBox(subject, region.width, region.height, options.scale, options.position);
+    if (target.left !== subject.left || target.top !== subject.top || target.width !== subject.width || target.height !== subject.height) {
+      image = await placeSubject(image, region.width, region.height, channels, subject, target, fill);
+      subject = target;
+    }
+  }
+
   if (outWidth !== region.width || outHeight !== region.height) image = image.resize(outWidth, outHeight, { fit: 'fill' });
   if (channels === 1) image = image.toColourspace('b-w');
 
-  const body = await encode(image, options.format, render.pngCompressionLevel);
   const sx = outWidth / region.width;
   const sy = outHeight / region.height;
+  const foreground = subject && {
+    top: Math.round(subject.top * sy),
+    left: Math.round(subject.left * sx),
+    width: Math.max(1, Math.round(subject.width * sx)),
+    height: Math.max(1, Math.round(subject.height * sy)),
+  };
+  if (options.shadow && channels === 4 && foreground) image = await addShadow(image, outWidth, outHeight, foreground, options.shadow);
+  if (deferBackground && background) image = (await overColor(image, outWidth, outHeight, background)).image;
+
+  const body = await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
     ...FORMATS[options.format],
     width: outWidth,
     height: outHeight,
-    foreground: box && {
-      top: Math.round((box.top - region.top) * sy),
-      left: Math.round((box.left - region.left) * sx),
-      width: Math.max(1, Math.round(box.width * sx)),
-      height: Math.max(1, Math.round(box.height * sy)),
-    },
+    foreground,
     timings: { decode: decodeMs, postprocess, encode: 0 },
   };
   if (job.json) rendered.json = cutoutJson(rendered, job.json.filename, job.json.confidence);

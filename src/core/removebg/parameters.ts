@@ -108,25 +108,24 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
     },
   },
   crop_margin: {
-    note: 'One value (`30px`, `10%`) -> `crop_margin`; ignored without `crop=true`, as remove.bg; two or four values are not supported yet (400).',
+    note: 'One, two or four values in CSS order (`30px`, `10% 5%`, `0 10px 20px 10px`), px or % of the box -> `crop_margin`; ignored without `crop=true`, as remove.bg.',
     map(value, into, all) {
       const parts = value.trim().split(/\s+/);
-      if (parts.length === 2 || parts.length === 4) throw notSupported('crop_margin with several values');
-      if (parts.length !== 1) throw new Error(`${quote(value)} is not 1, 2 or 4 margins`);
+      if (parts.length !== 1 && parts.length !== 2 && parts.length !== 4) throw new Error(`${quote(value)} is not 1, 2 or 4 margins`);
       if (BOOLEAN[lower(all.get('crop') ?? 'false')] !== 'true') return;
-      into.crop_margin = parts[0]!;
+      into.crop_margin = parts.join(' ');
     },
   },
   scale: {
-    note: '`original` (the default) only, for now; a percentage is a 400.',
-    map(value) {
-      if (lower(value) !== 'original') throw notSupported(`scale=${quote(value)}`);
+    note: '`10%`-`100%` -> `scale`: the subject resized to fit that share of the canvas; `original` (the default) leaves it. A scale centres the subject unless `position` says otherwise.',
+    map(value, into) {
+      if (lower(value) !== 'original') into.scale = value;
     },
   },
   position: {
-    note: '`original` (the default) only, for now; `center` or percentages are a 400.',
-    map(value) {
-      if (lower(value) !== 'original') throw notSupported(`position=${quote(value)}`);
+    note: '`original`, `center`, `x%` or `x% y%` -> `position` (default `original`, or `center` with a `scale`).',
+    map(value, into) {
+      into.position = value.trim().replace(/\s+/g, ' ');
     },
   },
   channels: {
@@ -155,9 +154,9 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
     },
   },
   add_shadow: {
-    note: 'Accepted; remove.bg adds shadows to cars only and returns other subjects without one, which is what bgcut does for every subject.',
-    map(value) {
-      boolean(value);
+    note: '-> `add_shadow`: a soft drop shadow made from the mask, for every subject (remove.bg adds its shadows to cars only).',
+    map(value, into) {
+      into.add_shadow = boolean(value);
     },
   },
   semitransparency: {
@@ -167,16 +166,17 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
     },
   },
   shadow_type: {
-    note: 'Accepted and ignored, with `add_shadow`.',
+    note: '`car`, `3d`, `drop`: checked; every type gets bgcut\'s drop shadow.',
     map(value) {
       oneOf(['car', '3d', 'drop'], value, 'shadow_type');
     },
   },
   shadow_opacity: {
-    note: 'Accepted and ignored, with `add_shadow` (0-100).',
-    map(value) {
+    note: '`0`-`100` -> `shadow_opacity`, with `add_shadow=true` (ignored without it, as remove.bg).',
+    map(value, into, all) {
       const n = Number(value);
       if (value.trim() === '' || !Number.isInteger(n) || n < 0 || n > 100) throw new Error(`${quote(value)} is not 0-100`);
+      if (BOOLEAN[lower(all.get('add_shadow') ?? 'false')] === 'true') into.shadow_opacity = String(n);
     },
   },
   // bgcut's own options, for callers who want them on this endpoint too.
