@@ -66,6 +66,8 @@ export const ERROR_CATALOG = {
     title: 'Unsupported image type',
     detail: 'The file is not an image in a supported format (JPEG, PNG, WebP, AVIF, TIFF, GIF).',
   },
+  invalid_hints: { status: 400, title: 'Invalid hints', detail: 'The hints part is not an image bgcut reads, or has too many pixels.' },
+  hints_size_mismatch: { status: 400, title: 'Hints do not fit the image', detail: "The hints image does not have the image's aspect ratio (as displayed, EXIF orientation applied)." },
   corrupt_image: { status: 422, title: 'Corrupt image', detail: 'The image is truncated or corrupt and could not be decoded.' },
   image_too_large: { status: 413, title: 'Image too large', detail: 'The image has more pixels than allowed.' },
   // image_url: one code, and one fixed detail, per class of refusal (see src/core/image-url/):

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
+import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
 import { BodyReadError, readBody } from '../../util/read-body.js';
 import { fetchImage, type ImageUrlRefusal } from './fetch-image.js';
@@ -21,7 +22,10 @@ export async function readImageInput(
   signal: AbortSignal,
 ): Promise<Upload> {
   const json = imageUrl.enabled && /^application\/json\s*(;|$)/i.test(String(headers['content-type'] ?? ''));
-  const upload = json ? await readJsonFields(body, headers, limits, signal) : await readUpload(body, headers, limits, signal, imageUrl.enabled ? IMAGE_URL_FIELD : undefined);
+  const upload = json ? await readJsonFields(body, headers, limits, signal) : await readUpload(body, headers, limits, signal, {
+        fileAlternatives: imageUrl.enabled ? [IMAGE_URL_FIELD] : [],
+        extraFiles: { [HINTS_FIELD]: MAX_HINTS_BYTES },
+      });
   const url = upload.fields[IMAGE_URL_FIELD];
   if (url === undefined) {
     if (json) throw new ApiError('missing_file', { detail: 'A JSON body needs "image_url".' });
@@ -31,7 +35,7 @@ export async function readImageInput(
   const { [IMAGE_URL_FIELD]: _, ...fields } = upload.fields;
   const fetched = await fetchImage(url, { ...imageUrl, maxBytes: limits.maxFileBytes, signal });
   if (fetched.file.length === 0) throw new ApiError('missing_file', { detail: 'The image at image_url is empty.' });
-  return { file: fetched.file, filename: fetched.filename, declaredType: fetched.declaredType, fields };
+  return { file: fetched.file, filename: fetched.filename, declaredType: fetched.declaredType, fields, ...(upload.parts ? { parts: upload.parts } : {}) };
 }
 
 /**

@@ -7,6 +7,7 @@ import { countKernel } from './kernel-calls.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
 import { overColor } from './backdrop.js';
 import { placedBox, placeSubject } from './place.js';
+import { applyHints } from './hints.js';
 import { clearOutsideRegion } from './roi.js';
 import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
@@ -56,6 +57,8 @@ export interface RenderJob {
   render: RenderOptions;
   /** `response=json`: also make the JSON body, with this file name and confidence. */
   json?: { filename: string; confidence: number } | undefined;
+  /** The request's `hints` part (hints.ts), checked by probeHints. */
+  hints?: Buffer | undefined;
 }
 
 export type RenderResult = Rendered;
@@ -135,6 +138,7 @@ export async function renderOutput(
   render: RenderOptions,
   pool: PixelPool,
   json?: { filename: string },
+  hints?: Buffer,
 ): Promise<Rendered> {
   // The model-size view (or the working-size one a waiting request kept): the worker samples the
   // working size from it (a few ms of loop, not on this thread).
@@ -149,6 +153,7 @@ export async function renderOutput(
     options,
     render,
     json: json && { filename: json.filename, confidence: seg.confidence },
+    hints,
   });
 }
 
@@ -164,6 +169,8 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const alpha = buildFullSizeMask(job.mask, width, height);
   // roi: only the region may be foreground (a step of its own, before anything reads the mask).
   if (options.roi) clearOutsideRegion(alpha, width, height, options.roi);
+  // hints: a person's keep/remove strokes win over the model and the roi, blended at their edges.
+  if (job.hints) await applyHints(alpha, width, height, job.hints, job.limits.maxInputPixels);
   let rgb: Buffer = Buffer.alloc(0);
   let decodeMs = 0;
   if (options.channels !== 'alpha' || probe.hasAlpha) {

@@ -96,6 +96,7 @@ export async function render(job: RenderJob): Promise<unknown> {
       bytes: buf(job.bytes),
       decoded: job.decoded && buf(job.decoded),
       mask: revivePlan(job.mask),
+      hints: job.hints && buf(job.hints),
       view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
     });
   } catch (error) {

@@ -102,5 +102,7 @@ function fingerprintOf(url: string, order: Order): string {
     part(value);
   }
   hash.update(createHash('sha256').update(order.upload.file).digest());
+  // The same image with other hints is another request.
+  if (order.hints) hash.update(createHash('sha256').update(order.hints).digest());
   return hash.digest('hex');
 }

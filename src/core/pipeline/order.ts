@@ -1,4 +1,5 @@
 import type { ApiMetrics } from '../metrics.js';
+import { HINTS_FIELD, probeHints } from '../image/hints.js';
 import { probeImage, type Probe } from '../image/pipeline.js';
 import type { ModelVerifier } from '../inference/model-verifier.js';
 import { checkImageSize, checkPlanOptions, checkPlanQuality, chooseModel, maxUploadBytes } from '../limits/plan-policy.js';
@@ -53,6 +54,8 @@ export interface Order {
    * image names its own, so one run again elsewhere after a crash is charged once (src/core/jobs).
    */
   chargeOp?: string | undefined;
+  /** The `hints` part (image/hints.ts), its header checked against the image; undefined for none. */
+  hints?: Buffer | undefined;
 }
 
 /**
@@ -81,5 +84,8 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   const probe = await probeImage(upload.file, { maxInputPixels: deps.maxInputPixels });
   const pixels = probe.width * probe.height;
   const maxOutputPixels = checkImageSize(plan, pixels, output);
-  return { upload, output, modelName, probe, pixels, maxOutputPixels };
+  // An empty hints part (a form's unfilled file input) is no hints.
+  const hints = upload.parts?.[HINTS_FIELD]?.file;
+  if (hints && hints.length > 0) await probeHints(hints, probe, deps.maxInputPixels);
+  return { upload, output, modelName, probe, pixels, maxOutputPixels, hints: hints && hints.length > 0 ? hints : undefined };
 }
