@@ -12,7 +12,8 @@ import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import type { MaskModel } from '../src/core/image/pipeline.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
-import { uploadRequest } from './helpers/core-request.js';
+import { drivenRequest, uploadRequest } from './helpers/core-request.js';
+import { multipartBody } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
@@ -25,7 +26,7 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * paths, run directly with a stand-in model (a soft-edged disc: what is tested is where the work
  * runs, not the model), show every kernel did run in the worker.
  */
-const KERNELS = ['upscaleMask', 'splitAlpha', 'pasteBlended', 'estimateForeground', 'foregroundBox', 'composeOpaque', 'composeRgba', 'clearTransparent', 'mergeMasks', 'looksConfidence'];
+const KERNELS = ['upscaleMask', 'splitAlpha', 'pasteBlended', 'estimateForeground', 'foregroundBox', 'composeOpaque', 'composeRgba', 'clearTransparent', 'mergeMasks', 'looksConfidence', 'applyHints'];
 
 /** An RGB photo-like image and the same with a transparent left quarter (an input alpha to fold in). */
 async function images() {
@@ -34,11 +35,21 @@ async function images() {
   const alpha = Buffer.alloc(480 * 360, 255);
   for (let y = 0; y < 360; y++) alpha.fill(0, y * 480, y * 480 + 120);
   const rgba = await sharp(rgb, { raw: { width: 480, height: 360, channels: 3 } }).joinChannel(alpha, { raw: { width: 480, height: 360, channels: 1 } }).png().toBuffer();
-  return { jpeg: bytes, rgba };
+  // hints: keep the top-left corner, remove the middle (white / black on transparent).
+  const marks = Buffer.alloc(480 * 360 * 4);
+  for (let y = 0; y < 360; y++) {
+    for (let x = 0; x < 480; x++) {
+      if (x < 60 && y < 60) marks.set([255, 255, 255, 255], (y * 480 + x) * 4);
+      else if (Math.abs(x - 240) < 20 && Math.abs(y - 200) < 20) marks.set([0, 0, 0, 255], (y * 480 + x) * 4);
+    }
+  }
+  const hints = await sharp(marks, { raw: { width: 480, height: 360, channels: 4 } }).png().toBuffer();
+  return { jpeg: bytes, rgba, hints };
 }
 
-/** Requests that take each path of the render: clear, colour, translucent colour, crop, mask alone, best's merges, JSON; and an input alpha. */
+/** Requests that take each path of the render: clear, colour, translucent colour, crop, mask alone, best's merges, JSON, hints; and an input alpha. */
 const REQUESTS: [input: 'jpeg' | 'rgba', query: string][] = [
+  ['jpeg', 'hints'],
   ['jpeg', ''],
   ['jpeg', '?format=jpg&bg_color=%2320c85a'],
   ['jpeg', '?bg_color=%2320c85a80'],
@@ -60,13 +71,25 @@ const discModel: MaskModel = async (_input, _signal, size) => {
   return { mask };
 };
 
+/** An upload with a hints part beside the file. */
+function hintsRequest(key: string, image: Buffer, hints: Buffer) {
+  const form = multipartBody([
+    { name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image },
+    { name: 'hints', filename: 'hints.png', type: 'image/png', data: hints },
+  ]);
+  const driven = drivenRequest({ key, contentType: form.contentType });
+  driven.request.headers['content-length'] = String(form.body.length);
+  driven.body.end(form.body);
+  return driven;
+}
+
 const mainCounts = () => Object.fromEntries(KERNELS.map((k) => [k, kernelCalls[k] ?? 0]));
 const zero = Object.fromEntries(KERNELS.map((k) => [k, 0]));
 
 describe('full-size pixel work stays off the main thread', () => {
   let handler: RemoveBgHandler;
   let key: string;
-  let inputs: { jpeg: Buffer; rgba: Buffer };
+  let inputs: { jpeg: Buffer; rgba: Buffer; hints: Buffer };
   beforeAll(async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-off-main-'));
     const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
@@ -89,8 +112,9 @@ describe('full-size pixel work stays off the main thread', () => {
     expect(isMainThread).toBe(true);
     const before = mainCounts();
     for (const [name, query] of REQUESTS) {
-      const driven = uploadRequest(key, inputs[name], `${name}.png`);
+      const driven = query === 'hints' ? hintsRequest(key, inputs.jpeg, inputs.hints) : uploadRequest(key, inputs[name], `${name}.png`);
       if (query === 'json') driven.request.headers.accept = 'application/json';
+      else if (query === 'hints') driven.request.url = '/v1/remove-bg';
       else driven.request.url = `/v1/remove-bg${query}`;
       const response = await handler.handle(driven.request);
       expect(response.status, `${name} ${query}: ${response.body.toString().slice(0, 200)}`).toBe(200);
@@ -117,6 +141,7 @@ describe('full-size pixel work stays off the main thread', () => {
         for (const quality of ['balanced', 'best'] as const) {
           const seg = await segmentAtQuality(quality, bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(120_000), pool);
           for (const output of outputs) await renderOutput(seg, output, render, pool);
+          await renderOutput(seg, DEFAULT_OUTPUT, render, pool, undefined, inputs.hints);
         }
       }
       const inWorker = await pool.workerKernelCalls();
