@@ -89,6 +89,14 @@ describe('hints on a mask (the worker kernel, a flat stand-in mask)', () => {
     expect(removeRamp[0]).toBeGreaterThan(0);
     for (let i = 1; i < removeRamp.length; i++) expect(removeRamp[i]!).toBeGreaterThanOrEqual(removeRamp[i - 1]!);
     expect(removeRamp.slice(BAND)).toEqual(Array(3).fill(128));
+    // Linear in the distance, as documented: k px straight out of a keep stroke over a mask of 128,
+    // 255 * (1 - k / band) + 128 * k / band; the same on all four sides of the stroke.
+    const linear = Array.from({ length: BAND + 3 }, (_, i) => Math.round(255 * Math.max(0, 1 - (i + 1) / BAND) + 128 * Math.min(1, (i + 1) / BAND)));
+    expect(keepRamp).toEqual(linear);
+    const leftOfKeep = Array.from({ length: BAND + 3 }, (_, i) => alpha[row * W + 199 - i]!);
+    const aboveKeep = Array.from({ length: BAND + 3 }, (_, i) => alpha[(199 - i) * W + 300]!);
+    const belowKeep = Array.from({ length: BAND + 3 }, (_, i) => alpha[(400 + i) * W + 300]!);
+    expect([leftOfKeep, aboveKeep, belowKeep]).toEqual([linear, linear, linear]);
   });
 
   it('transparent and mid-grey backgrounds are both "no hint"; the result is deterministic', async () => {
