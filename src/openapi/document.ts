@@ -119,7 +119,10 @@ export function buildOpenApiDocument(context: OpenApiContext): JsonObject {
                   properties: { ...inputProperties, ...optionProperties },
                   additionalProperties: false,
                 },
-                encoding: { file: { contentType: 'image/jpeg, image/png, image/webp, image/avif, image/tiff, image/gif' } },
+                encoding: {
+                  file: { contentType: 'image/jpeg, image/png, image/webp, image/avif, image/tiff, image/gif' },
+                  hints: { contentType: 'image/png, image/jpeg, image/webp, image/tiff, image/gif' },
+                },
               },
               ...(inputProperties.image_url
                 ? {

@@ -1,4 +1,5 @@
 import type { OptionSchema } from '../core/output-options.js';
+import { MAX_HINTS_BYTES } from '../core/image/hints.js';
 import { MAX_REDIRECTS, MAX_URL_LENGTH } from '../core/image-url/options.js';
 
 /** The request's image inputs, as the OpenAPI document describes them. */
@@ -6,6 +7,14 @@ export const INPUT_FIELD_DEFINITIONS: Record<string, { description: string; sche
   file: {
     description: 'The image (JPEG, PNG, WebP, AVIF, TIFF or GIF; the type is read from the bytes). Not with `image_url`.',
     schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+  },
+  hints: {
+    description:
+      `Optional: an image marking pixels to keep or remove (scribbles), at most ${MAX_HINTS_BYTES / 1024 / 1024} MiB, over the image as displayed (EXIF orientation applied), ` +
+      'at its size or scaled (the same aspect ratio, within 1 % or a pixel). Per pixel: white (luma >= 192) keep, alpha exactly 255; black (luma <= 63) remove, alpha 0; ' +
+      'transparent (alpha < 128) or grey: no hint. Around the strokes the mask blends linearly into the model\'s over the long side / 128 px (2-48). ' +
+      'Refusals: `hints_size_mismatch`, `invalid_hints` (400); over the size `upload_too_large` (413). Multipart only.',
+    schema: { type: 'string', contentMediaType: 'image/png' },
   },
   image_url: {
     description:

@@ -50,7 +50,12 @@ export function removeBgPaths(rateLimitHeaders: JsonObject, optionalRateLimitHea
               schema: {
                 type: 'object',
                 description: 'Exactly one of `image_file`, `image_file_b64` and `image_url`.',
-                properties: { image_file: { type: 'string', contentMediaType: 'application/octet-stream' }, ...sources, ...parameters },
+                properties: {
+                  image_file: { type: 'string', contentMediaType: 'application/octet-stream' },
+                  hints: { type: 'string', contentMediaType: 'image/png', description: 'bgcut\'s extension: keep/remove strokes, as `hints` of `/v1/remove-bg` (white keep, black remove, transparent no hint).' },
+                  ...sources,
+                  ...parameters,
+                },
                 additionalProperties: false,
               },
             },

@@ -1,5 +1,6 @@
 import { ApiError } from '../errors.js';
 import type { CoreRequest } from '../http-types.js';
+import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
 import { fetchImage, type ImageUrlRefusal } from '../image-url/fetch-image.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
@@ -36,12 +37,14 @@ export async function readRemoveBgRequest(
 ): Promise<Upload & { removeBg: RemoveBgRequest }> {
   const contentType = String(request.headers['content-type'] ?? '');
   const b64Max = base64Length(limits.maxFileBytes);
-  let form: { file: Buffer; filename: string; declaredType: string; fields: Record<string, string> };
+  let form: Upload;
   if (/^multipart\/form-data\s*;/i.test(contentType)) {
     form = await readUpload(request.body, request.headers, limits, signal, {
       fileField: 'image_file',
       fileAlternatives: ['image_file_b64', 'image_url'],
       largeField: { name: 'image_file_b64', maxBytes: b64Max + 1024 },
+      // bgcut's `hints` part (docs/api.md), an extension remove.bg does not have.
+      extraFiles: { [HINTS_FIELD]: MAX_HINTS_BYTES },
     });
   } else if (/^application\/json\s*(;|$)/i.test(contentType)) {
     form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: jsonFields(await readWhole(request, b64Max + ENVELOPE_BYTES, signal), limits) };
@@ -72,7 +75,7 @@ export async function readRemoveBgRequest(
     image = await fetchImage(form.fields.image_url!, { ...imageUrl, maxBytes: limits.maxFileBytes, signal });
   }
   if (image.file.length === 0) throw new ApiError('missing_file', { detail: `The image in ${source} is empty.` });
-  return { file: image.file, filename: image.filename, declaredType: image.declaredType, fields: removeBg.fields, removeBg };
+  return { file: image.file, filename: image.filename, declaredType: image.declaredType, fields: removeBg.fields, removeBg, ...(form.parts ? { parts: form.parts } : {}) };
 }
 
 async function readWhole(request: CoreRequest, maxBytes: number, signal: AbortSignal): Promise<Buffer> {
