@@ -153,6 +153,22 @@ describe('client retries, timeouts and aborts (against a scripted loopback serve
     }
   });
 
+  it('hints (bytes or a path) go as the file part "hints" beside the image, and again on a retry', async () => {
+    const image = Buffer.from('image-bytes-'.repeat(100));
+    const hints = Buffer.from('hint-bytes-'.repeat(100));
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-client-hints-'));
+    await writeFile(path.join(dir, 'strokes.png'), hints);
+    for (const given of [hints, path.join(dir, 'strokes.png')]) {
+      script = [(res) => problem(res, 503, 'server_busy', { 'retry-after': '0' })];
+      const before = requests;
+      await client().removeBackground(image, { hints: given });
+      expect(requests - before).toBe(2);
+      const text = lastBody.toString('latin1');
+      expect(text).toMatch(/name="hints"; filename="hints.png"\r\nContent-Type: [^\r]+\r\n\r\n(hint-bytes-){100}\r\n/);
+      expect(lastBody.includes(image)).toBe(true);
+    }
+  });
+
   it('503 with Retry-After: 1, twice, then 200: waits at least 1 s each time, plus at most 20 % jitter', async () => {
     requests = 0;
     script = [(res) => problem(res, 503, 'server_busy', { 'retry-after': '1' }), (res) => problem(res, 503, 'server_busy', { 'retry-after': '1' })];

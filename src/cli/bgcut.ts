@@ -31,6 +31,8 @@ const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [optio
   --position P         original, center, "x%" or "x% y%": where the subject goes
   --shadow             a soft drop shadow from the mask; --shadow-opacity 0-100 (default 50)
   --roi "x1 y1 x2 y2"  only this region (px or %) may be foreground
+  --hints FILE         keep/remove strokes (PNG: white keep, black remove, transparent none),
+                       sent with every image (one photo, or photos framed alike); not with --job
   --model NAME         a model the server offers
   --api-url URL        the API (default BGCUT_API_URL, else http://localhost:3000)
   --overwrite          process again files whose output exists (default: skip them)
@@ -43,6 +45,15 @@ const FORMATS = ['png', 'webp', 'jpg', 'avif', 'zip'] as const;
 const SIZES = ['preview', 'medium', 'hd', 'full', 'auto'] as const;
 
 class UsageError extends Error {}
+
+/** The --hints file, read once (at most 8 MiB, the API's limit). */
+async function readHints(file: string): Promise<Uint8Array> {
+  const { readFile, stat } = await import('node:fs/promises');
+  const info = await stat(file).catch(() => undefined);
+  if (!info?.isFile()) throw new UsageError(`--hints: no file ${file}`);
+  if (info.size > 8 * 1024 * 1024) throw new UsageError('--hints: the file is larger than 8 MiB');
+  return readFile(file);
+}
 
 function shadowOpacity(text: string): number {
   const value = Number(text);
@@ -87,6 +98,7 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
         crop: { type: 'boolean' },
         'crop-margin': { type: 'string' },
         roi: { type: 'string' },
+        hints: { type: 'string' },
         scale: { type: 'string' },
         position: { type: 'string' },
         shadow: { type: 'boolean' },
@@ -118,8 +130,10 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
   const format = values.format as (typeof FORMATS)[number];
   if (!FORMATS.includes(format)) throw new UsageError(`--format must be one of ${FORMATS.join(', ')}`);
   if (values.size !== undefined && !SIZES.includes(values.size as never)) throw new UsageError(`--size must be one of ${SIZES.join(', ')}`);
+  if (values.hints !== undefined && values.job) throw new UsageError('--hints is not taken by jobs: leave out --job');
   const apiKey = env.BGCUT_API_KEY;
   if (!apiKey) throw new UsageError('set BGCUT_API_KEY to your API key');
+  const hints = values.hints === undefined ? undefined : await readHints(values.hints);
 
   const options: RemoveBackgroundOptions = {
     format,
@@ -128,6 +142,7 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
     ...(values.crop ? { crop: true } : {}),
     ...(values['crop-margin'] ? { cropMargin: values['crop-margin'] } : {}),
     ...(values.roi ? { roi: values.roi } : {}),
+    ...(hints ? { hints } : {}),
     ...(values.scale ? { scale: values.scale } : {}),
     ...(values.position ? { position: values.position } : {}),
     ...(values.shadow ? { addShadow: true } : {}),

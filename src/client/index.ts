@@ -62,6 +62,12 @@ export interface RemoveBackgroundOptions {
   size?: 'preview' | 'medium' | 'hd' | 'full' | 'auto';
   /** Region of interest `x1 y1 x2 y2`, each px or % (`10% 0% 90% 100%`): only it may be foreground. */
   roi?: string;
+  /**
+   * Keep/remove strokes (docs/api.md#hints-keep-and-remove-strokes): an image over the input as
+   * displayed, at its size or scaled; white keep, black remove, transparent no hint. A file path,
+   * bytes or a Blob.
+   */
+  hints?: string | Uint8Array | ArrayBuffer | Blob;
   model?: string;
   /** The file name sent with the upload (the result's name is derived from it). */
   filename?: string;
@@ -145,6 +151,7 @@ export class BgcutClient {
   /** The image with its background removed, with its size, foreground box and rate-limit standing. */
   async removeBackground(input: ImageInput, options: RemoveBackgroundOptions = {}): Promise<Cutout> {
     const prepared = await prepareInput(input, options.filename, this.maxInputBytes);
+    const hints = options.hints === undefined ? undefined : await prepareInput(options.hints, 'hints.png', this.maxInputBytes);
     const fields: [string, string][] = [];
     for (const [option, field] of Object.entries(OPTION_FIELDS)) {
       const value = options[option as keyof typeof OPTION_FIELDS];
@@ -155,6 +162,7 @@ export class BgcutClient {
       if (prepared.kind === 'file') form.append('file', prepared.blob, prepared.filename);
       else form.append('image_url', prepared.url);
       for (const [name, value] of fields) form.append(name, value);
+      if (hints?.kind === 'file') form.append('hints', hints.blob, hints.filename);
       return form;
     };
     // One key per logical request, the same on every retry: a retry after a lost answer is answered
