@@ -39,8 +39,89 @@ if (form) {
   drop.addEventListener('drop', (event) => {
     event.preventDefault();
     drop.classList.remove('over');
-    if (event.dataTransfer?.files?.length) file.files = event.dataTransfer.files;
+    if (event.dataTransfer?.files?.length) {
+      file.files = event.dataTransfer.files;
+      loadBrush(file.files[0]);
+    }
   });
+  file.addEventListener('change', () => loadBrush(file.files?.[0]));
+
+  // The brush: strokes shown in colour over the photo, and drawn white (keep) or black (remove)
+  // on a transparent canvas of the photo's displayed aspect ratio, which is sent as `hints`.
+  const brush = document.getElementById('brush');
+  const view = document.getElementById('brush-canvas');
+  const photo = document.getElementById('brush-photo');
+  const size = document.getElementById('brush-size');
+  const marks = document.createElement('canvas');
+  let photoUrl;
+  let painted = false;
+  let last = null;
+  async function loadBrush(picked) {
+    painted = false;
+    if (photoUrl) URL.revokeObjectURL(photoUrl);
+    photoUrl = undefined;
+    if (!picked) {
+      brush.hidden = true;
+      return;
+    }
+    photoUrl = URL.createObjectURL(picked);
+    photo.src = photoUrl;
+    try {
+      await photo.decode();
+    } catch {
+      brush.hidden = true;
+      return;
+    }
+    // naturalWidth/Height are the displayed size (the browser applies EXIF orientation), as the
+    // API reads hints; at most 1024 px on the long side (the API scales hints to the image).
+    const scale = Math.min(1, 1024 / Math.max(photo.naturalWidth, photo.naturalHeight));
+    for (const canvas of [view, marks]) {
+      canvas.width = Math.max(1, Math.round(photo.naturalWidth * scale));
+      canvas.height = Math.max(1, Math.round(photo.naturalHeight * scale));
+    }
+    brush.hidden = false;
+  }
+  function clearStrokes() {
+    for (const canvas of [view, marks]) canvas.getContext('2d').clearRect(0, 0, canvas.width, canvas.height);
+    painted = false;
+  }
+  document.getElementById('brush-clear').addEventListener('click', clearStrokes);
+  function at(event) {
+    const box = view.getBoundingClientRect();
+    const k = view.width / box.width;
+    return { x: (event.clientX - box.left) * k, y: (event.clientY - box.top) * k, k };
+  }
+  function paint(from, to) {
+    const keep = form.querySelector('input[name="brush_mode"]:checked')?.value !== 'remove';
+    const layers = [
+      [view.getContext('2d'), keep ? '#00c853' : '#e53935'],
+      [marks.getContext('2d'), keep ? '#ffffff' : '#000000'],
+    ];
+    for (const [ctx, colour] of layers) {
+      ctx.strokeStyle = colour;
+      ctx.lineWidth = Number(size.value) * to.k;
+      ctx.lineCap = 'round';
+      ctx.lineJoin = 'round';
+      ctx.beginPath();
+      ctx.moveTo(from.x, from.y);
+      ctx.lineTo(to.x, to.y);
+      ctx.stroke();
+    }
+    painted = true;
+  }
+  view.addEventListener('pointerdown', (event) => {
+    event.preventDefault();
+    view.setPointerCapture(event.pointerId);
+    last = at(event);
+    paint(last, last);
+  });
+  view.addEventListener('pointermove', (event) => {
+    if (!last) return;
+    const point = at(event);
+    paint(last, point);
+    last = point;
+  });
+  for (const type of ['pointerup', 'pointercancel']) view.addEventListener(type, () => (last = null));
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -58,6 +139,7 @@ if (form) {
     if (document.getElementById('use-bg')?.checked) body.append('bg_color', document.getElementById('bg-color').value);
     if (document.getElementById('crop')?.checked) body.append('crop', 'true');
     body.append('file', picked, picked.name);
+    if (painted) body.append('hints', await new Promise((resolve) => marks.toBlob(resolve, 'image/png')), 'hints.png');
     submit.disabled = true;
     status.textContent = 'Removing the background...';
     const started = performance.now();

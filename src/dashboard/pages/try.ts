@@ -32,6 +32,16 @@ export function tryPage(ctx: PageContext, view: TryView): SafeHtml {
     <label for="file">Drop an image here, or pick one</label>
     <input id="file" name="file" type="file" accept="image/jpeg,image/png,image/webp,image/avif,image/tiff,image/gif" required>
   </div>
+  <fieldset class="brush" id="brush" hidden><legend>Touch up (optional)</legend>
+    <p class="brush-help">Paint over the photo: <span class="swatch keep"></span>Keep marks what must stay, <span class="swatch remove"></span>Remove what must go. The strokes are sent as <code>hints</code>.</p>
+    <div class="brush-tools">
+      <label><input type="radio" name="brush_mode" value="keep" checked> Keep</label>
+      <label><input type="radio" name="brush_mode" value="remove"> Remove</label>
+      <label>Brush size <input type="range" id="brush-size" min="4" max="64" value="24"></label>
+      <button type="button" id="brush-clear">Clear strokes</button>
+    </div>
+    <div class="brush-stage"><img id="brush-photo" alt="The image to paint on"><canvas id="brush-canvas" aria-label="Paint keep or remove strokes over the image"></canvas></div>
+  </fieldset>
   <fieldset class="options"><legend>Options</legend>
     <p><label for="format">Format</label>
     <select id="format" name="format">${view.formats.map((f) => html`<option value="${f}">${f.toUpperCase()}</option>`)}</select></p>
