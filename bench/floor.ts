@@ -42,6 +42,43 @@ export const FLOOR_VARIANTS: FloorVariant[] = [
   { name: 'jpg on colour', query: 'format=jpg&bg_color=%231e90ff' },
   { name: 'channels=alpha', query: 'channels=alpha' },
 ];
+/**
+ * The option-cost table of the floor section: each output option on its own, against plain PNG
+ * (the same photo, requests interleaved option by option so the machine's load falls on all
+ * alike). `hints` sends a hints part (optionHints) beside the file. Add an option here when it lands.
+ */
+export const OPTION_COSTS: FloorVariant[] = [
+  { name: 'png (baseline)', query: 'format=png' },
+  { name: 'roi', query: 'format=png&roi=10%25%2010%25%2090%25%2090%25' },
+  { name: 'format=zip', query: 'format=zip' },
+  { name: 'scale + position', query: 'format=png&scale=80%25&position=50%25%20100%25' },
+  { name: 'crop + crop_margin', query: 'format=png&crop=true&crop_margin=10%25' },
+  { name: 'add_shadow', query: 'format=png&add_shadow=true' },
+  { name: 'bg_color (png)', query: 'format=png&bg_color=%231e90ff' },
+  { name: 'hints', query: 'format=png' },
+];
+
+/**
+ * A hints part for the option-cost table, as the dashboard's brush sends one: a PNG at most
+ * 1024 px on its long side, of the photo's aspect, transparent with a white (keep) band along
+ * the top and a black (remove) block in the middle: about 12 % of the area marked.
+ */
+export async function optionHints(width: number, height: number): Promise<Buffer> {
+  const scale = Math.min(1, 1024 / Math.max(width, height));
+  const w = Math.max(1, Math.round(width * scale));
+  const h = Math.max(1, Math.round(height * scale));
+  const data = Buffer.alloc(w * h * 4);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const keep = y < h * 0.08;
+      const remove = Math.abs(x - w / 2) < w * 0.1 && Math.abs(y - h / 2) < h * 0.1;
+      if (keep) data.set([255, 255, 255, 255], (y * w + x) * 4);
+      else if (remove) data.set([0, 0, 0, 255], (y * w + x) * 4);
+    }
+  }
+  return sharp(data, { raw: { width: w, height: h, channels: 4 } }).png().toBuffer();
+}
+
 const COLOUR = { r: 0x1e, g: 0x90, b: 0xff };
 const JPEG = { quality: 90, chromaSubsampling: '4:4:4' } as const;
 /** The API's default PNG level (RemoveBgOptions.pngCompressionLevel): the floor is measured with the shipped setting. */

@@ -67,7 +67,7 @@ import { QUALITIES } from '../src/core/image/multi-pass.js';
 import { imageToTensor, maskToGrey, upscaleMask } from '../src/core/image/tensor.js';
 import { clearTransparent } from '../src/core/image/output.js';
 import { measurePngSettings, pngEncoders, printPngSettings, type PngSettingsRow } from './png-settings.js';
-import { FLOOR_VARIANTS, measureFloor } from './floor.js';
+import { FLOOR_VARIANTS, measureFloor, OPTION_COSTS, optionHints } from './floor.js';
 import { printSummary, summarize } from './cpu-profile-summary.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { SessionPool } from '../src/inference-server/session-pool.js';
@@ -102,6 +102,8 @@ const { values } = parseArgs({
     sizes: { type: 'string' },
     'imgly-dir': { type: 'string' },
     'host-requests': { type: 'string', default: '2' },
+    /** `--floor-large false`: the floor section (and its option costs) on the photo only. */
+    'floor-large': { type: 'string', default: 'true' },
   },
 });
 const warmup = Number(values.warmup);
@@ -200,10 +202,11 @@ async function startApi(
   };
 }
 
-async function post(url: string, image: Buffer, query = ''): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+async function post(url: string, image: Buffer, query = '', hints?: Buffer): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
   if (query) url = `${url}?${query}`;
   const form = new FormData();
   form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
+  if (hints) form.append('hints', new Blob([hints], { type: 'image/png' }), 'hints.png');
   const started = performance.now();
   let response: Response;
   try {
@@ -433,10 +436,7 @@ try {
   }
 
   if (sections.has('floor')) {
-    const images: [string, Buffer][] = [
-      ['photo', photo],
-      ['large', await largeImage()],
-    ];
+    const images: [string, Buffer][] = [['photo', photo], ...(values['floor-large'] !== 'false' ? [['large', await largeImage()] as [string, Buffer]] : [])];
     const client = new InferenceClient({ address: inference.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
     const rows: Record<string, unknown>[] = [];
     // --compare DIR: the same requests, alternating, to an API started from another build
@@ -512,6 +512,41 @@ try {
     client.close();
     await compared?.stop();
     report.floor = rows;
+
+    // What each output option costs the API, against plain PNG and the PNG floor of the same run.
+    const optionRows: Record<string, unknown>[] = [];
+    console.log(`\noption costs: API process CPU per image with each option alone (mean of ${runs} requests each, interleaved option by option; the floor is the PNG floor above)`);
+    console.log('| image | option | API CPU ms | over plain PNG (ms) | API / PNG floor |\n|---|---|---|---|---|');
+    for (const [label, image] of images) {
+      const meta = await sharp(image, { limitInputPixels: false }).rotate().metadata();
+      const upright = (meta.orientation ?? 1) >= 5 ? { width: meta.height!, height: meta.width! } : { width: meta.width!, height: meta.height! };
+      const hints = await optionHints(upright.width, upright.height);
+      const imageName = `${label} ${meta.width}x${meta.height}`;
+      const pngFloor = rows.find((row) => row.output === 'png' && String(row.image).startsWith(imageName)) as { floorMs: number } | undefined;
+      const totals = OPTION_COSTS.map(() => 0);
+      for (const option of OPTION_COSTS) await post(api.url, image, option.query, option.name === 'hints' ? hints : undefined);
+      for (let round = 0; round < runs; round++) {
+        for (const [i, option] of OPTION_COSTS.entries()) {
+          for (let attempt = 0; ; attempt++) {
+            const before = cpuMs(api.child.pid!);
+            const r = await post(api.url, image, option.query, option.name === 'hints' ? hints : undefined);
+            if (r.status === 200) {
+              totals[i]! += cpuMs(api.child.pid!) - before;
+              break;
+            }
+            if (attempt >= 2) throw new Error(`option ${option.name}: HTTP ${r.status}`);
+          }
+        }
+      }
+      const base = totals[0]! / runs;
+      for (const [i, option] of OPTION_COSTS.entries()) {
+        const cpu = totals[i]! / runs;
+        const row = { image: imageName, option: option.name, apiCpuMs: round(cpu), overPngMs: round(cpu - base), overPngFloor: pngFloor ? Math.round((cpu / pngFloor.floorMs) * 100) / 100 : null };
+        optionRows.push(row);
+        console.log(`| ${row.image} | ${row.option} | ${row.apiCpuMs} | ${i === 0 ? '-' : (row.overPngMs >= 0 ? '+' : '') + row.overPngMs} | ${row.overPngFloor ?? '-'} |`);
+      }
+    }
+    report.optionCosts = optionRows;
   }
 
   if (sections.has('concurrency')) {
