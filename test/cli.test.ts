@@ -83,6 +83,29 @@ describe('bgcut remove (batch CLI)', () => {
     expect(posts - before).toBe(1); // only the failing file was sent again
   });
 
+  it('--hints FILE: the strokes go with the image (keep: alpha 255 over the background; remove: 0 over the subject); refused with --job', async () => {
+    const out = path.join(work, 'out-hints');
+    // 160 x 120: the disc (centre 80, 66; radius 36) is the subject. White band along the top, black block in the middle.
+    const marks = Buffer.alloc(160 * 120 * 4);
+    for (let y = 0; y < 120; y++) {
+      for (let x = 0; x < 160; x++) {
+        if (y < 12) marks.set([255, 255, 255, 255], (y * 160 + x) * 4);
+        else if (Math.abs(x - 80) <= 8 && Math.abs(y - 66) <= 8) marks.set([0, 0, 0, 255], (y * 160 + x) * 4);
+      }
+    }
+    await writeFile(path.join(work, 'hints.png'), await sharp(marks, { raw: { width: 160, height: 120, channels: 4 } }).png().toBuffer());
+    const env = { BGCUT_API_KEY: keys.good, BGCUT_API_URL: apiUrl };
+    const done = await bgcut(['remove', path.join(work, 'in/a.jpg'), '--out', out, '--hints', path.join(work, 'hints.png')], env);
+    expect(done.code, done.stderr).toBe(0);
+    const { data } = await sharp(path.join(out, 'a.png')).extractChannel(3).raw().toBuffer({ resolveWithObject: true });
+    expect([data[5 * 160 + 20], data[5 * 160 + 140], data[66 * 160 + 80], data[60 * 160 + 76]]).toEqual([255, 255, 0, 0]);
+    const refused = await bgcut(['remove', path.join(work, 'in/a.jpg'), '--out', out, '--hints', path.join(work, 'hints.png'), '--job'], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--hints is not taken by jobs');
+    const missing = await bgcut(['remove', path.join(work, 'in/a.jpg'), '--out', out, '--hints', path.join(work, 'no-such.png')], env);
+    expect(missing.stderr).toContain('--hints: no file');
+  });
+
   it('--job: the folder as one server-side job (one POST), progress from its status, results written, failures by code', async () => {
     const out = path.join(work, 'out-job');
     const before = posts;
