@@ -226,6 +226,12 @@ function readForm(
         fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "${fileField}".` }));
         return;
       }
+      // busboy's `files` counts the optional parts too: the image parts are counted here.
+      if (files.length >= limits.maxFiles) {
+        stream.resume();
+        fail(new ApiError('too_many_files', limits.maxFiles > 1 ? { detail: `Send at most ${limits.maxFiles} files, each in a part named "file".` } : {}));
+        return;
+      }
       const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, chunks: [] as Buffer[], done: false };
       files.push(entry);
       stream.on('error', () => {}); // reported through the parser's own 'error'

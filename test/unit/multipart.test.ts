@@ -63,6 +63,24 @@ describe('readUpload: limits, each with its code', () => {
     expect(await codeOf(read(form([{ name: 'other', value: Buffer.from('x'), filename: 'x.png' }])))).toBe('unexpected_file_field');
   });
 
+  it('optional file parts (extraFiles, e.g. hints): read beside the file, each once and within its own size; a second "file" is still too_many_files', async () => {
+    const shape = { extraFiles: { hints: 50 } };
+    const withHints = (parts: Part[]) => readUpload(Readable.from([form(parts)]), { 'content-type': CONTENT_TYPE }, LIMITS, new AbortController().signal, shape);
+    const hints = (bytes: Buffer): Part => ({ name: 'hints', value: bytes, filename: 'h.png' });
+    const upload = await withHints([file(Buffer.from('img')), hints(Buffer.alloc(50, 2))]);
+    expect(upload.file.toString()).toBe('img');
+    expect(upload.parts?.hints?.file).toEqual(Buffer.alloc(50, 2));
+    expect((await withHints([hints(Buffer.alloc(5, 2)), file(Buffer.from('img'))])).parts?.hints?.filename).toBe('h.png');
+    expect((await withHints([file()])).parts).toBeUndefined();
+    expect(await codeOf(withHints([file(), hints(Buffer.alloc(51, 2))]))).toBe('upload_too_large');
+    expect(await codeOf(withHints([file(), hints(Buffer.alloc(5)), hints(Buffer.alloc(5))]))).toBe('too_many_files');
+    expect(await codeOf(withHints([file(), file()]))).toBe('too_many_files');
+    expect(await codeOf(withHints([file(), { name: 'other', value: Buffer.from('x'), filename: 'x.png' }]))).toBe('unexpected_file_field');
+    // The image's own limit still holds when the optional part's is larger.
+    const big = { extraFiles: { hints: 5000 } };
+    expect(await codeOf(readUpload(Readable.from([form([file(Buffer.alloc(1001, 1))])]), { 'content-type': CONTENT_TYPE }, LIMITS, new AbortController().signal, big))).toBe('upload_too_large');
+  });
+
   it('no file, an empty file, or "file" as a text field: 400 missing_file; image_url may stand in for the file', async () => {
     expect(await codeOf(read(form(fields(1))))).toBe('missing_file');
     expect(await codeOf(read(form([file(Buffer.alloc(0))])))).toBe('missing_file');
