@@ -209,6 +209,24 @@ describe('hints through the handler (the real model)', () => {
     expect(same).toBeGreaterThan(W * H * 0.9);
   }, 300_000);
 
+  it('remove.bg\'s route takes the same `hints` part beside image_file', async () => {
+    const form = multipartBody([
+      { name: 'image_file', filename: 'photo.jpg', type: 'image/jpeg', data: photo.bytes },
+      { name: 'hints', filename: 'hints.png', type: 'image/png', data: await hintImage(W, H, [keepRect], [removeRect]) },
+      { name: 'channels', data: 'alpha' },
+      { name: 'size', data: 'full' },
+    ]);
+    const driven = drivenRequest({ key, url: '/v1.0/removebg', contentType: form.contentType });
+    driven.request.headers['content-length'] = String(form.body.length);
+    driven.body.end(form.body);
+    const response = await handler.removeBg(driven.request);
+    expect(response.status, response.body.toString().slice(0, 300)).toBe(200);
+    const { data, info } = await maskOf(response.body);
+    expect([info.width, info.height]).toEqual([W, H]);
+    inside(keepRect, (x, y) => expect(data[y * W + x]).toBe(255));
+    inside(removeRect, (x, y) => expect(data[y * W + x]).toBe(0));
+  }, 300_000);
+
   it('hints are in the displayed orientation of an input with EXIF orientation 6, and may be a scaled-down copy', async () => {
     // Stored a quarter turn back and tagged 6: displayed, it is the 480 x 360 photo.
     const stored = await sharp(await sharp(photo.rgb, { raw: { width: W, height: H, channels: 3 } }).rotate(-90).jpeg({ quality: 92 }).toBuffer())
