@@ -578,7 +578,7 @@ try {
     // `npm start`'s bgcut-launch sets by default) and with jemalloc preloaded (its
     // BGCUT_MALLOC=jemalloc, when the machine has the library), alternating.
     const jemalloc = findJemalloc();
-    const variants: Record<string, { env: Record<string, string>; nodeArgs?: string[] }> = {
+    const variants: Record<string, { env: Record<string, string>; nodeArgs?: string[]; build?: string }> = {
       default: { env: {} },
       'glibc tuned': { env: { ...GLIBC_MALLOC_TUNING } },
       [`glibc tuned, ${V8_HEAP_FLAGS.join(' ')} (npm start)`]: apiRuntime('launcher'),
@@ -587,13 +587,15 @@ try {
     else console.log('memory: no jemalloc variant (libjemalloc.so.2 not found; apt-get install libjemalloc2)');
     // --memory-variants npm-start: only the API as npm start starts it (three fresh runs: --memory-passes 3).
     if (values['memory-variants'] === 'npm-start') for (const name of Object.keys(variants)) if (!name.endsWith('(npm start)')) delete variants[name];
+    // --compare DIR: the same as npm start starts it, from that build, alternating with this one's.
+    if (values.compare) variants[`${values.compare} (npm start)`] = { ...apiRuntime(values['compare-runtime'] ?? 'launcher'), build: values.compare };
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};
     const statuses = new Set<number>();
     for (let pass = 0; pass < Number(values['memory-passes']); pass++) {
-      for (const [name, { env, nodeArgs }] of Object.entries(variants)) {
-        const fresh = await startApi(inference.address, env, nodeArgs);
+      for (const [name, { env, nodeArgs, build }] of Object.entries(variants)) {
+        const fresh = await startApi(inference.address, env, nodeArgs, build);
         try {
           (idles[name] ??= []).push(rssMb(fresh.child.pid!, 'VmRSS'));
           const cpuBefore = cpuMs(fresh.child.pid!);
