@@ -1,7 +1,7 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
  *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--host-attribution DIR] [--host-loads 24mp,1mp] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
- *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--memory-image 12mp.jpg] [--memory-variants npm-start] [--qualities fast,balanced] [--sizes 512,1024]
+ *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--memory-image 12mp.jpg] [--memory-variants npm-start] [--concurrency-levels 1,2,4,8,16] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]] [--only modes,imgly --model default [--imgly-dir DIR]]
  *                 [--only png-settings --image a.jpg,b.jpg [--large c.jpg]]
  *
@@ -98,6 +98,7 @@ const { values } = parseArgs({
     'compare-runtime': { type: 'string' },
     'memory-passes': { type: 'string', default: '2' },
     'memory-image': { type: 'string' },
+    'concurrency-levels': { type: 'string', default: '1,2,4,8,16' },
     'memory-variants': { type: 'string' },
     models: { type: 'string', default: 'isnet,isnet-int8' },
     qualities: { type: 'string' },
@@ -530,7 +531,10 @@ try {
       rawMedian = median(samples);
     }
     const levels = [];
-    for (const clients of [1, 2, 4, 8, 16]) {
+    // --concurrency-levels 8: only that level (the throughput ratio is taken at 8 clients).
+    const clientLevels = values['concurrency-levels']!.split(',').map(Number);
+    if (!clientLevels.includes(8)) clientLevels.push(8);
+    for (const clients of clientLevels) {
       const perClient = Math.max(2, Math.ceil(8 / clients));
       const latencies: number[] = [];
       let errors = 0;
