@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import { bullmqPrefix } from './bullmq-prefix.js';
 import type { JobQueue, JobWork } from './queue.js';
@@ -16,6 +17,8 @@ export interface BullMQQueueOptions {
    * slot, as BullMQ needs there (a Cluster connection with an untagged prefix is refused).
    */
   prefix?: string;
+  /** This instance's worker in BullMQ (a job's `processedBy`): for operators and tests. Default `<host>:<pid>`. */
+  workerName?: string;
   /** Jobs this instance runs at once. Default 2. */
   concurrency?: number;
   /**
@@ -59,6 +62,7 @@ export class BullMQQueue implements JobQueue {
       {
         connection: this.options.connection,
         prefix: this.prefix,
+        name: this.options.workerName ?? `${os.hostname()}:${process.pid}`,
         concurrency: this.options.concurrency ?? 2,
         lockDuration: this.options.lockDurationMs ?? 30_000,
         stalledInterval: this.options.stalledIntervalMs ?? 15_000,
