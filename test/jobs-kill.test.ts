@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { FileKeyStore, RedisWebhookSecretStore } from '../src/core/index.js';
+import { FileKeyStore, RedisDeliveryLog, RedisWebhookSecretStore } from '../src/core/index.js';
 import { startApiProcess, type ApiProcess } from './helpers/api-process.js';
 import { multipartBody } from './helpers/fixtures.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
@@ -127,7 +127,13 @@ describe('a job survives the death of the instance running it (two API processes
       const posted = await fetch(`${a!.baseUrl}/v1/jobs`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': form.contentType }, body: form.body });
       expect(posted.status).toBe(202);
       const { id } = (await posted.json()) as { id: string };
-      const status = async (via: ApiProcess) => (await (await fetch(`${via.baseUrl}/v1/jobs/${id}`, { headers: { 'x-api-key': key } })).json()) as { state: string; progress: { done: number; failed: number }; createdAt: string; finishedAt: string | null };
+      // Each change of the done count, as polled, for the timeline.
+      const progress: { at: number; done: number }[] = [];
+      const status = async (via: ApiProcess) => {
+        const view = (await (await fetch(`${via.baseUrl}/v1/jobs/${id}`, { headers: { 'x-api-key': key } })).json()) as { state: string; progress: { done: number; failed: number }; createdAt: string; finishedAt: string | null };
+        if (view.progress.done !== progress.at(-1)?.done) progress.push({ at: Date.now(), done: view.progress.done });
+        return view;
+      };
 
       // Which instance runs it, from BullMQ itself; killed once a few of its images are done.
       const runner = await poll(async () => (await bullmq.getJob(id))?.processedBy, (name) => name !== undefined, 60_000, 'a worker to take the job');
@@ -141,6 +147,8 @@ describe('a job survives the death of the instance running it (two API processes
       const killedAt = Date.now();
       expect(before.progress.done, 'killed midway, not after the end').toBeLessThan(IMAGES);
 
+      const survivorName = victim === a ? 'api-b' : 'api-a';
+      const tookOverAt = (await poll(async () => ((await bullmq.getJob(id))?.processedBy === survivorName ? Date.now() : 0), (t) => t > 0, 60_000, 'the survivor to take the job over')) as number;
       const end = await poll(() => status(survivor), (s) => s.state !== 'queued' && s.state !== 'running', 90_000, 'the job to end');
       await receiver.until(() => receiver.received.filter((r) => r.status === 204).length >= 2, 60_000, 'job.started and job.completed accepted');
       const tookOver = (await bullmq.getJob(id))?.processedBy;
@@ -173,9 +181,19 @@ describe('a job survives the death of the instance running it (two API processes
       expect(started.at(-1)!.at).toBeGreaterThan(killedAt); // the retry that succeeded came from the survivor
       expect(accepted.find((r) => r.type === 'job.completed')!.data).toMatchObject({ id, state: 'succeeded', progress: { done: IMAGES } });
 
+      // The dashboard's deliveries list (the shared log): every attempt, from both instances.
+      const log = await new RedisDeliveryLog(redis.redis).list(ACCOUNT);
+      const startedLog = log.find((d) => d.type === 'job.started')!;
+      expect(startedLog.state).toBe('delivered');
+      expect(startedLog.attempts.at(-1)!.status).toBe(204);
+      expect(startedLog.attempts.filter((x) => x.status === 503).length).toBeGreaterThanOrEqual(1);
+      expect(startedLog.attempts.length).toBeLessThanOrEqual(started.length);
+      expect(log.find((d) => d.type === 'job.completed')).toMatchObject({ state: 'delivered', attempts: [{ status: 204 }] });
+
       const at = (ms: number) => `+${ms - t0} ms`;
       console.log(
         `kill test: job ${id} run by ${runner}, SIGKILLed ${at(killedAt)} with ${before.progress.done}/${IMAGES} done; taken over by ${tookOver}; ` +
+          `taken over ${at(tookOverAt)}; done count ${progress.map((p) => `${p.done} ${at(p.at)}`).join(', ')}; ` +
           `ended ${end.state} ${at(Date.parse(end.finishedAt!))}; usage ${account.usage.images} images, quota used ${account.quota.used}; ` +
           `webhooks: ${receiver.received.map((r) => `${r.type} ${r.status} ${at(r.at)}`).join(', ')}`,
       );

@@ -2,11 +2,13 @@ import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
+import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { BullMQQueue, createRemoveBgHandler, RedisJobStore, type CoreRequest, type CoreResponse, type RemoveBgHandler } from '../src/core/index.js';
+import { BullMQQueue, connectRedis, createRemoveBgHandler, RedisJobStore, type CoreRequest, type CoreResponse, type RemoveBgHandler } from '../src/core/index.js';
 import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { startRedisCluster, type RedisClusterServer } from './helpers/redis-cluster.js';
 import { useRedis } from './helpers/use-redis.js';
 
 const redis = useRedis();
@@ -69,5 +71,49 @@ describe('jobs with Redis: BullMQ queue, job records in Redis', () => {
     const result = await front.jobs!(request('GET', `/v1/jobs/${id}/results/0`));
     expect([result.status, result.headers['content-type']]).toEqual([200, 'image/png']);
     expect((await new RedisJobStore(redis.redis).get(id))?.state).toBe('succeeded');
+  }, 240_000);
+});
+
+describe('jobs on a Redis Cluster (three masters on loopback)', () => {
+  let cluster: RedisClusterServer | undefined;
+  const clients: { disconnect(): void }[] = [];
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await cluster?.stop();
+  });
+
+  it('BullMQ under its default {bgcut} prefix runs a job there (all of a queue in one slot); an untagged prefix is refused at construction', async () => {
+    cluster = await startRedisCluster();
+    const connection = new Cluster(
+      cluster.ports.map((port) => ({ host: '127.0.0.1', port })),
+      { redisOptions: { maxRetriesPerRequest: null } },
+    );
+    const redis = connectRedis(cluster.url);
+    clients.push(connection, redis);
+    expect(() => new BullMQQueue({ connection, prefix: 'bgcut' })).toThrow(/hash-tagged prefix/);
+
+    const handler = createRemoveBgHandler({
+      keyStore: keys.store,
+      plans: TEST_PLANS,
+      redis,
+      inference: { address: inject('inferenceAddress'), timeoutMs: 120_000 },
+      onInternalError: captureInternalError,
+      jobs: { queue: new BullMQQueue({ connection, name: 'cluster-test', concurrency: 1 }), resultsDir },
+    });
+    handlers.push(handler);
+    const accepted = await handler.jobs!(request('POST', '/v1/jobs', multipartBody([{ name: 'file', filename: 'a.png', type: 'image/png', data: image }])));
+    expect(accepted.status).toBe(202);
+    const { id } = json(accepted);
+    let status: Record<string, any>;
+    const until = Date.now() + 200_000;
+    do {
+      await new Promise((r) => setTimeout(r, 100));
+      status = json(await handler.jobs!(request('GET', `/v1/jobs/${id}`)));
+    } while (status.state !== 'succeeded' && status.state !== 'failed' && Date.now() < until);
+    expect(status.images.map((i: { state: string }) => i.state)).toEqual(['done']);
+    // The queue's keys, all under the tag, on one node: BullMQ's scripts ran in one slot.
+    const slot = Number(await redis.call('CLUSTER', 'KEYSLOT', '{bgcut}:cluster-test:id'));
+    expect(slot).toBe(Number(await redis.call('CLUSTER', 'KEYSLOT', `{bgcut}:cluster-test:${id}`)));
+    expect(Number(await redis.call('CLUSTER', 'COUNTKEYSINSLOT', slot))).toBeGreaterThan(0);
   }, 240_000);
 });
