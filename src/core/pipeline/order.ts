@@ -10,6 +10,8 @@ import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import { parseOutputOptions, type OutputOptions } from '../output-options.js';
 import { untilAborted } from '../../util/abortable.js';
 import type { RequestScope } from './request-scope.js';
+import { ApiError } from '../errors.js';
+import { SIZE_PIXELS } from '../image/output.js';
 import { BACKGROUND_PART, readBackgroundImage, type BackgroundLimits } from './background-image.js';
 
 export interface OrderDeps {
@@ -39,6 +41,18 @@ export type InputReader = (
   imageUrl: OrderDeps['imageUrl'],
   signal: AbortSignal,
 ) => Promise<Upload>;
+
+/**
+ * `output_size` is exact, so it is refused, not shrunk, when `size` (400) or the plan (403)
+ * caps the output below it.
+ */
+function checkOutputSize(output: OutputOptions, maxOutputPixels: number): void {
+  if (!output.outputSize) return;
+  const { width, height } = output.outputSize;
+  const pixels = width * height;
+  if (pixels > SIZE_PIXELS[output.size]) throw new ApiError('invalid_option', { detail: `output_size: ${width}x${height} is more than size=${output.size} allows (${SIZE_PIXELS[output.size] / 1e6} MP)` });
+  if (pixels > maxOutputPixels) throw new ApiError('option_not_in_plan', { detail: `output_size: ${width}x${height} is more than the plan's ${maxOutputPixels / 1e6} MP of output` });
+}
 
 /** The upload's limits, and the byte limit of the optional background part. */
 export type InputLimits = UploadLimits & { maxBackgroundBytes: number };
@@ -90,6 +104,7 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   const probe = await probeImage(upload.file, { maxInputPixels: deps.maxInputPixels });
   const pixels = probe.width * probe.height;
   const maxOutputPixels = checkImageSize(plan, pixels, output);
+  checkOutputSize(output, maxOutputPixels);
   const background = await readBackgroundImage(upload, output, deps.imageUrl, deps.background, signal);
   return { upload, output, modelName, probe, pixels, maxOutputPixels, background };
 }
