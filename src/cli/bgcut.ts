@@ -10,9 +10,8 @@
  * `ps`). The URL from --api-url or BGCUT_API_URL. Outputs that exist are skipped, so an
  * interrupted run resumes where it stopped. Exit status: 0 all done, 1 some failed, 2 usage.
  */
-import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { BgcutClient, type RemoveBackgroundOptions } from '../client/index.js';
 import { expandInputs } from './batch/inputs.js';
