@@ -176,12 +176,12 @@ describe('bg_image, bg_image_url and output_size through the endpoints', () => {
     await handler?.close();
   });
 
-  async function post(fields: Record<string, string>, parts: Record<string, Buffer> = {}, path = '/v1/remove-bg', filePart = 'file') {
+  async function post(fields: Record<string, string>, parts: Record<string, Buffer> = {}, path = '/v1/remove-bg', filePart = 'file', headers: Record<string, string> = {}) {
     const form = new FormData();
     for (const [name, value] of Object.entries(fields)) form.append(name, value);
     form.append(filePart, new Blob([photo]), 'photo.jpg');
     for (const [name, data] of Object.entries(parts)) form.append(name.replace(/#\d$/, ''), new Blob([data]), `${name}.png`);
-    const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'x-api-key': keys.good }, body: form });
+    const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'x-api-key': keys.good, ...headers }, body: form });
     return { status: response.status, headers: response.headers, body: Buffer.from(await response.arrayBuffer()) };
   }
 
@@ -252,6 +252,24 @@ describe('bg_image, bg_image_url and output_size through the endpoints', () => {
     expect(await code({}, { bg_image: backdrop, 'bg_image#2': backdrop })).toBe('400 too_many_files');
     expect(await code({ output_size: '1000x1000', size: 'preview' }, {})).toBe('400 invalid_option');
     expect(await code({ output_size: '0x5' }, {})).toBe('400 invalid_option');
+    // A plan that lists only `format`: the part counts as bg_image_url; output_size over its 0.05 MP output cap.
+    const limited = async (fields: Record<string, string>, parts: Record<string, Buffer>) => {
+      const response = await post(fields, parts, undefined, undefined, { 'x-api-key': keys.formatOnly });
+      return `${response.status} ${JSON.parse(response.body.toString()).code}`;
+    };
+    expect(await limited({}, { bg_image: backdrop })).toBe('403 option_not_in_plan');
+  });
+
+  it('Idempotency-Key: the same key with another bg_image is another request (422), with the same one a replay', async () => {
+    const key = { 'idempotency-key': `bg-${Math.random()}` };
+    const first = await post({}, { bg_image: backdrop }, undefined, undefined, key);
+    expect(first.status).toBe(200);
+    const other = await sharp({ create: { width: 100, height: 100, channels: 3, background: '#00ff00' } }).png().toBuffer();
+    const changed = await post({}, { bg_image: other }, undefined, undefined, key);
+    expect(`${changed.status} ${JSON.parse(changed.body.toString()).code}`).toBe('422 idempotency_key_reused');
+    const again = await post({}, { bg_image: backdrop }, undefined, undefined, key);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
   });
 
   it('output_size=300x200 padding=10%: the subject box fitted into the 240 x 160 area inside the padding, centred', async () => {
