@@ -130,7 +130,7 @@ const MAX_MARGIN = { px: 500, '%': 100 };
  */
 const MARGIN_PATTERN = /^(\d+(?:\.\d+)?)\s*(px|%)?$/;
 /** `output_size`: `WxH`. */
-const OUTPUT_SIZE_PATTERN = /^(\d{1,5})x(\d{1,5})$/;
+const OUTPUT_SIZE_PATTERN = /^(\d{1,5})[xX](\d{1,5})$/;
 /** One to four margins (CSS order: all; vertical horizontal; top right bottom left), one blank apart. */
 const MARGINS_PATTERN = /^\d{1,6}(?:\.\d{1,2})?(?:px|%)?(?: \d{1,6}(?:\.\d{1,2})?(?:px|%)?){0,3}$/;
 /** `scale`: 10%-100%, or `original`. */
@@ -308,7 +308,7 @@ export const OUTPUT_OPTION_DEFINITIONS = {
     description: `The output canvas, exactly, \`WxH\` in px (each 1-${MAX_CANVAS_SIDE}, at most ${MAX_CANVAS_PIXELS / 1e6} MP, and within \`size\`'s and the plan's output caps): the subject's box (with \`crop=true\`, the crop region with its \`crop_margin\`) is scaled, aspect kept, to fit the canvas inside \`padding\` (times \`scale\`, if given), and placed by \`position\` (default \`center\`) within it.`,
     schema: { type: 'string', pattern: OUTPUT_SIZE_PATTERN.source, examples: ['1000x1000', '1080x1350'] },
     apply(raw, options) {
-      const match = OUTPUT_SIZE_PATTERN.exec(raw.trim().toLowerCase());
+      const match = OUTPUT_SIZE_PATTERN.exec(raw.trim());
       const width = Number(match?.[1]);
       const height = Number(match?.[2]);
       if (!match || width < 1 || height < 1 || width > MAX_CANVAS_SIDE || height > MAX_CANVAS_SIDE) throw new Error(`"${raw.slice(0, 50)}" is not WxH with each side 1-${MAX_CANVAS_SIDE}`);
