@@ -14,6 +14,7 @@ import { createRemoveBgHandler, type RemoveBgHandler } from '../src/core/index.j
 import type { Resolver } from '../src/core/image-url/options.js';
 import { paddedPlacement } from '../src/core/image/place.js';
 import { DEFAULT_OUTPUT, parseOutputOptions } from '../src/core/output-options.js';
+import { flatJsonFields } from '../src/core/json-fields.js';
 import { mapParameters } from '../src/core/removebg/parameters.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { guardConnections } from './helpers/connection-guard.js';
@@ -116,6 +117,32 @@ describe('output_size, padding and bg_image_url: parsing', () => {
     expect(map({}).format).toBe('png');
     expect(map({ bg_image_url: 'https://example.com/b.jpg', format: 'png' }).format).toBe('png');
     expect(() => map({ bg_image_file: 'abc' })).toThrow(/bg_image_file: send it as a multipart file part/);
+  });
+});
+
+describe('flatJsonFields: the one JSON body reader of both endpoints', () => {
+  const limits = { maxFileBytes: 1000, maxFields: 2, maxFieldBytes: 10 };
+  const read = (value: unknown, large: string[] = []) => flatJsonFields(Buffer.from(JSON.stringify(value)), limits, large);
+  const codeOf = (work: () => unknown) => {
+    try {
+      work();
+      return 'ok';
+    } catch (error) {
+      return (error as { code: string }).code;
+    }
+  };
+
+  it('strings, numbers and booleans as text, null left out; other bodies and values refused with their codes', () => {
+    expect({ ...read({ a: 'x', b: 2, c: true, d: null }) }).toEqual({ a: 'x', b: '2', c: 'true' });
+    expect(codeOf(() => flatJsonFields(Buffer.from('{"a":'), limits))).toBe('malformed_json');
+    expect(codeOf(() => read([1]))).toBe('malformed_json');
+    expect(codeOf(() => read({ a: { b: 1 } }))).toBe('invalid_option');
+    // maxFields beside the image's own field, as multipart allows beside its file.
+    expect(codeOf(() => read({ a: '1', b: '2', c: '3' }))).toBe('ok');
+    expect(codeOf(() => read({ a: '1', b: '2', c: '3', d: '4' }))).toBe('too_many_fields');
+    expect(codeOf(() => read({ a: 'x'.repeat(11) }))).toBe('field_too_large');
+    // A long signed URL (or a base64 image) is bounded by the body's size, not maxFieldBytes.
+    expect(codeOf(() => read({ image_url: 'x'.repeat(500) }, ['image_url']))).toBe('ok');
   });
 });
 

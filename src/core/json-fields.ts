@@ -4,10 +4,11 @@ import type { UploadLimits } from './multipart.js';
 /**
  * A request body's flat JSON object (strings, numbers and booleans; null: left out) as form
  * fields, within the same limits as a multipart form's: at most `maxFields` fields beside the
- * image's own (`image_url`, `image_file_b64`), each but `largeField` at most `maxFieldBytes`.
+ * image's own (`image_url`, `image_file_b64`), each but the `large` ones (a base64 image, a long
+ * signed URL: bounded by the body's size and their own checks) at most `maxFieldBytes`.
  * bgcut's JSON body and remove.bg's read it alike.
  */
-export function flatJsonFields(raw: Buffer, limits: UploadLimits, largeField?: string): Record<string, string> {
+export function flatJsonFields(raw: Buffer, limits: UploadLimits, large: readonly string[] = []): Record<string, string> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw.toString('utf8'));
@@ -22,15 +23,15 @@ export function flatJsonFields(raw: Buffer, limits: UploadLimits, largeField?: s
     if (!['string', 'number', 'boolean'].includes(typeof value)) throw new ApiError('invalid_option', { detail: `${name.slice(0, 100)}: must be a string, number or boolean` });
     fields[name] = String(value);
   }
-  return checkFieldLimits(fields, limits, largeField);
+  return checkFieldLimits(fields, limits, large);
 }
 
-/** Every field but `largeField` within the field size limit, and no more fields than multipart allows beside its file. */
-export function checkFieldLimits(fields: Record<string, string>, limits: UploadLimits, largeField?: string): Record<string, string> {
+/** Every field but the `large` ones within the field size limit, and no more fields than multipart allows beside its file. */
+export function checkFieldLimits(fields: Record<string, string>, limits: UploadLimits, large: readonly string[] = []): Record<string, string> {
   const names = Object.keys(fields);
   if (names.length > limits.maxFields + 1) throw new ApiError('too_many_fields');
   for (const name of names) {
-    if (name !== largeField && Buffer.byteLength(fields[name]!) > limits.maxFieldBytes) {
+    if (!large.includes(name) && Buffer.byteLength(fields[name]!) > limits.maxFieldBytes) {
       throw new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` });
     }
   }

@@ -49,7 +49,8 @@ export async function readJsonFields(body: Readable, headers: IncomingHeaders, l
   } catch (error) {
     throw asApiError(error, `A JSON body may be at most ${maxBytes} bytes.`);
   }
-  const fields = flatJsonFields(raw, limits);
+  // URLs (signed ones run long) are bounded by the body's size and their own 2048 characters, not maxFieldBytes.
+  const fields = flatJsonFields(raw, limits, [IMAGE_URL_FIELD, 'bg_image_url']);
   return { file: Buffer.alloc(0), filename: '', declaredType: '', fields };
 }
 

@@ -47,7 +47,7 @@ export async function readRemoveBgRequest(
       extraFiles: limits.maxBackgroundBytes ? { bg_image_file: limits.maxBackgroundBytes } : {},
     });
   } else if (/^application\/json\s*(;|$)/i.test(contentType)) {
-    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: flatJsonFields(await readWhole(request, b64Max + ENVELOPE_BYTES, signal), limits, 'image_file_b64') };
+    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: flatJsonFields(await readWhole(request, b64Max + ENVELOPE_BYTES, signal), limits, ['image_file_b64']) };
   } else if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)) {
     // Percent-encoding makes base64's `+` and `/` three characters each: room for a quarter more.
     const raw = await readWhole(request, Math.ceil(b64Max * 1.25) + ENVELOPE_BYTES, signal);
@@ -97,7 +97,7 @@ function urlencodedFields(raw: Buffer, limits: UploadLimits): Record<string, str
     // Base64 sent without percent-encoding its `+` arrives as spaces, which base64 never holds.
     fields[name] = name === 'image_file_b64' ? value.replace(/ /g, '+') : Buffer.from(value, 'latin1').toString('utf8');
   }
-  return checkFieldLimits(fields, limits, 'image_file_b64');
+  return checkFieldLimits(fields, limits, ['image_file_b64']);
 }
 
 /** The image in `image_file_b64` (standard or URL-safe base64, a data: URL prefix allowed), within the byte limit. */
