@@ -230,7 +230,7 @@ async function matchesRecord(target: string, inputs: Promise<string>): Promise<b
   if (!record || !Array.isArray(record.inputs) || !record.inputs.includes(await inputs)) return false;
   const info = await stat(target).catch(() => undefined);
   if (!info?.isFile() || info.size !== record.size) return false;
-  return (await fileDigest(target)) === record.sha256;
+  return (await hashFile(target)) === record.sha256;
 }
 
 async function writeRecord(target: string, made: { sha256: string; size: number }, inputs: Promise<string>): Promise<void> {
@@ -290,9 +290,24 @@ export async function writeAtomically(target: string, bytes: Uint8Array): Promis
   }
 }
 
-/** SHA-256 of a file, streamed; reported in model metadata so clients can tell builds apart. */
+/**
+ * SHA-256 of a file, streamed; reported in model metadata so clients can tell builds apart. A
+ * file this process just hashed (resolveModelFile checks a prepared model by its digest) is not
+ * read again while its size and modification time are unchanged.
+ */
 export async function fileDigest(file: string): Promise<string> {
+  const before = await stat(file);
+  const known = hashed.get(file);
+  if (known && known.size === before.size && known.mtimeMs === before.mtimeMs) return known.sha256;
+  return hashFile(file);
+}
+/** Always reads the file (the check of a cached model never trusts the memo); remembers the digest for fileDigest. */
+async function hashFile(file: string): Promise<string> {
+  const before = await stat(file);
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex');
+  const sha256 = hash.digest('hex');
+  hashed.set(file, { sha256, size: before.size, mtimeMs: before.mtimeMs });
+  return sha256;
 }
+const hashed = new Map<string, { sha256: string; size: number; mtimeMs: number }>();
