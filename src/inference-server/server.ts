@@ -174,6 +174,9 @@ function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceErro
   return { code, details, message: details };
 }
 
+/** How many models are prepared and started at once (see the loader in startInferenceServer). */
+const MODELS_LOADED_AT_ONCE = 2;
+
 interface LoadedModel {
   name: string;
   source: string;
@@ -450,11 +453,28 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         throw error;
       }
     };
-    const results = await Promise.allSettled(config.models.map(load));
+    // Two at a time: the default pair at once, while a long list of large models (BiRefNet's
+    // sessions take GBs each) does not prepare them all together. No new one starts after a failure.
+    const results: PromiseSettledResult<LoadedModel>[] = [];
+    let next = 0;
+    let failed = false;
+    const loader = async () => {
+      while (!failed && next < config.models.length) {
+        const i = next++;
+        results[i] = await load(config.models[i]!).then(
+          (value) => ({ status: 'fulfilled' as const, value }),
+          (reason: unknown) => {
+            failed = true;
+            return { status: 'rejected' as const, reason };
+          },
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(MODELS_LOADED_AT_ONCE, config.models.length) }, loader));
     // In the order given (the first is the default), and every one that loaded is closed if another failed.
-    for (const result of results) if (result.status === 'fulfilled') models.set(result.value.name, result.value);
-    const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-    if (failed) throw failed.reason;
+    for (const result of results) if (result?.status === 'fulfilled') models.set(result.value.name, result.value);
+    const failure = results.find((result): result is PromiseRejectedResult => result?.status === 'rejected');
+    if (failure) throw failure.reason;
     loaded = true;
     updateHealth();
     const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
