@@ -28,7 +28,7 @@
 import sharp, { type Sharp } from 'sharp';
 import type { PreprocessingProfile } from '../src/core/image/profile.js';
 import { clearTransparent, composeOpaque, composeRgba } from '../src/core/image/output.js';
-import { encodePngRgbaFast } from '../src/core/image/png-encoder.js';
+import { encodePngRgbaFast, usesFastPng } from '../src/core/image/png-encoder.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 
 export interface FloorVariant {
@@ -52,9 +52,9 @@ const JPEG = { quality: 90, chromaSubsampling: '4:4:4' } as const;
  */
 const PNG_LEVEL = 2;
 
-/** An RGBA PNG the API's way: the fast encoder, else sharp at the shipped level. */
+/** An RGBA PNG the API's way: the fast encoder up to its size (FAST_PNG_MAX_PIXELS), else sharp at the shipped level. */
 function encodeRgbaPng(rgba: Buffer, width: number, height: number): Promise<Buffer> {
-  const fast = encodePngRgbaFast(rgba, width, height);
+  const fast = usesFastPng('napi-rs', width, height) ? encodePngRgbaFast(rgba, width, height) : null;
   return fast ? Promise.resolve(fast) : sharp(rgba, { raw: { width, height, channels: 4 } }).png({ compressionLevel: PNG_LEVEL }).toBuffer();
 }
 
@@ -89,6 +89,7 @@ export function encodeVariant(source: Sharp, alpha: Buffer, width: number, heigh
   const joined = source.joinChannel(alpha, { raw: { width, height, channels: 1 } });
   switch (variant.name) {
     case 'png':
+      if (!usesFastPng('napi-rs', width, height)) return joined.png({ compressionLevel: PNG_LEVEL }).toBuffer();
       // The fast encoder takes a whole RGBA buffer: sharp joins it.
       return joined
         .raw()
@@ -186,14 +187,14 @@ export async function measureFloor(bytes: Buffer, modelMask: Buffer, profile: Pr
       ms: Math.min(ms, Math.min(a, b) + upscale),
       parts: { decode: decode.ms, resizeToModel: resizeB.ms, compose: composeMs, encodeComposed: encodeC.ms },
     };
-  } else if (variant.name === 'png') {
+  } else if (variant.name === 'png' && usesFastPng('napi-rs', width, height)) {
     // The API's way with the fast encoder: the project's kernel composes the RGBA, transparent
     // pixels cleared (composeRgba), and the encoder takes it whole.
     const compose = await cpuMedian(runs, async () => composeRgba(rgb, alpha, null));
     const composed = compose.result;
     const encodeC = await cpuMedian(runs, () => encodeRgbaPng(composed, width, height));
     sameOutput = { ms: decode.ms + resizeB.ms + compose.ms + encodeC.ms + upscale, parts: { decode: decode.ms, resizeToModel: resizeB.ms, compose: compose.ms, encodeComposed: encodeC.ms } };
-  } else if (variant.name === 'webp') {
+  } else if (variant.name === 'png' || variant.name === 'webp') {
     const clear = await cpuMedian(runs, async () => clearTransparent(Buffer.from(rgb), alpha));
     const copy = await cpuMedian(runs, async () => Buffer.from(rgb));
     const cleared = clear.result;

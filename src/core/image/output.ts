@@ -11,7 +11,7 @@ import { clearOutsideRegion } from './roi.js';
 import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
-import { encodePngRgbaFast, fastPngEncoderAvailable, type PngEncoderName } from './png-encoder.js';
+import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
 
 export interface Box {
   top: number;
@@ -202,7 +202,8 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const outHeight = Math.max(1, Math.floor(region.height * factor));
   const wholeAtFullSize = region.left === 0 && region.top === 0 && region.width === width && region.height === height && outWidth === width && outHeight === height;
   // RGBA PNG by the fast encoder (png-encoder.ts), which takes the whole RGBA buffer.
-  const fastPng = options.format === 'png' && (render.pngEncoder ?? 'napi-rs') === 'napi-rs' && fastPngEncoderAvailable();
+  // (Decided on the larger of input and output size: the whole RGBA is made at the input's.)
+  const fastPng = options.format === 'png' && usesFastPng(render.pngEncoder ?? 'napi-rs', width, height);
   let raw: Buffer;
   let channels: 1 | 3 | 4;
   let joined: Sharp | undefined;

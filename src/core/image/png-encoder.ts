@@ -13,6 +13,19 @@ import { createRequire } from 'node:module';
  */
 export type PngEncoderName = 'napi-rs' | 'sharp';
 
+/**
+ * Largest image the fast encoder takes. It needs the RGBA whole (4 bytes a pixel) and copies it
+ * (4 more), where sharp streams colour and alpha into zlib: 32 MB more per render in flight at
+ * this size, 96 MB at 12 MP. Above it sharp encodes, so the API's peak memory with many large
+ * uploads (docs/benchmarks.md, memory) is what it was; the CPU target is at 1 MP.
+ */
+export const FAST_PNG_MAX_PIXELS = 4_000_000;
+
+/** Whether an RGBA PNG of this size goes to the fast encoder under `encoder`. */
+export function usesFastPng(encoder: PngEncoderName, width: number, height: number): boolean {
+  return encoder === 'napi-rs' && width * height <= FAST_PNG_MAX_PIXELS && fastPngEncoderAvailable();
+}
+
 interface NapiImage {
   Transformer: { fromRgbaPixels(input: Uint8Array, width: number, height: number): { pngSync(options?: { compressionType?: number; filterType?: number }): Buffer } };
   CompressionType: { Fast: number };
