@@ -107,6 +107,8 @@ const { values } = parseArgs({
     'host-requests': { type: 'string', default: '2' },
     'host-attribution': { type: 'string' },
     'host-loads': { type: 'string' },
+    // floor: which images (the photo of --image, the 24 MP one), e.g. `photo` for a quick run.
+    'floor-images': { type: 'string', default: 'photo,large' },
   },
 });
 const warmup = Number(values.warmup);
@@ -440,10 +442,10 @@ try {
   }
 
   if (sections.has('floor')) {
-    const images: [string, Buffer][] = [
-      ['photo', photo],
-      ['large', await largeImage()],
-    ];
+    const floorImages = new Set(values['floor-images']!.split(','));
+    const images: [string, Buffer][] = [];
+    if (floorImages.has('photo')) images.push(['photo', photo]);
+    if (floorImages.has('large')) images.push(['large', await largeImage()]);
     const client = new InferenceClient({ address: inference.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
     const rows: Record<string, unknown>[] = [];
     // --compare DIR: the same requests, alternating, to an API started from another build

@@ -125,6 +125,9 @@ describe('full-size pixel work stays off the main thread', () => {
       const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
       const outputs: OutputOptions[] = [
         DEFAULT_OUTPUT,
+        // WebP keeps sharp's join of the cleared colour (clearTransparent); the default PNG now
+        // composes the RGBA for the fast encoder (composeRgba).
+        { ...DEFAULT_OUTPUT, format: 'webp' },
         { ...DEFAULT_OUTPUT, format: 'jpg', bgColor: { r: 32, g: 200, b: 90, alpha: 1 } },
         { ...DEFAULT_OUTPUT, bgColor: { r: 32, g: 200, b: 90, alpha: 0.5 } },
       ];

@@ -11,6 +11,7 @@ import { clearOutsideRegion } from './roi.js';
 import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
+import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
 
 export interface Box {
   top: number;
@@ -20,8 +21,10 @@ export interface Box {
 }
 
 export interface RenderOptions {
-  /** zlib level of PNG output, 0-9. */
+  /** zlib level of PNG output, 0-9 (sharp's encoder: every PNG when `pngEncoder` is sharp, else grey and opaque ones). */
   pngCompressionLevel: number;
+  /** Encoder of RGBA PNG output (png-encoder.ts). Default napi-rs, sharp when it fails to load. */
+  pngEncoder?: PngEncoderName;
   /** Largest output, in pixels: `auto` scales down to it. Infinity for none. */
   maxOutputPixels: number;
   /** Recover the object's own colour at soft edges (see foreground.ts). */
@@ -207,6 +210,10 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const outWidth = Math.max(1, Math.floor(canvas.width * factor));
   const outHeight = Math.max(1, Math.floor(canvas.height * factor));
   const wholeAtFullSize = region.left === 0 && region.top === 0 && region.width === width && region.height === height && outWidth === width && outHeight === height;
+  // RGBA PNG by the fast encoder (png-encoder.ts), which takes the whole RGBA buffer.
+  // (Decided on the larger of input and output size: the whole RGBA is made at the input's.)
+  const larger = outWidth * outHeight > width * height ? { w: outWidth, h: outHeight } : { w: width, h: height };
+  const fastPng = options.format === 'png' && usesFastPng(render.pngEncoder ?? 'napi-rs', larger.w, larger.h);
   let raw: Buffer;
   let channels: 1 | 3 | 4;
   let joined: Sharp | undefined;
@@ -219,7 +226,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     if (kernelBackground && kernelBackground.alpha >= 1) {
       raw = composeOpaque(colour, alpha, kernelBackground, colour);
       channels = 3;
-    } else if (!kernelBackground && wholeAtFullSize) {
+    } else if (!kernelBackground && wholeAtFullSize && !fastPng) {
       // The common case: sharp joins colour and alpha as it streams them to the encoder, so no
       // full-size RGBA copy is made (the same pixels as composeRgba's).
       raw = clearTransparent(colour, alpha);
@@ -236,6 +243,8 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const fill =
     channels === 1 ? { r: 0, g: 0, b: 0, alpha: 1 } : kernelBackground ? { ...kernelBackground, alpha: channels === 3 ? 1 : kernelBackground.alpha } : { r: 0, g: 0, b: 0, alpha: 0 };
   let image = joined ?? sharp(raw, { raw: { width, height, channels } });
+  // Whether `image` is still `raw` as it is (no crop, placement, size, shadow or backdrop after it).
+  let untouched = joined === undefined;
   const inside = {
     left: Math.max(0, region.left),
     top: Math.max(0, region.top),
@@ -243,6 +252,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     bottom: Math.min(height, region.top + region.height),
   };
   if (region.left !== 0 || region.top !== 0 || region.width !== width || region.height !== height) {
+    untouched = false;
     image = sharp(
       await image
         .extract({ left: inside.left, top: inside.top, width: inside.right - inside.left, height: inside.bottom - inside.top })
@@ -266,6 +276,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     const target = paddedPlacement(region.width, region.height, canvas.width, canvas.height, options);
     const whole = { top: 0, left: 0, width: region.width, height: region.height };
     image = await placeSubject(image, region.width, region.height, channels, whole, target, fill, canvas);
+    untouched = false;
     const kx = target.width / region.width;
     const ky = target.height / region.height;
     subject = subject && { top: target.top + subject.top * ky, left: target.left + subject.left * kx, width: subject.width * kx, height: subject.height * ky };
@@ -273,11 +284,15 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     const target = placedBox(subject, region.width, region.height, options.scale, options.position);
     if (target.left !== subject.left || target.top !== subject.top || target.width !== subject.width || target.height !== subject.height) {
       image = await placeSubject(image, region.width, region.height, channels, subject, target, fill);
+      untouched = false;
       subject = target;
     }
   }
 
-  if (outWidth !== canvas.width || outHeight !== canvas.height) image = image.resize(outWidth, outHeight, { fit: 'fill' });
+  if (outWidth !== canvas.width || outHeight !== canvas.height) {
+    image = image.resize(outWidth, outHeight, { fit: 'fill' });
+    untouched = false;
+  }
   if (channels === 1) image = image.toColourspace('b-w');
 
   const sx = outWidth / canvas.width;
@@ -288,11 +303,19 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     width: Math.max(1, Math.round(subject.width * sx)),
     height: Math.max(1, Math.round(subject.height * sy)),
   };
-  if (options.shadow && channels === 4 && foreground) image = await addShadow(image, outWidth, outHeight, foreground, options.shadow);
-  if (deferBackground && photo) image = (await overPhoto(image, outWidth, outHeight, photo, options.format === 'jpg')).image;
-  else if (deferBackground && background) image = (await overColor(image, outWidth, outHeight, background)).image;
+  if (options.shadow && channels === 4 && foreground) {
+    image = await addShadow(image, outWidth, outHeight, foreground, options.shadow);
+    untouched = false;
+  }
+  if (deferBackground && photo) {
+    image = (await overPhoto(image, outWidth, outHeight, photo, options.format === 'jpg')).image;
+    untouched = false;
+  } else if (deferBackground && background) {
+    image = (await overColor(image, outWidth, outHeight, background)).image;
+    untouched = false;
+  }
 
-  const body = await encode(image, options.format, render.pngCompressionLevel);
+  const body = fastPng && channels === 4 ? await encodePng(image, untouched && channels === 4 ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
     ...FORMATS[options.format],
@@ -304,6 +327,17 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   if (job.json) rendered.json = cutoutJson(rendered, job.json.filename, job.json.confidence);
   rendered.timings.encode = performance.now() - started - postprocess;
   return rendered;
+}
+
+/**
+ * A PNG by the fast encoder when the image is RGBA (`rgba`: its pixels when already in a buffer),
+ * else by sharp: grey and opaque PNGs keep their one or three channels.
+ */
+async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, pngCompressionLevel: number): Promise<Buffer> {
+  if (rgba) return encodePngRgbaFast(rgba, width, height)!;
+  const { data, info } = await image.raw().toBuffer({ resolveWithObject: true });
+  if (info.channels === 4) return encodePngRgbaFast(data, info.width, info.height)!;
+  return sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: pngCompressionLevel }).toBuffer();
 }
 
 function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {
