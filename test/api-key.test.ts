@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { API_KEY_PREFIX, generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf } from '../src/core/index.js';
+import { API_KEY_PREFIX, generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf } from '../src/core/auth/api-key.js';
 import { extractApiKey } from '../src/core/auth/authenticate.js';
 import { ApiError } from '../src/core/errors.js';
 
