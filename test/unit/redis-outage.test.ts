@@ -1,0 +1,285 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/core/errors.js';
+import { Insurance } from '../../src/core/limits/insurance.js';
+import { neverSent, PendingUsage } from '../../src/core/limits/pending-usage.js';
+import type { QuotaStore } from '../../src/core/limits/quota-store.js';
+import type { UsageMeter } from '../../src/core/limits/usage-meter.js';
+
+// What the limits do while Redis is away, alone and in memory: the fallback between the shared
+// store and this instance's (Insurance), and the writes kept for Redis's return (PendingUsage).
+// Expected values come from docs/limits.md's rules (each instance's share is 1/n of a limit, at
+// least 1; fail-closed answers 503 with Retry-After 5; nothing pending is lost or sent twice).
+
+/** Stores that record every write they are sent, and fail the ones `fail` picks. */
+function recordingStores(fail: (call: string) => boolean = () => false) {
+  const calls: string[] = [];
+  const record = async (call: string) => {
+    calls.push(call);
+    if (fail(call)) throw new Error(`lost: ${call}`);
+  };
+  const quotas: QuotaStore = {
+    charge: async () => true,
+    refund: (key, cost, op) => record(`refund ${key} ${cost} ${op}`),
+    adjust: (key, delta, ttl, op) => record(`adjust ${key} ${delta} ttl=${ttl} op=${op ? 'yes' : 'no'}`),
+    used: async () => 0,
+  };
+  const meter: UsageMeter = {
+    add: (accountId, month, megapixels, images, op) => record(`usage ${accountId} ${month} ${megapixels} MP ${images} images op=${op}`),
+    get: async (_accountId, month) => ({ month, images: 0, megapixels: 0 }),
+  };
+  return { calls, quotas, meter };
+}
+
+describe('PendingUsage: what Redis has not heard yet', () => {
+  it('is empty at first, and again once charges and refunds of a key sum to nothing', () => {
+    const pending = new PendingUsage();
+    expect(pending.empty).toBe(true);
+    pending.addQuota('q:a', 2);
+    expect(pending.empty).toBe(false);
+    pending.addQuota('q:a', -2);
+    expect(pending.empty).toBe(true);
+    pending.addUsage('a', '2026-05', 1.5);
+    expect(pending.empty).toBe(false);
+    const writes = new PendingUsage();
+    writes.inDoubt('op1', { kind: 'refund', key: 'q:a', cost: 1 });
+    expect(writes.empty).toBe(false);
+  });
+
+  it('flush sends the quota sums per key and the usage sums per account and month, once each', async () => {
+    const pending = new PendingUsage();
+    pending.addQuota('q:a', 3);
+    pending.addQuota('q:a', -1);
+    pending.addQuota('q:b', 1);
+    pending.addUsage('a', '2026-05', 1.25);
+    pending.addUsage('a', '2026-05', 0.5);
+    pending.addUsage('a', '2026-06', 2);
+    pending.addUsage('b', '2026-05', 1);
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 86_400);
+    expect(calls.map((c) => c.replace(/op=[0-9a-f-]{36}/, 'op=uuid')).sort()).toEqual(
+      [
+        'adjust q:a 2 ttl=86400 op=yes',
+        'adjust q:b 1 ttl=86400 op=yes',
+        'usage a 2026-05 1.75 MP 2 images op=uuid',
+        'usage a 2026-06 2 MP 1 images op=uuid',
+        'usage b 2026-05 1 MP 1 images op=uuid',
+      ].sort(),
+    );
+    expect(pending.empty).toBe(true);
+    calls.length = 0;
+    await pending.flush(quotas, meter, 86_400);
+    expect(calls).toEqual([]);
+  });
+
+  it('a write in doubt is retried as it is, under its own op; a refund as a refund', async () => {
+    const pending = new PendingUsage();
+    pending.inDoubt('op-refund', { kind: 'refund', key: 'q:a', cost: 2 });
+    pending.inDoubt('op-usage', { kind: 'usage', accountId: 'a', month: '2026-05', megapixels: 3, images: 1 });
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 60);
+    expect(calls).toEqual(['refund q:a 2 op-refund', 'usage a 2026-05 3 MP 1 images op=op-usage']);
+    expect(pending.empty).toBe(true);
+  });
+
+  it('what fails stays pending, under the same op, and is sent by the next flush; what went is not sent again', async () => {
+    const pending = new PendingUsage();
+    pending.inDoubt('op-1', { kind: 'refund', key: 'q:a', cost: 1 });
+    pending.inDoubt('op-2', { kind: 'refund', key: 'q:b', cost: 1 });
+    let redisDown = true;
+    const first = recordingStores((call) => redisDown && call.includes('q:b'));
+    await expect(pending.flush(first.quotas, first.meter, 60)).rejects.toThrow('lost: refund q:b 1 op-2');
+    expect(first.calls).toEqual(['refund q:a 1 op-1', 'refund q:b 1 op-2']);
+    expect(pending.empty).toBe(false);
+    redisDown = false;
+    const second = recordingStores();
+    await pending.flush(second.quotas, second.meter, 60);
+    expect(second.calls).toEqual(['refund q:b 1 op-2']);
+    expect(pending.empty).toBe(true);
+  });
+
+  it('a quota sum that failed to send keeps its op: the retry cannot apply twice', async () => {
+    const pending = new PendingUsage();
+    pending.addQuota('q:a', 4);
+    const ops: (string | undefined)[] = [];
+    let fail = true;
+    const quotas: QuotaStore = {
+      charge: async () => true,
+      refund: async () => {},
+      adjust: async (_key, _delta, _ttl, op) => {
+        ops.push(op);
+        if (fail) throw new Error('timeout');
+      },
+      used: async () => 0,
+    };
+    const { meter } = recordingStores();
+    await expect(pending.flush(quotas, meter, 60)).rejects.toThrow('timeout');
+    fail = false;
+    await pending.flush(quotas, meter, 60);
+    expect(ops).toHaveLength(2);
+    expect(ops[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(ops[1]).toBe(ops[0]);
+  });
+
+  it('one flush at a time: a second call while one runs shares it', async () => {
+    const pending = new PendingUsage();
+    pending.inDoubt('op-1', { kind: 'refund', key: 'q:a', cost: 1 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const sent: string[] = [];
+    const quotas: QuotaStore = {
+      charge: async () => true,
+      refund: async (_key, _cost, op) => {
+        sent.push(op);
+        await gate;
+      },
+      adjust: async () => {},
+      used: async () => 0,
+    };
+    const { meter } = recordingStores();
+    const a = pending.flush(quotas, meter, 60);
+    const b = pending.flush(quotas, meter, 60);
+    expect(b).toBe(a);
+    release();
+    await Promise.all([a, b]);
+    expect(sent).toEqual(['op-1']);
+    // Once over, a new flush starts afresh.
+    pending.inDoubt('op-2', { kind: 'refund', key: 'q:a', cost: 1 });
+    await pending.flush(quotas, meter, 60);
+    expect(sent).toEqual(['op-1', 'op-2']);
+  });
+
+  it('keeps at most maxInDoubt writes: the newest past it are dropped and counted; a known op is replaced, not dropped', async () => {
+    const pending = new PendingUsage(2);
+    pending.inDoubt('op-1', { kind: 'refund', key: 'q:a', cost: 1 });
+    pending.inDoubt('op-2', { kind: 'refund', key: 'q:a', cost: 2 });
+    pending.inDoubt('op-3', { kind: 'refund', key: 'q:a', cost: 3 });
+    expect(pending.dropped).toBe(1);
+    pending.inDoubt('op-2', { kind: 'refund', key: 'q:a', cost: 5 });
+    expect(pending.dropped).toBe(1);
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 60);
+    expect(calls).toEqual(['refund q:a 1 op-1', 'refund q:a 5 op-2']);
+  });
+
+  it('neverSent: only ioredis\'s refusal to queue a command offline means Redis cannot have applied it', () => {
+    expect(neverSent(new Error("Stream isn't writeable and enableOfflineQueue options is false"))).toBe(true);
+    expect(neverSent(new Error('Command timed out'))).toBe(false);
+    expect(neverSent(new Error('Connection is closed.'))).toBe(false);
+    expect(neverSent('enableOfflineQueue options is false')).toBe(false);
+  });
+});
+
+describe('Insurance: the shared store, or this instance\'s share while it fails', () => {
+  const boom = new Error('ECONNREFUSED');
+
+  it('share: 1/n of a limit, rounded down, at least 1', () => {
+    const three = new Insurance('insurance', 3, true);
+    expect(three.share(10)).toBe(3);
+    expect(three.share(9)).toBe(3);
+    expect(three.share(2)).toBe(1);
+    expect(three.share(0)).toBe(1);
+    expect(new Insurance('insurance', 1, true).share(7)).toBe(7);
+  });
+
+  it('enabled only in insurance mode', () => {
+    expect(new Insurance('insurance', 2, true).enabled).toBe(true);
+    expect(new Insurance('fail-closed', 2, true).enabled).toBe(false);
+  });
+
+  it('the shared store answering: its value, no fallback, no failure heard', async () => {
+    const heard: unknown[] = [];
+    const result = await new Insurance('insurance', 2, true).run('quota store', undefined, async () => 'shared', async () => 'memory', (e) => heard.push(e));
+    expect(result).toEqual({ value: 'shared', fellBack: false });
+    expect(heard).toEqual([]);
+  });
+
+  it('insurance: the shared store failing, the fallback answers; the failure is heard first', async () => {
+    const order: string[] = [];
+    const result = await new Insurance('insurance', 2, true).run(
+      'quota store',
+      undefined,
+      async () => {
+        throw boom;
+      },
+      async () => {
+        order.push('fallback');
+        return 'memory';
+      },
+      (e) => order.push(`heard ${(e as Error).message}`),
+    );
+    expect(result).toEqual({ value: 'memory', fellBack: true });
+    expect(order).toEqual(['heard ECONNREFUSED', 'fallback']);
+  });
+
+  it('fail-closed: 503 service_unavailable, Retry-After 5, naming what cannot be reached; the fallback never runs', async () => {
+    let fellBack = false;
+    const heard: unknown[] = [];
+    const error = await new Insurance('fail-closed', 2, true)
+      .run(
+        'rate store',
+        undefined,
+        async () => {
+          throw boom;
+        },
+        async () => {
+          fellBack = true;
+          return 0;
+        },
+        (e) => heard.push(e),
+      )
+      .catch((e: unknown) => e as ApiError);
+    expect(error).toBeInstanceOf(ApiError);
+    expect([error.status, error.code, error.headers]).toEqual([503, 'service_unavailable', { 'retry-after': '5' }]);
+    expect(error.message).toBe('The rate store cannot be reached.');
+    expect(error.cause).toBe(boom);
+    expect(fellBack).toBe(false);
+    expect(heard).toEqual([boom]);
+  });
+
+  it('limits in memory (nothing shared): a failure is passed on as it is, unheard, with no fallback', async () => {
+    const heard: unknown[] = [];
+    let fellBack = false;
+    const run = new Insurance('insurance', 2, false).run(
+      'quota store',
+      undefined,
+      async () => {
+        throw boom;
+      },
+      async () => {
+        fellBack = true;
+        return 0;
+      },
+      (e) => heard.push(e),
+    );
+    await expect(run).rejects.toBe(boom);
+    expect(fellBack).toBe(false);
+    expect(heard).toEqual([]);
+  });
+
+  it('an aborted request: its abort reason, not a 503 nor the fallback', async () => {
+    const controller = new AbortController();
+    const reason = new Error('client went away');
+    let fellBack = false;
+    const heard: unknown[] = [];
+    const run = new Insurance('fail-closed', 2, true).run(
+      'quota store',
+      controller.signal,
+      async () => {
+        controller.abort(reason);
+        throw boom;
+      },
+      async () => {
+        fellBack = true;
+        return 0;
+      },
+      (e) => heard.push(e),
+    );
+    await expect(run).rejects.toBe(reason);
+    expect(fellBack).toBe(false);
+    expect(heard).toEqual([]);
+    const insured = new Insurance('insurance', 2, true).run('quota store', AbortSignal.abort(reason), async () => {
+      throw boom;
+    }, async () => 1);
+    await expect(insured).rejects.toBe(reason);
+  });
+});
