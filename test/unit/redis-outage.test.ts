@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Insurance } from '../../src/core/limits/insurance.js';
 import { neverSent, PendingUsage } from '../../src/core/limits/pending-usage.js';
-import type { QuotaStore } from '../../src/core/limits/quota-store.js';
+import { QuotaLimiter } from '../../src/core/limits/quota-limiter.js';
+import { MemoryQuotaStore, type QuotaStore } from '../../src/core/limits/quota-store.js';
 import type { UsageMeter } from '../../src/core/limits/usage-meter.js';
 
 // What the limits do while Redis is away, alone and in memory: the fallback between the shared
@@ -281,5 +282,104 @@ describe('Insurance: the shared store, or this instance\'s share while it fails'
       throw boom;
     }, async () => 1);
     await expect(insured).rejects.toBe(reason);
+  });
+});
+
+describe('QuotaLimiter while the shared quota store fails', () => {
+  const may = new Date('2026-05-10T12:00:00.000Z');
+  const images = { unit: 'images' as const, amount: 10 };
+  const refusedOffline = () => new Error("Stream isn't writeable and enableOfflineQueue options is false");
+
+  /** A shared store that fails (or not) as `state.failing` says, with the errors `state.error` makes. */
+  function sharedStore(state: { failing: boolean; error: () => Error }) {
+    const memory = new MemoryQuotaStore();
+    const calls: string[] = [];
+    const store: QuotaStore = {
+      charge: async (key, cost, limit, ttl, op) => {
+        calls.push(`charge ${key} ${cost}/${limit} ttl=${ttl} op=${op}`);
+        if (state.failing) throw state.error();
+        return memory.charge(key, cost, limit);
+      },
+      refund: async (key, cost, op) => {
+        calls.push(`refund ${key} ${cost} op=${op}`);
+        if (state.failing) throw state.error();
+        return memory.refund(key, cost);
+      },
+      adjust: async (key, delta) => memory.adjust(key, delta),
+      used: (key) => memory.used(key),
+    };
+    return { store, calls };
+  }
+
+  function limiter(mode: 'insurance' | 'fail-closed', state: { failing: boolean; error: () => Error }) {
+    const shared = sharedStore(state);
+    const fallback = new MemoryQuotaStore();
+    const pending = new PendingUsage();
+    let sharedWrites = 0;
+    const quota = new QuotaLimiter(shared.store, fallback, new Insurance(mode, 2, true), pending, () => sharedWrites++);
+    return { quota, shared, fallback, pending, sharedWrites: () => sharedWrites };
+  }
+
+  it('Redis there: charged under the op, for 32 days, against the whole quota; the month is in the key; a shared write is reported', async () => {
+    const { quota, shared, sharedWrites, pending } = limiter('insurance', { failing: false, error: () => new Error('x') });
+    const refund = await quota.reserve('acct', images, 1, may, 1, 'op-1');
+    expect(shared.calls).toEqual([`charge acct:2026-05 1/10 ttl=${32 * 86400} op=op-1`]);
+    expect(sharedWrites()).toBe(1);
+    expect(await quota.used('acct', may)).toBe(1);
+    await refund();
+    expect(shared.calls.at(-1)).toBe('refund acct:2026-05 1 op=op-1');
+    expect(await quota.used('acct', may)).toBe(0);
+    expect(pending.empty).toBe(true);
+  });
+
+  it('insurance: charged to this instance\'s share (1/2 of 10 = 5), kept pending for Redis; a refund takes it back from both', async () => {
+    const state = { failing: true, error: () => new Error('Connection is closed.') };
+    const { quota, fallback, pending, sharedWrites } = limiter('insurance', state);
+    const refunds = [];
+    for (let i = 0; i < 5; i++) refunds.push(await quota.reserve('acct', images, 1, may, 1, `op-${i}`));
+    expect(await fallback.used('acct:2026-05')).toBe(5);
+    expect(sharedWrites()).toBe(0);
+    const refused = await quota.reserve('acct', images, 1, may, 1, 'op-5').catch((e: unknown) => e as ApiError);
+    expect(refused).toMatchObject({ code: 'quota_exceeded', status: 429 });
+    await refunds[0]!();
+    expect(await fallback.used('acct:2026-05')).toBe(4);
+    // What Redis hears when it is back: the 4 charged (the 5th refused, one refunded), and one
+    // refund per charge whose reply was lost (each of the 6 sends, the refused one's too).
+    state.failing = false;
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 60);
+    expect(calls.filter((c) => c.startsWith('adjust'))).toEqual(['adjust acct:2026-05 4 ttl=60 op=yes']);
+    expect(calls.filter((c) => c.startsWith('refund')).sort()).toEqual(
+      ['op-0', 'op-1', 'op-2', 'op-3', 'op-4', 'op-5'].map((op) => `refund acct:2026-05 1 ${op}`),
+    );
+  });
+
+  it('a charge ioredis never sent leaves no refund in doubt', async () => {
+    const { quota, pending } = limiter('insurance', { failing: true, error: refusedOffline });
+    await quota.reserve('acct', images, 1, may, 1, 'op-1');
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 60);
+    expect(calls).toEqual(['adjust acct:2026-05 1 ttl=60 op=yes']);
+  });
+
+  it('fail-closed: 503, nothing charged anywhere, and the lost charge\'s refund kept for Redis', async () => {
+    const { quota, fallback, pending } = limiter('fail-closed', { failing: true, error: () => new Error('Command timed out') });
+    const error = await quota.reserve('acct', images, 1, may, 1, 'op-1').catch((e: unknown) => e as ApiError);
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503 });
+    expect(await fallback.used('acct:2026-05')).toBe(0);
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 60);
+    expect(calls).toEqual(['refund acct:2026-05 1 op-1']);
+  });
+
+  it('a refund Redis misses is kept, under the charge\'s op, for when it is back', async () => {
+    const state = { failing: false, error: () => new Error('Command timed out') };
+    const { quota, pending } = limiter('fail-closed', state);
+    const refund = await quota.reserve('acct', { unit: 'megapixels', amount: 10 }, 2_500_000, may, 1, 'op-1');
+    state.failing = true;
+    await refund();
+    const { calls, quotas, meter } = recordingStores();
+    await pending.flush(quotas, meter, 60);
+    expect(calls).toEqual(['refund acct:2026-05 3 op-1']);
   });
 });
