@@ -277,7 +277,7 @@ describe('validatePlans', () => {
 
   it('accepts the default plans and returns the table unchanged', () => {
     expect(validatePlans(DEFAULT_PLANS)).toBe(DEFAULT_PLANS);
-    const full = { p: { requestsPerMinute: 1, burst: 0, monthlyQuota: { unit: 'megapixels', amount: 1 }, maxConcurrent: 1, maxUploadBytes: 1, maxInputMegapixels: 0.5, maxOutputMegapixels: 0.5, models: ['m'], outputOptions: ['format'], qualities: ['balanced'] } };
+    const full = { p: { requestsPerMinute: 1, burst: 0, monthlyQuota: { unit: 'megapixels', amount: 1 }, maxConcurrent: 1, maxUploadBytes: 1, maxInputMegapixels: 0.5, maxOutputMegapixels: 0.5, models: ['m'], outputOptions: ['format'], qualities: ['balanced'], maxBatchImages: 3, jobRetentionHours: 0.5 } };
     expect(validatePlans(full, ['format'])).toBe(full);
   });
 
@@ -311,6 +311,11 @@ describe('validatePlans', () => {
     [{ p: { requestsPerMinute: 1, qualities: ['fast', 'best'] } }, 'plans.p.qualities must include "balanced" (the default)'],
     [{ p: { requestsPerMinute: 1, outputOptions: 'format' } }, 'plans.p.outputOptions must be a list of option names'],
     [{ p: { requestsPerMinute: 1, outputOptions: [1] } }, 'plans.p.outputOptions must be a list of option names'],
+    [{ p: { requestsPerMinute: 1, maxBatchImages: 0 } }, 'plans.p.maxBatchImages must be a positive integer'],
+    [{ p: { requestsPerMinute: 1, maxBatchImages: 2.5 } }, 'plans.p.maxBatchImages must be a positive integer'],
+    [{ p: { requestsPerMinute: 1, jobRetentionHours: 0 } }, 'plans.p.jobRetentionHours must be > 0'],
+    [{ p: { requestsPerMinute: 1, jobRetentionHours: 'week' } }, 'plans.p.jobRetentionHours must be > 0'],
+    [{ p: { requestsPerMinute: 1, maxInputMegapixels: -2 } }, 'plans.p.maxInputMegapixels must be > 0'],
   ])('refuses %j: %s', (plans, message) => {
     expect(bad(plans)).toBe(message);
   });
