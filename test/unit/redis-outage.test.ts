@@ -1,6 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Insurance } from '../../src/core/limits/insurance.js';
+import { PlanEnforcer } from '../../src/core/limits/plan-enforcer.js';
+import type { Plans } from '../../src/core/limits/plans.js';
+import { connectRedis, type RedisClient } from '../../src/core/redis.js';
 import { neverSent, PendingUsage } from '../../src/core/limits/pending-usage.js';
 import { QuotaLimiter } from '../../src/core/limits/quota-limiter.js';
 import { MemoryQuotaStore, type QuotaStore } from '../../src/core/limits/quota-store.js';
@@ -381,5 +384,64 @@ describe('QuotaLimiter while the shared quota store fails', () => {
     const { calls, quotas, meter } = recordingStores();
     await pending.flush(quotas, meter, 60);
     expect(calls).toEqual(['refund acct:2026-05 3 op-1']);
+  });
+});
+
+describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback port)', () => {
+  const PLANS: Plans = {
+    p: { requestsPerMinute: 4, maxConcurrent: 2, monthlyQuota: { unit: 'images', amount: 4 } },
+  };
+  const may = new Date('2026-05-10T12:00:00.000Z');
+  const clients: RedisClient[] = [];
+  const unreachable = () => {
+    // Port 1 on loopback: nothing listens, so every command fails at once (no offline queue).
+    const redis = connectRedis('redis://127.0.0.1:1', { onStateChange: () => {} });
+    clients.push(redis);
+    return redis;
+  };
+  afterEach(() => {
+    for (const client of clients.splice(0)) client.disconnect();
+  });
+  const codeOf = (promise: Promise<unknown>) =>
+    promise.then(
+      () => 'ok',
+      (error: unknown) => (error instanceof ApiError ? `${error.status} ${error.code} retry-after=${error.headers['retry-after']}` : String(error)),
+    );
+
+  it('fail-closed: admission, the quota and the standing answer 503 (Retry-After 5), never 429 or 401; usage is kept for later', async () => {
+    const limits = new PlanEnforcer({ plans: PLANS, redis: unreachable(), redisFailureMode: 'fail-closed', validate: false });
+    expect(await codeOf(limits.admit('a', 'p'))).toBe('503 service_unavailable retry-after=5');
+    expect(await codeOf(limits.reserveQuota('a', 'p', 1, may))).toBe('503 service_unavailable retry-after=5');
+    expect(await codeOf(limits.standing('a', 'p', may))).toBe('503 service_unavailable retry-after=5');
+    expect(limits.hasPendingUsage).toBe(false);
+    await limits.recordUsage('a', 2_000_000, may);
+    expect(limits.hasPendingUsage).toBe(true);
+    await limits.close();
+  });
+
+  it('insurance with 2 instances: each serves half of every limit (rate 2 of 4, 1 of 2 slots, quota 2 of 4), and keeps the charges for Redis', async () => {
+    const limits = new PlanEnforcer({ plans: PLANS, redis: unreachable(), redisFailureMode: 'insurance', insuranceInstances: 2, validate: false });
+    // Requests in progress: one slot of the two.
+    const first = await limits.admit('a', 'p');
+    expect(await codeOf(limits.admit('a', 'p'))).toBe('429 concurrency_limited retry-after=1');
+    await first.release();
+    // Rate: the first admission took one point; one more, then 429.
+    const second = await limits.admit('a', 'p');
+    await second.release();
+    const limited = await codeOf(limits.admit('a', 'p'));
+    expect(limited).toMatch(/^429 rate_limited retry-after=\d+$/);
+    // The seconds left in the insurance limiter's minute, started at the first admission.
+    expect(Number(limited.split('=')[1])).toBeGreaterThanOrEqual(1);
+    expect(Number(limited.split('=')[1])).toBeLessThanOrEqual(60);
+    // Another account has its own allowance.
+    await (await limits.admit('b', 'p')).release();
+    // Quota: two images of four.
+    await limits.reserveQuota('a', 'p', 1, may);
+    const refund = await limits.reserveQuota('a', 'p', 1, may);
+    expect(await codeOf(limits.reserveQuota('a', 'p', 1, may))).toMatch(/^429 quota_exceeded /);
+    await refund();
+    await limits.reserveQuota('a', 'p', 1, may);
+    expect(limits.hasPendingUsage).toBe(true);
+    await limits.close();
   });
 });
