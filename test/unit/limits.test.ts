@@ -6,9 +6,10 @@ import { ApiError } from '../../src/core/errors.js';
 import { InFlight } from '../../src/core/limits/in-flight.js';
 import { PlanEnforcer } from '../../src/core/limits/plan-enforcer.js';
 import { checkImageSize, checkPlanOptions, checkPlanQuality, chooseModel, maxUploadBytes } from '../../src/core/limits/plan-policy.js';
-import { DEFAULT_PLANS, loadPlansFile, quotaCost, validatePlans, type Plans } from '../../src/core/limits/plans.js';
+import { DEFAULT_PLANS, jobLimitsOf, loadPlansFile, quotaCost, validatePlans, type Plans } from '../../src/core/limits/plans.js';
 import { nextMonth } from '../../src/core/limits/quota-limiter.js';
-import { rateLimitHeaders } from '../../src/core/limits/rate-limiter.js';
+import { Insurance } from '../../src/core/limits/insurance.js';
+import { PlanRates, rateLimitHeaders } from '../../src/core/limits/rate-limiter.js';
 
 // The limits alone, in memory: no server, no model. Expected values are worked out by hand
 // from the plans' documented meaning (README "Plans"), not read from the code.
@@ -269,6 +270,22 @@ describe('plan policy', () => {
     expect(full).toMatchObject({ code: 'option_not_in_plan' });
     expect(full!.message).toBe('size=full would be 4.0 MP; the plan allows 4 MP of output (use size=auto).');
     expect(checkImageSize({ requestsPerMinute: 1 }, 100_000_000, { size: 'full' })).toBe(Infinity);
+  });
+});
+
+describe('jobs: a plan\'s batch settings (docs/jobs.md: 100 images, results kept 24 h, unless the plan says)', () => {
+  it('the defaults, and the plan\'s own values', () => {
+    expect(jobLimitsOf({ requestsPerMinute: 1 })).toEqual({ maxBatchImages: 100, retentionMs: 24 * 3600 * 1000 });
+    expect(jobLimitsOf({ requestsPerMinute: 1, maxBatchImages: 7, jobRetentionHours: 0.5 })).toEqual({ maxBatchImages: 7, retentionMs: 30 * 60 * 1000 });
+  });
+});
+
+describe('PlanRates alone', () => {
+  it('a plan it was not built with is a 500 internal_error naming it, for consume and peek', async () => {
+    const rates = new PlanRates(PLANS, { prefix: 't', insurance: new Insurance('fail-closed', 1, false) });
+    for (const call of [rates.consume('a', 'gold'), rates.peek('a', 'gold')]) {
+      expect(await failure(call)).toMatchObject({ status: 500, code: 'internal_error', message: 'The account\'s plan "gold" is not configured.' });
+    }
   });
 });
 

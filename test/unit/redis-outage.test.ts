@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Insurance } from '../../src/core/limits/insurance.js';
@@ -407,15 +408,45 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
       () => 'ok',
       (error: unknown) => (error instanceof ApiError ? `${error.status} ${error.code} retry-after=${error.headers['retry-after']}` : String(error)),
     );
+  const failure = (promise: Promise<unknown>) => promise.then(() => undefined, (error: unknown) => error as ApiError);
 
   it('fail-closed: admission, the quota and the standing answer 503 (Retry-After 5), never 429 or 401; usage is kept for later', async () => {
     const limits = new PlanEnforcer({ plans: PLANS, redis: unreachable(), redisFailureMode: 'fail-closed', validate: false });
     expect(await codeOf(limits.admit('a', 'p'))).toBe('503 service_unavailable retry-after=5');
     expect(await codeOf(limits.reserveQuota('a', 'p', 1, may))).toBe('503 service_unavailable retry-after=5');
     expect(await codeOf(limits.standing('a', 'p', may))).toBe('503 service_unavailable retry-after=5');
+    // A plan with no concurrency cap reaches the rate limiter, which says what failed.
+    const open = new PlanEnforcer({ plans: { o: { requestsPerMinute: 5 } }, redis: unreachable(), validate: false });
+    expect(await failure(open.admit('a', 'o'))).toMatchObject({ status: 503, code: 'service_unavailable', message: 'The rate limiter cannot be reached.', headers: { 'retry-after': '5' } });
+    await open.close();
     expect(limits.hasPendingUsage).toBe(false);
     await limits.recordUsage('a', 2_000_000, may);
     expect(limits.hasPendingUsage).toBe(true);
+    await limits.close();
+  });
+
+  it('a usage record whose reply was lost is sent again when Redis answers, under the same op, with its megapixels', async () => {
+    // A client whose scripts time out (sent, unanswered), then answer: what it was sent is recorded.
+    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
+    clients.push(redis);
+    const sent: (string | number)[][] = [];
+    let answering = false;
+    redis.eval = (async (...args: (string | number)[]) => {
+      sent.push(args.slice(2));
+      if (!answering) throw new Error('Command timed out');
+      return 1;
+    }) as never;
+    const limits = new PlanEnforcer({ plans: PLANS, redis, validate: false });
+    await limits.recordUsage('a', 2_500_000, may, 'op-usage');
+    expect(limits.hasPendingUsage).toBe(true);
+    answering = true;
+    await limits.flushPending();
+    expect(limits.hasPendingUsage).toBe(false);
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toEqual(sent[0]);
+    // KEYS: usage hash, the op's record, the days hash; ARGV: images 1, 2.5 MP.
+    expect(sent[0]!.slice(1, 2)).toEqual([expect.stringContaining(':op:op-usage')]);
+    expect(sent[0]!.slice(3, 5).map(Number)).toEqual([1, 2.5]);
     await limits.close();
   });
 
