@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { API_KEY_PREFIX, generateApiKey, hashApiKey, isWellFormedApiKey, keyIdOf } from '../src/core/auth/api-key.js';
+import { API_KEY_PREFIX, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey, keyIdOf } from '../src/core/auth/api-key.js';
 import { extractApiKey } from '../src/core/auth/authenticate.js';
 import { ApiError } from '../src/core/errors.js';
 
@@ -33,6 +33,17 @@ describe('API key format', () => {
     const id = keyIdOf(hashApiKey(key));
     expect(id).toMatch(/^key_[0-9a-f]{12}$/);
     expect(key).not.toContain(id.slice(4));
+  });
+});
+
+describe('hashesEqual', () => {
+  it('equal hashes only; hashes of different lengths are unequal (not an error)', () => {
+    const a = hashApiKey(generateApiKey());
+    const b = hashApiKey(generateApiKey());
+    expect(hashesEqual(a, a)).toBe(true);
+    expect(hashesEqual(a, b)).toBe(false);
+    expect(hashesEqual(a, a.slice(0, 32))).toBe(false);
+    expect(hashesEqual(a.slice(0, 32), a)).toBe(false);
   });
 });
 

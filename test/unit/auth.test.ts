@@ -7,7 +7,7 @@ import { hashApiKey } from '../../src/core/auth/api-key.js';
 import { authenticate } from '../../src/core/auth/authenticate.js';
 import { FileKeyStore } from '../../src/core/auth/file-key-store.js';
 import { InvalidAllowListEntryError, ipAllowed, validateAllowedIps } from '../../src/core/auth/ip-allow-list.js';
-import { TooManyKeysError } from '../../src/core/auth/key-records.js';
+import { KeyAlreadyReplacedError, NotFoundError, TooManyKeysError } from '../../src/core/auth/key-records.js';
 import { isOrigin, validateAllowedOrigins } from '../../src/core/auth/origin-allow-list.js';
 import { RedisKeyStore } from '../../src/core/auth/redis-key-store.js';
 import { ApiError } from '../../src/core/errors.js';
@@ -224,6 +224,31 @@ describe('authenticate', () => {
     const { key } = await store.createKey({ accountId: 'a', plan: 'p' });
     store.findByHash = () => Promise.reject(new Error('down'));
     const error = await authenticate({ headers: { 'x-api-key': key }, url: '/' }, store).catch((e: ApiError) => e);
-    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' } });
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' }, message: 'The key store cannot be reached.' });
+  });
+
+  it('a stored allow-list entry that is not an address or range: 500 api_key_misconfigured naming the key and entry in its cause, not a 403', async () => {
+    const store = await storeWith();
+    const { key, record } = await store.createKey({ accountId: 'a', plan: 'p' });
+    // As if written by hand or before entries were validated.
+    const lookup = await store.findByHash(hashApiKey(key));
+    const handWritten = { findByHash: async () => ({ account: lookup!.account, key: { ...record, allowedIps: ['10.0.0.0/33'] } }) };
+    const error = await authenticate({ headers: { 'x-api-key': key }, url: '/', clientIp: '10.0.0.1' }, handWritten).catch((e: ApiError) => e);
+    expect(error).toMatchObject({ status: 500, code: 'api_key_misconfigured', message: "This API key's IP allow-list is not valid; replace the key." });
+    expect(String((error.cause as Error).message)).toBe(`key ${record.id}: allowedIps entry "10.0.0.0/33" is not an IP address or CIDR range (like 192.0.2.7, 10.0.0.0/8, 2001:db8::/32)`);
+  });
+});
+
+describe('key store errors', () => {
+  it('name themselves and say what to do', () => {
+    const replaced = new KeyAlreadyReplacedError('key_old', 'key_new');
+    expect([replaced.name, replaced.message, replaced.keyId, replaced.successorId]).toEqual([
+      'KeyAlreadyReplacedError',
+      'key key_old is already being replaced by key_new: rotate key_new instead',
+      'key_old',
+      'key_new',
+    ]);
+    expect(new NotFoundError('no key k').name).toBe('NotFoundError');
+    expect(new TooManyKeysError(3)).toMatchObject({ name: 'TooManyKeysError', maxActiveKeys: 3, message: 'An account may have at most 3 active keys: revoke one first.' });
   });
 });
