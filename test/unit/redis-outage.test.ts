@@ -444,10 +444,30 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     expect(limits.hasPendingUsage).toBe(false);
     expect(sent).toHaveLength(2);
     expect(sent[1]).toEqual(sent[0]);
-    // KEYS: usage hash, the op's record, the days hash; ARGV: images 1, 2.5 MP.
-    expect(sent[0]!.slice(1, 2)).toEqual([expect.stringContaining(':op:op-usage')]);
+    // KEYS: usage hash, the op's record, the days hash, under the default prefix `bgcut`; ARGV: images 1, 2.5 MP.
+    expect(sent[0]!.slice(0, 3)).toEqual([expect.stringMatching(/^bgcut:/), expect.stringMatching(/^bgcut:.*:op:op-usage$/), expect.stringMatching(/^bgcut:/)]);
     expect(sent[0]!.slice(3, 5).map(Number)).toEqual([1, 2.5]);
     await limits.close();
+  });
+
+  it('what is pending goes to Redis as soon as its client is ready again, under the keyPrefix; after close() the enforcer stops listening', async () => {
+    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
+    clients.push(redis);
+    const sent: string[] = [];
+    let answering = false;
+    redis.eval = (async (...args: (string | number)[]) => {
+      sent.push(String(args[3]));
+      if (!answering) throw new Error('Command timed out');
+      return 1;
+    }) as never;
+    const limits = new PlanEnforcer({ plans: PLANS, redis, keyPrefix: 'shop', validate: false });
+    await limits.recordUsage('a', 1_000_000, may, 'op-1');
+    answering = true;
+    redis.emit('ready');
+    await expect.poll(() => limits.hasPendingUsage).toBe(false);
+    expect(sent).toEqual(['shop:{a:a}:op:op-1', 'shop:{a:a}:op:op-1']);
+    await limits.close();
+    expect(redis.listenerCount('ready')).toBe(0);
   });
 
   it('insurance with 2 instances: each serves half of every limit (rate 2 of 4, 1 of 2 slots, quota 2 of 4), and keeps the charges for Redis', async () => {
