@@ -414,7 +414,7 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     const limits = new PlanEnforcer({ plans: PLANS, redis: unreachable(), redisFailureMode: 'fail-closed', validate: false });
     expect(await codeOf(limits.admit('a', 'p'))).toBe('503 service_unavailable retry-after=5');
     expect(await codeOf(limits.reserveQuota('a', 'p', 1, may))).toBe('503 service_unavailable retry-after=5');
-    expect(await codeOf(limits.standing('a', 'p', may))).toBe('503 service_unavailable retry-after=5');
+    expect(await failure(limits.standing('a', 'p', may))).toMatchObject({ status: 503, message: 'The usage store cannot be reached.' });
     // A plan with no concurrency cap reaches the rate limiter, which says what failed.
     const open = new PlanEnforcer({ plans: { o: { requestsPerMinute: 5 } }, redis: unreachable(), validate: false });
     expect(await failure(open.admit('a', 'o'))).toMatchObject({ status: 503, code: 'service_unavailable', message: 'The rate limiter cannot be reached.', headers: { 'retry-after': '5' } });
@@ -468,6 +468,25 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     expect(sent).toEqual(['shop:{a:a}:op:op-1', 'shop:{a:a}:op:op-1']);
     await limits.close();
     expect(redis.listenerCount('ready')).toBe(0);
+  });
+
+  it('the next write Redis answers also sends what is pending, without waiting for a reconnect', async () => {
+    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
+    clients.push(redis);
+    const sent: string[] = [];
+    let answering = false;
+    redis.eval = (async (...args: (string | number)[]) => {
+      sent.push(String(args[3]));
+      if (!answering) throw new Error('Command timed out');
+      return 1;
+    }) as never;
+    const limits = new PlanEnforcer({ plans: PLANS, redis, validate: false });
+    await limits.recordUsage('a', 1_000_000, may, 'op-lost');
+    answering = true;
+    await limits.recordUsage('a', 1_000_000, may, 'op-next');
+    await expect.poll(() => limits.hasPendingUsage).toBe(false);
+    expect(sent.map((key) => key.split(':op:')[1])).toEqual(['op-lost', 'op-next', 'op-lost']);
+    await limits.close();
   });
 
   it('insurance with 2 instances: each serves half of every limit (rate 2 of 4, 1 of 2 slots, quota 2 of 4), and keeps the charges for Redis', async () => {
