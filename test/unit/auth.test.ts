@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { hashApiKey } from '../../src/core/auth/api-key.js';
+import { generateApiKey, hashApiKey } from '../../src/core/auth/api-key.js';
 import { authenticate } from '../../src/core/auth/authenticate.js';
 import { FileKeyStore } from '../../src/core/auth/file-key-store.js';
 import { InvalidAllowListEntryError, ipAllowed, validateAllowedIps } from '../../src/core/auth/ip-allow-list.js';
@@ -197,6 +197,8 @@ describe('authenticate', () => {
     });
     expect(await codeOf(authenticate(req(good.key), store))).toBe('ok');
     expect(await codeOf(authenticate({ headers: {}, url: '/' }, store))).toBe('401 missing_api_key');
+    // Well formed (its checksum holds) but never issued by this store.
+    expect(await codeOf(authenticate(req(generateApiKey()), store))).toBe('401 invalid_api_key');
     const unknown = await authenticate(req(good.key.slice(0, -1) + (good.key.endsWith('A') ? 'B' : 'A')), store).catch((e: ApiError) => e);
     expect(unknown).toBeInstanceOf(ApiError);
     expect((unknown as ApiError).headers['www-authenticate']).toBe('ApiKey realm="bgcut", header="X-API-KEY"');
