@@ -214,6 +214,9 @@ describe('authenticate', () => {
     expect(await codeOf(authenticate(req(originLocked.key, { origin: 'https://shop.example' }), store))).toBe('ok');
     expect(await codeOf(authenticate(req(originLocked.key, { origin: 'https://evil.example' }), store))).toBe('403 origin_not_allowed');
     expect(await codeOf(authenticate(req(originLocked.key), store))).toBe('403 origin_not_allowed');
+    // The 403s say which restriction refused the request.
+    expect(await authenticate(req(ipLocked.key, { clientIp: '11.2.3.4' }), store).catch((e: ApiError) => e.message)).toBe('This API key may not be used from this address.');
+    expect(await authenticate(req(originLocked.key, { origin: 'https://evil.example' }), store).catch((e: ApiError) => e.message)).toBe('This API key may not be used from this origin.');
     // Identified before the 403: the caller hears of it.
     await store.setAccountStatus('a', 'suspended');
     const heard: string[] = [];
