@@ -12,7 +12,8 @@ import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import type { MaskModel } from '../src/core/image/pipeline.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
-import { uploadRequest } from './helpers/core-request.js';
+import { drivenRequest, uploadRequest } from './helpers/core-request.js';
+import { multipartBody } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
@@ -46,6 +47,9 @@ const REQUESTS: [input: 'jpeg' | 'rgba', query: string][] = [
   ['jpeg', '?channels=alpha'],
   ['jpeg', '?quality=best'],
   ['jpeg', 'json'],
+  ['jpeg', '?output_size=600x400&padding=10%25&add_shadow=true'],
+  // A second file part, `bg_image`: the cutout over a cover-fitted photo.
+  ['jpeg', 'bg_image'],
   ['rgba', ''],
 ];
 
@@ -59,6 +63,17 @@ const discModel: MaskModel = async (_input, _signal, size) => {
   }
   return { mask };
 };
+
+/** The image in `file` and a photo in `bg_image`, as one multipart upload. */
+function backgroundRequest(key: string, image: Buffer, photo: Buffer) {
+  const { body, contentType } = multipartBody([
+    { name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image },
+    { name: 'bg_image', filename: 'backdrop.png', type: 'image/png', data: photo },
+  ]);
+  const driven = drivenRequest({ key, contentType, headers: { 'content-length': String(body.length) } });
+  driven.body.end(body);
+  return driven;
+}
 
 const mainCounts = () => Object.fromEntries(KERNELS.map((k) => [k, kernelCalls[k] ?? 0]));
 const zero = Object.fromEntries(KERNELS.map((k) => [k, 0]));
@@ -89,8 +104,9 @@ describe('full-size pixel work stays off the main thread', () => {
     expect(isMainThread).toBe(true);
     const before = mainCounts();
     for (const [name, query] of REQUESTS) {
-      const driven = uploadRequest(key, inputs[name], `${name}.png`);
+      const driven = query === 'bg_image' ? backgroundRequest(key, inputs[name], inputs.rgba) : uploadRequest(key, inputs[name], `${name}.png`);
       if (query === 'json') driven.request.headers.accept = 'application/json';
+      else if (query === 'bg_image') driven.request.url = '/v1/remove-bg';
       else driven.request.url = `/v1/remove-bg${query}`;
       const response = await handler.handle(driven.request);
       expect(response.status, `${name} ${query}: ${response.body.toString().slice(0, 200)}`).toBe(200);

@@ -19,6 +19,8 @@ export interface Upload {
   /** The part's declared type: informative only, the image type is sniffed from the bytes. */
   declaredType: string;
   fields: Record<string, string>;
+  /** Optional file parts beside the image (FormShape.extraFiles), by part name: e.g. `hints`. */
+  parts?: Record<string, UploadedFile>;
 }
 
 /** Room for the multipart framing and fields around the file, in bytes. */
@@ -42,6 +44,8 @@ export interface FormShape {
   /** Text fields that may stand in for the file (`image_url`): then the Upload's file is empty. */
   fileAlternatives?: string[];
   largeField?: LargeField;
+  /** Optional file parts beside the image, each at most once: part name → its largest size in bytes. */
+  extraFiles?: Record<string, number>;
 }
 
 /** One file part of a form. */
@@ -56,6 +60,8 @@ export interface UploadedFile {
 export interface BatchUpload {
   files: UploadedFile[];
   fields: Record<string, string>;
+  /** The optional parts (FormShape.extraFiles) that came. */
+  parts?: Record<string, UploadedFile>;
 }
 
 export interface BatchLimits extends UploadLimits {
@@ -85,11 +91,13 @@ export async function readUpload(
   shape?: string | FormShape,
 ): Promise<Upload> {
   const formShape: FormShape = typeof shape === 'string' ? { fileAlternatives: [shape] } : (shape ?? {});
-  const maxBytes = maxBodyBytes(limits) + (formShape.largeField?.maxBytes ?? 0);
+  const extraBytes = Object.values(formShape.extraFiles ?? {}).reduce((sum, bytes) => sum + bytes + ENVELOPE_BYTES, 0);
+  const maxBytes = maxBodyBytes(limits) + (formShape.largeField?.maxBytes ?? 0) + extraBytes;
   const form = await readForm(body, headers, { ...limits, maxFiles: 1, maxTotalBytes: limits.maxFileBytes }, signal, formShape, maxBytes);
   const first = form.files[0];
-  if (!first) return { file: Buffer.alloc(0), filename: '', declaredType: '', fields: form.fields };
-  return { ...first, fields: form.fields };
+  const parts = form.parts ? { parts: form.parts } : {};
+  if (!first) return { file: Buffer.alloc(0), filename: '', declaredType: '', fields: form.fields, ...parts };
+  return { ...first, fields: form.fields, ...parts };
 }
 
 /**
@@ -110,6 +118,8 @@ function readForm(
 ): Promise<BatchUpload> {
   const fileField = shape.fileField ?? 'file';
   const largeField = shape.largeField;
+  const extraFiles = shape.extraFiles ?? {};
+  const extraCount = Object.keys(extraFiles).length;
   const contentType = headers['content-type'];
   if (typeof contentType !== 'string' || !/^multipart\/form-data\s*;/i.test(contentType)) {
     return Promise.reject(new ApiError('not_multipart'));
@@ -134,12 +144,12 @@ function readForm(
       // above what is allowed: a file of maxFileBytes, a field of maxFieldBytes, and maxFields
       // fields beside the file all pass. `fields` and `files` are exact (checked as a part starts).
       limits: {
-        fileSize: limits.maxFileBytes + 1,
-        files: limits.maxFiles,
+        fileSize: Math.max(limits.maxFileBytes, ...Object.values(extraFiles)) + 1,
+        files: limits.maxFiles + extraCount,
         fields: limits.maxFields,
         fieldSize: Math.max(limits.maxFieldBytes, largeField?.maxBytes ?? 0) + 1,
         fieldNameSize: 100,
-        parts: limits.maxFields + limits.maxFiles + 1,
+        parts: limits.maxFields + limits.maxFiles + extraCount + 1,
         headerPairs: 20,
       },
     });
@@ -152,6 +162,7 @@ function readForm(
     // No prototype: a field named `__proto__` is kept (and refused as an unknown option), not swallowed by the setter.
     const fields: Record<string, string> = Object.create(null) as Record<string, string>;
     const files: { info: Omit<UploadedFile, 'file'>; chunks: Buffer[]; done: boolean }[] = [];
+    const extras = new Map<string, { info: Omit<UploadedFile, 'file'>; chunks: Buffer[]; done: boolean }>();
     let received = 0;
     let fileBytes = 0;
     let settled = false;
@@ -186,6 +197,29 @@ function readForm(
     body.on('data', countBytes);
 
     parser.on('file', (name, stream, info) => {
+      if (name !== fileField && Object.hasOwn(extraFiles, name)) {
+        stream.on('error', () => {});
+        if (extras.has(name)) {
+          stream.resume();
+          fail(new ApiError('too_many_files', { detail: `Send at most one part named "${name}".` }));
+          return;
+        }
+        const maxPartBytes = extraFiles[name]!;
+        const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, chunks: [] as Buffer[], done: false };
+        extras.set(name, entry);
+        let partBytes = 0;
+        const tooLarge = () => fail(new ApiError('upload_too_large', { detail: `The part "${name}" is larger than ${maxPartBytes} bytes.` }));
+        stream.on('data', (chunk: Buffer) => {
+          entry.chunks.push(chunk);
+          partBytes += chunk.length;
+          if (partBytes > maxPartBytes) tooLarge();
+        });
+        stream.on('limit', tooLarge);
+        stream.on('end', () => {
+          entry.done = true;
+        });
+        return;
+      }
       if (name !== fileField) {
         stream.on('error', () => {});
         stream.resume();
@@ -195,9 +229,13 @@ function readForm(
       const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, chunks: [] as Buffer[], done: false };
       files.push(entry);
       stream.on('error', () => {}); // reported through the parser's own 'error'
+      let partBytes = 0;
       stream.on('data', (chunk: Buffer) => {
         entry.chunks.push(chunk);
         fileBytes += chunk.length;
+        partBytes += chunk.length;
+        // busboy's fileSize is the largest of all file parts': this part's own limit is checked here.
+        if (partBytes > limits.maxFileBytes) fail(new ApiError('upload_too_large', { detail: `The file is larger than ${limits.maxFileBytes} bytes.` }));
         if (limits.maxFiles > 1 && fileBytes > limits.maxTotalBytes) fail(new ApiError('upload_too_large', { detail: `The files are larger than ${limits.maxTotalBytes} bytes together.` }));
       });
       stream.on('limit', () =>
@@ -229,10 +267,15 @@ function readForm(
     parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
     parser.on('close', () => {
       if (settled) return;
+      if ([...extras.values()].some((part) => !part.done)) {
+        fail(new ApiError('malformed_multipart', { detail: 'A part ended early.' }));
+        return;
+      }
+      const parts = extras.size > 0 ? { parts: Object.fromEntries([...extras].map(([name, part]) => [name, { ...part.info, file: Buffer.concat(part.chunks) }])) } : {};
       if (files.length === 0 && shape.fileAlternatives?.some((name) => fields[name] !== undefined)) {
         settled = true;
         cleanup();
-        resolve({ files: [], fields });
+        resolve({ files: [], fields, ...parts });
         return;
       }
       if (files.length === 0 || files.some((f) => !f.done)) {
@@ -247,7 +290,7 @@ function readForm(
       }
       settled = true;
       cleanup();
-      resolve({ files: read, fields });
+      resolve({ files: read, fields, ...parts });
     });
     body.pipe(parser);
   });

@@ -77,6 +77,10 @@ export interface RequestLimits {
    * in ms; a slower one gets 408 `upload_timeout`. Default 60 000.
    */
   uploadTimeoutMs?: number;
+  /** Largest background image (`bg_image` part or `bg_image_url`), in bytes. Default 10 MiB. */
+  maxBackgroundBytes?: number;
+  /** Largest background image, in pixels, judged from its header before decoding. Default 25 000 000. */
+  maxBackgroundPixels?: number;
   /** Form fields besides the file. Default 16. */
   maxFields?: number;
   /** Largest form field value, in bytes. Default 1024. */
@@ -265,6 +269,8 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxUploadBytes: limits.maxUploadBytes ?? 25 * 1024 * 1024,
       maxInputPixels: limits.maxInputPixels ?? 40_000_000,
       uploadTimeoutMs: limits.uploadTimeoutMs ?? 60_000,
+      maxBackgroundBytes: limits.maxBackgroundBytes ?? 10 * 1024 * 1024,
+      maxBackgroundPixels: limits.maxBackgroundPixels ?? 25_000_000,
       maxFields: limits.maxFields ?? 16,
       maxFieldBytes: limits.maxFieldBytes ?? 1024,
       maxInFlight: limits.maxInFlight ?? 32,

@@ -7,6 +7,12 @@ export const INPUT_FIELD_DEFINITIONS: Record<string, { description: string; sche
     description: 'The image (JPEG, PNG, WebP, AVIF, TIFF or GIF; the type is read from the bytes). Not with `image_url`.',
     schema: { type: 'string', contentMediaType: 'application/octet-stream' },
   },
+  bg_image: {
+    description:
+      'Optional second file part: a photo to put behind the cut-out (JPEG, PNG, WebP, AVIF, TIFF or GIF), cover-fitted to the output canvas. Its own limits ' +
+      '(bytes: `413 upload_too_large`; pixels: `400 bg_image_too_large`; not an image: `400 bg_image_invalid`). Not with `bg_image_url`, `bg_color`, `channels=alpha` or `format=zip`.',
+    schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+  },
   image_url: {
     description:
       `Instead of \`file\`: an http(s) URL of the image, fetched by the API (at most ${MAX_REDIRECTS} redirects, the upload size limit, a time limit; ` +

@@ -12,7 +12,9 @@ export function removeBgPaths(rateLimitHeaders: JsonObject, optionalRateLimitHea
     image_file_b64: { type: 'string', contentEncoding: 'base64', description: 'The image, base64 (a `data:` URL prefix is allowed).' },
     image_url: { type: 'string', format: 'uri', description: 'The image by URL, fetched under the same address policy as bgcut\'s `image_url`.' },
   };
-  const textBody = { type: 'object', description: 'Exactly one of `image_file_b64` and `image_url`.', properties: { ...sources, ...parameters }, additionalProperties: false };
+  // bg_image_file is a file part: only in a multipart form.
+  const { bg_image_file: backgroundFile, ...textParameters } = parameters;
+  const textBody = { type: 'object', description: 'Exactly one of `image_file_b64` and `image_url`.', properties: { ...sources, ...textParameters }, additionalProperties: false };
   const errors = (statuses: number[]) =>
     Object.fromEntries(
       statuses.map((status) => [
@@ -50,7 +52,12 @@ export function removeBgPaths(rateLimitHeaders: JsonObject, optionalRateLimitHea
               schema: {
                 type: 'object',
                 description: 'Exactly one of `image_file`, `image_file_b64` and `image_url`.',
-                properties: { image_file: { type: 'string', contentMediaType: 'application/octet-stream' }, ...sources, ...parameters },
+                properties: {
+                  image_file: { type: 'string', contentMediaType: 'application/octet-stream' },
+                  ...sources,
+                  ...parameters,
+                  bg_image_file: { ...(backgroundFile as JsonObject), contentMediaType: 'application/octet-stream' },
+                },
                 additionalProperties: false,
               },
             },

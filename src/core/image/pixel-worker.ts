@@ -97,6 +97,7 @@ export async function render(job: RenderJob): Promise<unknown> {
       decoded: job.decoded && buf(job.decoded),
       mask: revivePlan(job.mask),
       view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
+      background: job.background && buf(job.background),
     });
   } catch (error) {
     // A corrupt image found by the full-size decode answers 400 as before, not 500.

@@ -102,5 +102,10 @@ function fingerprintOf(url: string, order: Order): string {
     part(value);
   }
   hash.update(createHash('sha256').update(order.upload.file).digest());
+  // The other file parts (a `bg_image` photo): another photo is another request.
+  for (const [name, file] of Object.entries(order.upload.parts ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    part(name);
+    hash.update(createHash('sha256').update(file.file).digest());
+  }
   return hash.digest('hex');
 }
