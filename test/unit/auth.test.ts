@@ -244,6 +244,15 @@ describe('authenticate', () => {
   });
 });
 
+describe('key records', () => {
+  it('a label is kept to its first 100 characters (CreateKeyOptions.label)', async () => {
+    const store = new FileKeyStore({ file: path.join(await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-label-')), 'keys.json'), reloadIntervalMs: 0 });
+    const { record } = await store.createKey({ accountId: 'a', plan: 'p', label: 'x'.repeat(150) });
+    expect(record.label).toBe('x'.repeat(100));
+    expect((await store.createKey({ accountId: 'a', plan: 'p', label: 'ci' })).record.label).toBe('ci');
+  });
+});
+
 describe('key store errors', () => {
   it('name themselves and say what to do', () => {
     const replaced = new KeyAlreadyReplacedError('key_old', 'key_new');

@@ -327,6 +327,8 @@ describe('validatePlans', () => {
     [{ p: { requestsPerMinute: 1, monthlyQuota: { unit: 'images', amount: 2.5 } } }, 'plans.p.monthlyQuota.amount must be a positive integer'],
     [{ p: { requestsPerMinute: 1, models: 'isnet' } }, 'plans.p.models must be a list of model names'],
     [{ p: { requestsPerMinute: 1, models: [1] } }, 'plans.p.models must be a list of model names'],
+    [{ p: { requestsPerMinute: 1, models: ['isnet', 1] } }, 'plans.p.models must be a list of model names'],
+    [{ p: { requestsPerMinute: 1, outputOptions: ['format', 1] } }, 'plans.p.outputOptions must be a list of option names'],
     [{ p: { requestsPerMinute: 1, qualities: 'best' } }, 'plans.p.qualities must be a list of fast, balanced, best'],
     [{ p: { requestsPerMinute: 1, qualities: ['balanced', 'ultra'] } }, 'plans.p.qualities must be a list of fast, balanced, best'],
     [{ p: { requestsPerMinute: 1, qualities: ['fast', 'best'] } }, 'plans.p.qualities must include "balanced" (the default)'],

@@ -369,7 +369,7 @@ describe('QuotaLimiter while the shared quota store fails', () => {
   it('fail-closed: 503, nothing charged anywhere, and the lost charge\'s refund kept for Redis', async () => {
     const { quota, fallback, pending } = limiter('fail-closed', { failing: true, error: () => new Error('Command timed out') });
     const error = await quota.reserve('acct', images, 1, may, 1, 'op-1').catch((e: unknown) => e as ApiError);
-    expect(error).toMatchObject({ code: 'service_unavailable', status: 503 });
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, message: 'The quota store cannot be reached.' });
     expect(await fallback.used('acct:2026-05')).toBe(0);
     const { calls, quotas, meter } = recordingStores();
     await pending.flush(quotas, meter, 60);
