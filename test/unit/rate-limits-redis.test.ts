@@ -25,7 +25,11 @@ describe('request rate in Redis', () => {
     // The same account on another plan has that plan's whole allowance.
     expect((await limits.standing('acct', 'large')).rate).toMatchObject({ limit: 5, remaining: 5 });
     expect(await codeOf(limits.admit('acct', 'large'))).toBe('admitted');
-    expect((await limits.standing('acct', 'large')).rate).toMatchObject({ remaining: 4 });
+    const { rate } = await limits.standing('acct', 'large');
+    expect(rate).toMatchObject({ remaining: 4 });
+    // Seconds left in the minute's window that admission started.
+    expect(rate.resetSeconds).toBeGreaterThanOrEqual(1);
+    expect(rate.resetSeconds).toBeLessThanOrEqual(60);
     const keys = (await shared.redis.keys('*')).sort();
     expect(keys).toEqual(['rl:burst:small:acct', 'rl:rate:large:acct', 'rl:rate:small:acct']);
     await limits.close();
