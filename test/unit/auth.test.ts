@@ -101,6 +101,7 @@ describe('origin allow-lists', () => {
     expect(validateAllowedOrigins(['https://a.example'])).toEqual(['https://a.example']);
     expect(validateAllowedOrigins(undefined)).toBeUndefined();
     expect(() => validateAllowedOrigins(['https://a.example', 'https://b.example/'])).toThrow('"https://b.example/" is not an origin');
+    expect(() => validateAllowedOrigins(['nope'])).toThrow(expect.objectContaining({ name: 'InvalidAllowedOriginError', entry: 'nope' }));
   });
 });
 
