@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, type Plans } from '../src/core/index.js';
+import { connectRedis } from '../src/core/redis.js';
+import type { Plans } from '../src/core/limits/plans.js';
 import { PlanEnforcer } from '../src/core/limits/plan-enforcer.js';
 import { ApiError } from '../src/core/errors.js';
 import { RedisConcurrencyStore } from '../src/core/limits/concurrency.js';
