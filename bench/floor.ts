@@ -27,7 +27,8 @@
  */
 import sharp, { type Sharp } from 'sharp';
 import type { PreprocessingProfile } from '../src/core/image/profile.js';
-import { clearTransparent, composeOpaque } from '../src/core/image/output.js';
+import { clearTransparent, composeOpaque, composeRgba } from '../src/core/image/output.js';
+import { encodePngRgbaFast, usesFastPng } from '../src/core/image/png-encoder.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 
 export interface FloorVariant {
@@ -81,8 +82,18 @@ export async function optionHints(width: number, height: number): Promise<Buffer
 
 const COLOUR = { r: 0x1e, g: 0x90, b: 0xff };
 const JPEG = { quality: 90, chromaSubsampling: '4:4:4' } as const;
-/** The API's default PNG level (RemoveBgOptions.pngCompressionLevel): the floor is measured with the shipped setting. */
+/**
+ * The API's default PNG settings: its RGBA PNGs by the fast encoder (RemoveBgOptions.pngEncoder,
+ * png-encoder.ts; sharp when it does not load, as in the API), grey ones by sharp at level 2
+ * (pngCompressionLevel): the floor is measured with the shipped settings.
+ */
 const PNG_LEVEL = 2;
+
+/** An RGBA PNG the API's way: the fast encoder up to its size (FAST_PNG_MAX_PIXELS), else sharp at the shipped level. */
+function encodeRgbaPng(rgba: Buffer, width: number, height: number): Promise<Buffer> {
+  const fast = usesFastPng('napi-rs', width, height) ? encodePngRgbaFast(rgba, width, height) : null;
+  return fast ? Promise.resolve(fast) : sharp(rgba, { raw: { width, height, channels: 4 } }).png({ compressionLevel: PNG_LEVEL }).toBuffer();
+}
 
 const cpuNow = () => {
   const u = process.cpuUsage();
@@ -115,7 +126,12 @@ export function encodeVariant(source: Sharp, alpha: Buffer, width: number, heigh
   const joined = source.joinChannel(alpha, { raw: { width, height, channels: 1 } });
   switch (variant.name) {
     case 'png':
-      return joined.png({ compressionLevel: PNG_LEVEL }).toBuffer();
+      if (!usesFastPng('napi-rs', width, height)) return joined.png({ compressionLevel: PNG_LEVEL }).toBuffer();
+      // The fast encoder takes a whole RGBA buffer: sharp joins it.
+      return joined
+        .raw()
+        .toBuffer()
+        .then((rgba) => encodeRgbaPng(rgba, width, height));
     case 'webp':
       return joined.webp({ quality: 90, alphaQuality: 100, effort: 4 }).toBuffer();
     case 'jpg on colour':
@@ -138,7 +154,8 @@ export interface FloorResult {
    * kernel) and the opaque encode, the upscale. PNG and WebP: the floor for the API's own output, whose fully transparent pixels have their
    * colour cleared (output.ts): the one decode, the clear (the project's memchr-driven kernel),
    * the resize, the upscale and the encode of the cleared colour, which deflate and WebP
-   * compress faster than the photo's own colours under alpha 0. `ms` encodes the photo's
+   * compress faster than the photo's own colours under alpha 0 (PNG: the RGBA composed by
+   * composeRgba for the shipped fast encoder, which takes it whole). `ms` encodes the photo's
    * colours as they are: a different, larger file.
    */
   sameOutputMs?: number;
@@ -207,6 +224,13 @@ export async function measureFloor(bytes: Buffer, modelMask: Buffer, profile: Pr
       ms: Math.min(ms, Math.min(a, b) + upscale),
       parts: { decode: decode.ms, resizeToModel: resizeB.ms, compose: composeMs, encodeComposed: encodeC.ms },
     };
+  } else if (variant.name === 'png' && usesFastPng('napi-rs', width, height)) {
+    // The API's way with the fast encoder: the project's kernel composes the RGBA, transparent
+    // pixels cleared (composeRgba), and the encoder takes it whole.
+    const compose = await cpuMedian(runs, async () => composeRgba(rgb, alpha, null));
+    const composed = compose.result;
+    const encodeC = await cpuMedian(runs, () => encodeRgbaPng(composed, width, height));
+    sameOutput = { ms: decode.ms + resizeB.ms + compose.ms + encodeC.ms + upscale, parts: { decode: decode.ms, resizeToModel: resizeB.ms, compose: compose.ms, encodeComposed: encodeC.ms } };
   } else if (variant.name === 'png' || variant.name === 'webp') {
     const clear = await cpuMedian(runs, async () => clearTransparent(Buffer.from(rgb), alpha));
     const copy = await cpuMedian(runs, async () => Buffer.from(rgb));

@@ -10,13 +10,19 @@
  *   can wait tens of ms for a core with nothing blocking its loop: the control's longest delay is
  *   that floor, and the API's above it is the API's own.
  * `--compare DIR` runs the same against another build (e.g. main's), one after the other per cell.
+ * `--host-attribution DIR`: each API process also runs V8's sampling profiler (host-probe.ts), one
+ * profile per cell, and each row names what ran in the API's longest stretches without returning
+ * to the loop (bench/block-attribution.ts): blocks found by attribution, not by wall time alone,
+ * since on a loaded machine a delay can be a wait for a core. The profiler slows the API: use it
+ * for where the time goes, not for the figures. `--host-loads 24mp` or `1mp` runs one load.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { longestBlocks, type Block, type CpuProfile } from './block-attribution.js';
 
 export interface HostApi {
   child: ChildProcess;
@@ -33,6 +39,10 @@ export interface HostBenchOptions {
   compare?: string | undefined;
   /** Requests per client in each cell. */
   requestsPerClient: number;
+  /** A folder for per-cell CPU profiles of the API processes: rows then attribute their longest blocks. */
+  attribution?: string | undefined;
+  /** Which loads to run (default both). */
+  loads?: ('24mp' | '1mp')[] | undefined;
 }
 
 export const HOST_OUTPUTS: { name: string; query: string; json?: boolean }[] = [
@@ -53,6 +63,8 @@ export interface HostRow {
   p99OverControlMs: number;
   eventLoop: { maxMs: number; p99Ms: number; p50Ms: number };
   controlEventLoop: { maxMs: number; p99Ms: number; p50Ms: number };
+  /** With `attribution`: the API's longest blocks in this cell and what ran in them. */
+  blocks?: Block[];
 }
 
 function percentile(xs: number[], p: number): number {
@@ -102,13 +114,14 @@ async function post(url: string, key: string, image: Buffer, query: string, json
 }
 
 /** The event-loop figures host-probe.ts wrote since the last signal (then it starts again). */
-async function readProbe(child: ChildProcess, file: string): Promise<{ maxMs: number; p99Ms: number; p50Ms: number }> {
+type ProbeFigures = { maxMs: number; p99Ms: number; p50Ms: number; profile?: string };
+async function readProbe(child: ChildProcess, file: string): Promise<ProbeFigures> {
   const before = await readFile(file, 'utf8').catch(() => '');
   child.kill('SIGUSR2');
   for (let i = 0; i < 200; i++) {
     await new Promise((r) => setTimeout(r, 10));
     const text = await readFile(file, 'utf8').catch(() => '');
-    if (text && text !== before) return JSON.parse(text) as { maxMs: number; p99Ms: number; p50Ms: number };
+    if (text && text !== before) return JSON.parse(text) as ProbeFigures;
   }
   throw new Error('host probe did not answer');
 }
@@ -144,27 +157,30 @@ async function cell(api: HostApi, probeFile: string, control: { url: string; chi
   );
   done = true;
   await sampler;
-  const eventLoop = await readProbe(api.child, probeFile);
+  const { profile, ...eventLoop } = await readProbe(api.child, probeFile);
   const controlEventLoop = await readProbe(control.child, control.file);
-  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop };
+  const blocks = profile ? longestBlocks(JSON.parse(await readFile(profile, 'utf8')) as CpuProfile, 3) : undefined;
+  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop, ...(blocks ? { blocks } : {}) };
 }
 
 export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
   const probe = fileURLToPath(new URL('./host-probe.js', import.meta.url));
+  if (options.attribution) await mkdir(options.attribution, { recursive: true });
   const controlFile = path.join(os.tmpdir(), `bgcut-host-probe-${process.pid}-control.json`);
   const started = await startControl(probe, controlFile);
   const control = { ...started, file: controlFile };
   const rows: HostRow[] = [];
   const builds: [string, string | undefined][] = [['this build', undefined], ...(options.compare ? [[options.compare, options.compare] as [string, string]] : [])];
   const loads = [
-    { name: '2 clients x 24 MP', clients: 2, image: options.large },
-    { name: '8 clients x 1 MP', clients: 8, image: options.photo },
-  ];
+    { id: '24mp', name: '2 clients x 24 MP', clients: 2, image: options.large },
+    { id: '1mp', name: '8 clients x 1 MP', clients: 8, image: options.photo },
+  ].filter((l) => !options.loads || options.loads.includes(l.id as '24mp' | '1mp'));
   try {
     const apis = await Promise.all(
       builds.map(async ([name, build], i) => {
         const file = path.join(os.tmpdir(), `bgcut-host-probe-${process.pid}-${i}.json`);
-        return { name, file, api: await options.startApi({ BGCUT_HOST_PROBE_FILE: file }, ['--import', probe], build) };
+        const env: Record<string, string> = { BGCUT_HOST_PROBE_FILE: file, ...(options.attribution ? { BGCUT_HOST_PROFILE_DIR: options.attribution } : {}) };
+        return { name, file, api: await options.startApi(env, ['--import', probe], build) };
       }),
     );
     try {
@@ -201,4 +217,8 @@ function printRow(r: HostRow): void {
   console.log(
     `| ${r.build} | ${r.load} | ${r.output} | ${r.requests} (${r.errors}) | ${c.p50Ms} / ${c.p99Ms} / ${c.maxMs} | ${k.p50Ms} / ${k.p99Ms} / ${k.maxMs} | **${r.p99OverControlMs}** | **${r.eventLoop.maxMs}** / ${r.eventLoop.p99Ms} | ${r.controlEventLoop.maxMs} / ${r.controlEventLoop.p99Ms} |`,
   );
+  // Attribution: the cell's longest blocks by the profile, each with what ran most in it.
+  for (const b of r.blocks ?? []) {
+    console.log(`|  | block | ${b.ms} ms wall, ${b.sampledMs} ms ran | ${b.self.map((f) => `${f.frame} ${f.ms}`).join('; ')} | ${b.stack.slice(-4).join(' > ')} | | | | |`);
+  }
 }

@@ -1,7 +1,7 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
- *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--qualities fast,balanced] [--sizes 512,1024]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--host-attribution DIR] [--host-loads 24mp,1mp] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
+ *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--memory-image 12mp.jpg] [--memory-variants npm-start] [--concurrency-levels 1,2,4,8,16] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]] [--only modes,imgly --model default [--imgly-dir DIR]]
  *                 [--only png-settings --image a.jpg,b.jpg [--large c.jpg]]
  *
@@ -97,13 +97,18 @@ const { values } = parseArgs({
     'api-runtime': { type: 'string', default: 'launcher' },
     'compare-runtime': { type: 'string' },
     'memory-passes': { type: 'string', default: '2' },
+    'memory-image': { type: 'string' },
+    'concurrency-levels': { type: 'string', default: '1,2,4,8,16' },
+    'memory-variants': { type: 'string' },
     models: { type: 'string', default: 'isnet,isnet-int8' },
     qualities: { type: 'string' },
     sizes: { type: 'string' },
     'imgly-dir': { type: 'string' },
     'host-requests': { type: 'string', default: '2' },
-    /** `--floor-large false`: the floor section (and its option costs) on the photo only. */
-    'floor-large': { type: 'string', default: 'true' },
+    'host-attribution': { type: 'string' },
+    'host-loads': { type: 'string' },
+    // floor: which images (the photo of --image, the 24 MP one), e.g. `photo` for a quick run.
+    'floor-images': { type: 'string', default: 'photo,large' },
   },
 });
 const warmup = Number(values.warmup);
@@ -432,11 +437,16 @@ try {
       large: await largeImage(),
       compare: values.compare,
       requestsPerClient: Number(values['host-requests']),
+      attribution: values['host-attribution'],
+      loads: values['host-loads']?.split(',') as ('24mp' | '1mp')[] | undefined,
     });
   }
 
   if (sections.has('floor')) {
-    const images: [string, Buffer][] = [['photo', photo], ...(values['floor-large'] !== 'false' ? [['large', await largeImage()] as [string, Buffer]] : [])];
+    const floorImages = new Set(values['floor-images']!.split(','));
+    const images: [string, Buffer][] = [];
+    if (floorImages.has('photo')) images.push(['photo', photo]);
+    if (floorImages.has('large')) images.push(['large', await largeImage()]);
     const client = new InferenceClient({ address: inference.address, timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
     const rows: Record<string, unknown>[] = [];
     // --compare DIR: the same requests, alternating, to an API started from another build
@@ -559,7 +569,10 @@ try {
       rawMedian = median(samples);
     }
     const levels = [];
-    for (const clients of [1, 2, 4, 8, 16]) {
+    // --concurrency-levels 8: only that level (the throughput ratio is taken at 8 clients).
+    const clientLevels = values['concurrency-levels']!.split(',').map(Number);
+    if (!clientLevels.includes(8)) clientLevels.push(8);
+    for (const clients of clientLevels) {
       const perClient = Math.max(2, Math.ceil(8 / clients));
       const latencies: number[] = [];
       let errors = 0;
@@ -594,29 +607,37 @@ try {
   }
 
   if (sections.has('memory')) {
-    const big = await sharp((await objectOnTexture(1060, 708, 'raw')).rgb, { raw: { width: 1060, height: 708, channels: 3 } })
-      .resize(4240, 2832)
-      .jpeg({ quality: 90 })
-      .toBuffer();
+    // --memory-image: a real ~12 MP photo (e.g. the 24 MP smoke photo resized into a temp folder).
+    const big = values['memory-image']
+      ? await readFile(values['memory-image'])
+      : await sharp((await objectOnTexture(1060, 708, 'raw')).rgb, { raw: { width: 1060, height: 708, channels: 3 } })
+          .resize(4240, 2832)
+          .jpeg({ quality: 90 })
+          .toBuffer();
+    const bigMeta = await sharp(big).metadata();
     // The same burst on a fresh API process with glibc's default malloc, with glibc tuned (fewer
     // arenas, large blocks mapped and unmapped at once), with that and the V8 heap flag (what
     // `npm start`'s bgcut-launch sets by default) and with jemalloc preloaded (its
     // BGCUT_MALLOC=jemalloc, when the machine has the library), alternating.
     const jemalloc = findJemalloc();
-    const variants: Record<string, { env: Record<string, string>; nodeArgs?: string[] }> = {
+    const variants: Record<string, { env: Record<string, string>; nodeArgs?: string[]; build?: string }> = {
       default: { env: {} },
       'glibc tuned': { env: { ...GLIBC_MALLOC_TUNING } },
       [`glibc tuned, ${V8_HEAP_FLAGS.join(' ')} (npm start)`]: apiRuntime('launcher'),
     };
     if (jemalloc) variants.jemalloc = { env: { LD_PRELOAD: jemalloc } };
     else console.log('memory: no jemalloc variant (libjemalloc.so.2 not found; apt-get install libjemalloc2)');
+    // --memory-variants npm-start: only the API as npm start starts it (three fresh runs: --memory-passes 3).
+    if (values['memory-variants'] === 'npm-start') for (const name of Object.keys(variants)) if (!name.endsWith('(npm start)')) delete variants[name];
+    // --compare DIR: the same as npm start starts it, from that build, alternating with this one's.
+    if (values.compare) variants[`${values.compare} (npm start)`] = { ...apiRuntime(values['compare-runtime'] ?? 'launcher'), build: values.compare };
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};
     const statuses = new Set<number>();
     for (let pass = 0; pass < Number(values['memory-passes']); pass++) {
-      for (const [name, { env, nodeArgs }] of Object.entries(variants)) {
-        const fresh = await startApi(inference.address, env, nodeArgs);
+      for (const [name, { env, nodeArgs, build }] of Object.entries(variants)) {
+        const fresh = await startApi(inference.address, env, nodeArgs, build);
         try {
           (idles[name] ??= []).push(rssMb(fresh.child.pid!, 'VmRSS'));
           const cpuBefore = cpuMs(fresh.child.pid!);
@@ -630,12 +651,12 @@ try {
       }
     }
     report.memory = {
-      uploads: '16 concurrent 4240x2832 (12 MP) JPEGs',
+      uploads: `16 concurrent ${bigMeta.width}x${bigMeta.height} JPEGs (${(big.length / 1e6).toFixed(1)} MB each${values['memory-image'] ? `, ${path.basename(values['memory-image'])}` : ', synthetic'})`,
       statuses: [...statuses],
       glibcTuning: GLIBC_MALLOC_TUNING,
       ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round), apiCpuMsPerImage: round(median(cpus[name]!)) }])),
     };
-    console.log(`\nmemory: API process peak RSS under 16 concurrent 12 MP uploads (statuses ${[...statuses].join(',')}), medians of ${values['memory-passes']} fresh processes each`);
+    console.log(`\nmemory: API process peak RSS under 16 concurrent ${bigMeta.width}x${bigMeta.height} uploads (statuses ${[...statuses].join(',')}), medians of ${values['memory-passes']} fresh processes each`);
     console.log('| malloc | idle MB | peak MB | API CPU ms per 12 MP image |\n|---|---|---|---|');
     for (const name of Object.keys(variants)) {
       console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) | ${median(cpus[name]!).toFixed(0)} |`);

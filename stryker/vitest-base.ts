@@ -10,6 +10,8 @@ export function unitConfig(include: string[]) {
     test: {
       include,
       fileParallelism: false,
+      // Redis-backed stores on one server, not also on a Cluster (test/helpers/redis-topologies.ts).
+      env: { BGCUT_TEST_REDIS_TOPOLOGY: 'server' },
       testTimeout: 30_000,
       hookTimeout: 60_000,
     },

@@ -1,6 +1,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { connectRedis, type Plans } from '../src/core/index.js';
+import { connectRedis } from '../src/core/redis.js';
+import type { Plans } from '../src/core/limits/plans.js';
 import type { EnforcerWarning } from '../src/core/limits/enforcer-options.js';
 import { PlanEnforcer } from '../src/core/limits/plan-enforcer.js';
 

@@ -166,7 +166,7 @@ describe('backpressure', () => {
     } finally {
       await api.close();
     }
-  });
+  }, 180_000); // event waits of up to 60 s (a whole cutout on a busy box): settle(), not the test timeout, reports a gauge that never moves
 
   it('bounds the uploads in progress in the API tier: over the cap, 503 server_busy before the upload is read', async () => {
     const api = await startApi(keys, { inference: { address: server.address }, limits: { maxInFlight: 1 } });

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chmod, mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, open, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +13,12 @@ async function tamper(file: string): Promise<void> {
   const { size } = await handle.stat();
   await handle.write(Buffer.from('planted by someone else'), 0, 23, Math.floor(size / 2));
   await handle.close();
+}
+
+async function onlyFile(dir: string, pattern: RegExp): Promise<string> {
+  const found = (await readdir(dir)).filter((f) => pattern.test(f));
+  if (found.length !== 1) throw new Error(`expected one file like ${pattern} in ${dir}, found ${found.join(', ') || 'none'}`);
+  return path.join(dir, found[0]!);
 }
 
 describe('model cache', () => {
@@ -50,7 +56,7 @@ describe('model cache', () => {
     expect(await sha256(first)).not.toBe(genuine);
     const second = await resolveModelFile('isnet-fp16', { cacheDir: dir });
     expect(await sha256(second)).toBe(genuine);
-  });
+   }, 300_000);
 
   it('never loads a cached prepared model whose bytes were changed: it is prepared again', async () => {
     const first = await resolveModelFile('isnet', { cacheDir: dir });
@@ -58,7 +64,50 @@ describe('model cache', () => {
     await tamper(first);
     const second = await resolveModelFile('isnet', { cacheDir: dir });
     expect(await sha256(second)).toBe(genuine);
-  });
+   }, 300_000);
+
+  it('uses a cached prepared model that matches its record without preparing it again (its source is not even read)', async () => {
+    const first = await resolveModelFile('isnet', { cacheDir: dir });
+    const genuine = await sha256(first);
+    const record = JSON.parse(await readFile(`${first}.json`, 'utf8')) as { sha256: string; size: number; inputs: string[] };
+    expect(record.sha256).toBe(genuine);
+    expect(record.size).toBe((await stat(first)).size);
+    // Preparing needs the assembled source; without it here, a second preparation would assemble it again.
+    const source = await onlyFile(dir, /^isnet-fp16-.*\.onnx$/);
+    await rm(source);
+    const again = await resolveModelFile('isnet', { cacheDir: dir });
+    expect(again).toBe(first);
+    expect(await sha256(again)).toBe(genuine);
+    expect(await stat(source).then(() => true, () => false)).toBe(false);
+  }, 300_000);
+
+  it('prepares again when the record names other inputs (a new recipe, table or preparation code), and records these', async () => {
+    const first = await resolveModelFile('isnet', { cacheDir: dir });
+    const genuine = await sha256(first);
+    const record = JSON.parse(await readFile(`${first}.json`, 'utf8')) as { sha256: string; size: number; inputs: string[] };
+    const stale = { ...record, inputs: ['made-by-another-recipe'] };
+    await writeFile(`${first}.json`, JSON.stringify(stale));
+    const source = await onlyFile(dir, /^isnet-fp16-.*\.onnx$/).catch(() => undefined);
+    if (source) await rm(source);
+    const again = await resolveModelFile('isnet', { cacheDir: dir });
+    expect(await sha256(again)).toBe(genuine);
+    // It was prepared: the source was assembled for it.
+    expect((await readdir(dir)).some((f) => /^isnet-fp16-.*\.onnx$/.test(f))).toBe(true);
+    const rewritten = JSON.parse(await readFile(`${again}.json`, 'utf8')) as { inputs: string[] };
+    // The same bytes from other inputs are kept as another accepted key, so two builds sharing the cache do not flip.
+    expect(rewritten.inputs).toEqual([record.inputs[0], 'made-by-another-recipe']);
+  }, 300_000);
+
+  it('prepares again when the cached file is cut short or its record is missing', async () => {
+    const first = await resolveModelFile('isnet', { cacheDir: dir });
+    const genuine = await sha256(first);
+    await truncate(first, 1000);
+    expect(await sha256(await resolveModelFile('isnet', { cacheDir: dir }))).toBe(genuine);
+    await tamper(first);
+    await rm(`${first}.json`);
+    expect(await sha256(await resolveModelFile('isnet', { cacheDir: dir }))).toBe(genuine);
+    expect(JSON.parse(await readFile(`${first}.json`, 'utf8')).sha256).toBe(genuine);
+  }, 300_000);
 
   it('refuses a cache folder that other users can write to', async () => {
     const shared = await mkdtemp(path.join(os.tmpdir(), 'bgcut-cache-shared-'));

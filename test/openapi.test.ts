@@ -58,6 +58,9 @@ describe('OpenAPI document', () => {
       add_shadow: ['true', 'false', '1', 'maybe'],
       shadow_opacity: ['0', '50', '100', '101', '-1', 'half'],
       roi: ['10% 0% 90% 100%', '0px 0px 400px 300px', '0 0 10 10', 'a b c d', '10% 0%', '1  2 3 4'],
+      bg_image_url: ['https://example.com/b.jpg', '', 'x'.repeat(2100)],
+      output_size: ['300x200', '300X200', '0x10', '6000x6000', '10x', '10 x 10', 'big'],
+      padding: ['10%', '40px 20px', '5% 5% 0 5%', '50%', '1px 2px 3px', '10pt'],
     };
     for (const name of Object.keys(OUTPUT_OPTION_DEFINITIONS)) {
       it(name, () => {
@@ -65,7 +68,8 @@ describe('OpenAPI document', () => {
         expect(schema).toBeDefined();
         const validate = ajv.compile(schema);
         for (const value of samples[name]!) {
-          const fields = name === 'crop_margin' ? { crop: 'true', [name]: value } : name === 'shadow_opacity' ? { add_shadow: 'true', [name]: value } : { [name]: value };
+          const needs: Record<string, Record<string, string>> = { crop_margin: { crop: 'true' }, shadow_opacity: { add_shadow: 'true' }, padding: { output_size: '1000x1000' } };
+          const fields = { ...needs[name], [name]: value };
           let parsed = true;
           try {
             parseOutputOptions(fields, '/', {});

@@ -57,6 +57,9 @@ const REQUESTS: [input: 'jpeg' | 'rgba', query: string][] = [
   ['jpeg', '?channels=alpha'],
   ['jpeg', '?quality=best'],
   ['jpeg', 'json'],
+  ['jpeg', '?output_size=600x400&padding=10%25&add_shadow=true'],
+  // A second file part, `bg_image`: the cutout over a cover-fitted photo.
+  ['jpeg', 'bg_image'],
   ['rgba', ''],
 ];
 
@@ -80,6 +83,17 @@ function hintsRequest(key: string, image: Buffer, hints: Buffer) {
   const driven = drivenRequest({ key, contentType: form.contentType });
   driven.request.headers['content-length'] = String(form.body.length);
   driven.body.end(form.body);
+  return driven;
+}
+
+/** The image in `file` and a photo in `bg_image`, as one multipart upload. */
+function backgroundRequest(key: string, image: Buffer, photo: Buffer) {
+  const { body, contentType } = multipartBody([
+    { name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image },
+    { name: 'bg_image', filename: 'backdrop.png', type: 'image/png', data: photo },
+  ]);
+  const driven = drivenRequest({ key, contentType, headers: { 'content-length': String(body.length) } });
+  driven.body.end(body);
   return driven;
 }
 
@@ -112,9 +126,10 @@ describe('full-size pixel work stays off the main thread', () => {
     expect(isMainThread).toBe(true);
     const before = mainCounts();
     for (const [name, query] of REQUESTS) {
-      const driven = query === 'hints' ? hintsRequest(key, inputs.jpeg, inputs.hints) : uploadRequest(key, inputs[name], `${name}.png`);
+      const driven =
+        query === 'hints' ? hintsRequest(key, inputs.jpeg, inputs.hints) : query === 'bg_image' ? backgroundRequest(key, inputs[name], inputs.rgba) : uploadRequest(key, inputs[name], `${name}.png`);
       if (query === 'json') driven.request.headers.accept = 'application/json';
-      else if (query === 'hints') driven.request.url = '/v1/remove-bg';
+      else if (query === 'hints' || query === 'bg_image') driven.request.url = '/v1/remove-bg';
       else driven.request.url = `/v1/remove-bg${query}`;
       const response = await handler.handle(driven.request);
       expect(response.status, `${name} ${query}: ${response.body.toString().slice(0, 200)}`).toBe(200);
@@ -133,6 +148,9 @@ describe('full-size pixel work stays off the main thread', () => {
       const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
       const outputs: OutputOptions[] = [
         DEFAULT_OUTPUT,
+        // WebP keeps sharp's join of the cleared colour (clearTransparent); the default PNG now
+        // composes the RGBA for the fast encoder (composeRgba).
+        { ...DEFAULT_OUTPUT, format: 'webp' },
         { ...DEFAULT_OUTPUT, format: 'jpg', bgColor: { r: 32, g: 200, b: 90, alpha: 1 } },
         { ...DEFAULT_OUTPUT, bgColor: { r: 32, g: 200, b: 90, alpha: 0.5 } },
       ];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RedisKeyStore } from '../src/core/index.js';
+import { RedisKeyStore } from '../src/core/auth/redis-key-store.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
 import { useRedis } from './helpers/use-redis.js';
 

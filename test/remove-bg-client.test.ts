@@ -129,6 +129,16 @@ describe("remove.bg's npm client and documented requests against /v1.0/removebg"
     expect(Number(result.resultWidth)).toBe(meta.width);
   });
 
+  it('removeBackgroundFromImageFile with bg_image_url: format auto answers an opaque JPEG over the fetched photo', async () => {
+    // The image host answers the same 200 x 150 photo: cover-fit to a 200 x 150 canvas is the identity, so a corner is the photo's own.
+    const result = await removeBgClient.removeBackgroundFromImageFile({ path: photoPath, apiKey: keys.good, size: 'full', bg_image_url: `${images.url}/backdrop.jpg` });
+    const jpeg = sharp(Buffer.from(result.base64img, 'base64'));
+    expect(await jpeg.metadata()).toMatchObject({ format: 'jpeg', width: 200, height: 150 });
+    const { data } = await jpeg.raw().toBuffer({ resolveWithObject: true });
+    const { data: original } = await sharp(photo.bytes).raw().toBuffer({ resolveWithObject: true });
+    for (const at of [0, (150 * 200 - 1) * 3]) for (let c = 0; c < 3; c++) expect(Math.abs(data[at + c]! - original[at + c]!)).toBeLessThan(12);
+  });
+
   it("a bad key: the client rejects with remove.bg's errors array (403 auth_failed)", async () => {
     await expect(removeBgClient.removeBackgroundFromImageFile({ path: photoPath, apiKey: keys.unknown })).rejects.toEqual([
       expect.objectContaining({ code: 'auth_failed', title: expect.any(String) }),
@@ -155,7 +165,8 @@ describe("remove.bg's npm client and documented requests against /v1.0/removebg"
       [{ image_file_b64: 'AAAA', image_url: 'https://example.com/a.jpg' }, 'file_and_image_url', /not image_file_b64 and image_url/],
       [{ image_file_b64: '!!!not base64' }, 'malformed_base64', /base64/],
       [{ image_file_b64: 'AAAA', type: 'spaceship' }, 'invalid_option', /type/],
-      [{ image_file_b64: 'AAAA', bg_image_url: 'https://example.com/bg.jpg' }, 'invalid_option', /not supported/],
+      [{ image_file_b64: 'AAAA', bg_image_url: 'https://example.com/bg.jpg', bg_color: 'red' }, 'invalid_option', /bg_image_url: cannot be combined with bg_color/],
+      [{ image_file_b64: 'AAAA', bg_image_file: 'not a file part' }, 'invalid_option', /bg_image_file: send it as a multipart file part/],
       [{ image_file_b64: 'AAAA', scale: '5%' }, 'invalid_option', /scale/],
       [{ image_file_b64: 'AAAA', colour: 'red' }, 'invalid_option', /unknown parameter/],
     ];

@@ -10,8 +10,8 @@
  * `ps`). The URL from --api-url or BGCUT_API_URL. Outputs that exist are skipped, so an
  * interrupted run resumes where it stopped. Exit status: 0 all done, 1 some failed, 2 usage.
  */
-import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { existsSync, realpathSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { BgcutClient, type RemoveBackgroundOptions } from '../client/index.js';
 import { expandInputs } from './batch/inputs.js';
@@ -33,6 +33,8 @@ const USAGE = `usage: bgcut remove <files | folders | globs>... --out DIR [optio
   --roi "x1 y1 x2 y2"  only this region (px or %) may be foreground
   --hints FILE         keep/remove strokes (PNG: white keep, black remove, transparent none),
                        sent with every image (one photo, or photos framed alike); not with --job
+  --bg-image F|URL     a photo behind the cutout (a file, or an http(s) URL the API fetches), cover-fit
+  --output-size WxH    the exact output canvas: the subject is fitted into it; --padding 10%, "40px 20px"
   --model NAME         a model the server offers
   --api-url URL        the API (default BGCUT_API_URL, else http://localhost:3000)
   --overwrite          process again files whose output exists (default: skip them)
@@ -99,6 +101,9 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
         'crop-margin': { type: 'string' },
         roi: { type: 'string' },
         hints: { type: 'string' },
+        'bg-image': { type: 'string' },
+        'output-size': { type: 'string' },
+        padding: { type: 'string' },
         scale: { type: 'string' },
         position: { type: 'string' },
         shadow: { type: 'boolean' },
@@ -147,8 +152,14 @@ async function remove(argv: string[], env: NodeJS.ProcessEnv, streams: Streams, 
     ...(values.position ? { position: values.position } : {}),
     ...(values.shadow ? { addShadow: true } : {}),
     ...(values['shadow-opacity'] !== undefined ? { shadowOpacity: shadowOpacity(values['shadow-opacity']) } : {}),
+    ...(values['bg-image'] ? { bgImage: /^https?:\/\//i.test(values['bg-image']) ? { url: values['bg-image'] } : values['bg-image'] } : {}),
+    ...(values['output-size'] ? { outputSize: values['output-size'] } : {}),
+    ...(values.padding ? { padding: values.padding } : {}),
     ...(values.model ? { model: values.model } : {}),
   };
+  if (values['bg-image'] && values.job) throw new UsageError('--bg-image is not available with --job');
+  if (values['bg-image'] && !/^https?:\/\//i.test(values['bg-image']) && !existsSync(values['bg-image'])) throw new UsageError(`--bg-image: no file ${values['bg-image']}`);
+  if (values.padding && !values['output-size']) throw new UsageError('--padding needs --output-size');
   const { items, unmatched } = await expandInputs(inputs, format);
   for (const pattern of unmatched) say(`bgcut: nothing matches ${pattern}`);
   if (items.length === 0) {

@@ -68,6 +68,15 @@ export interface RemoveBackgroundOptions {
    * bytes or a Blob.
    */
   hints?: string | Uint8Array | ArrayBuffer | Blob;
+   * A photo to put behind the cutout, cover-fitted to the output: a path, bytes, a Blob or a
+   * stream (sent as the part `bg_image`), or `{ url }` (sent as `bg_image_url`, fetched by the API).
+   * Not with `bgColor`, `channels: 'alpha'` or `format: 'zip'`.
+   */
+  bgImage?: ImageInput;
+  /** `WxH`: the exact output canvas; the subject is fitted into it inside `padding` (docs/api.md). */
+  outputSize?: string;
+  /** With `outputSize`: one, two or four values in CSS order, px or % of the canvas side (`10%`, `40px 20px`). */
+  padding?: string;
   model?: string;
   /** The file name sent with the upload (the result's name is derived from it). */
   filename?: string;
@@ -121,7 +130,7 @@ export interface AccountStanding {
   inProgress: number;
 }
 
-const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', scale: 'scale', position: 'position', addShadow: 'add_shadow', shadowOpacity: 'shadow_opacity', size: 'size', roi: 'roi', model: 'model' } as const;
+const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', scale: 'scale', position: 'position', addShadow: 'add_shadow', shadowOpacity: 'shadow_opacity', size: 'size', roi: 'roi', outputSize: 'output_size', padding: 'padding', model: 'model' } as const;
 
 export class BgcutClient {
   private readonly apiKey: string;
@@ -157,10 +166,13 @@ export class BgcutClient {
       const value = options[option as keyof typeof OPTION_FIELDS];
       if (value !== undefined) fields.push([field, String(value)]);
     }
+    const background = options.bgImage === undefined ? undefined : await prepareInput(options.bgImage, undefined, this.maxInputBytes);
     const body = () => {
       const form = new FormData();
       if (prepared.kind === 'file') form.append('file', prepared.blob, prepared.filename);
       else form.append('image_url', prepared.url);
+      if (background?.kind === 'file') form.append('bg_image', background.blob, background.filename);
+      else if (background) form.append('bg_image_url', background.url);
       for (const [name, value] of fields) form.append(name, value);
       if (hints?.kind === 'file') form.append('hints', hints.blob, hints.filename);
       return form;

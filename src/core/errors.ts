@@ -80,6 +80,9 @@ export const ERROR_CATALOG = {
     title: 'Could not identify foreground in image',
     detail: 'No object was found in front of a background (remove.bg\'s `unknown_foreground`); nothing was charged.',
   },
+  bg_image_invalid: { status: 400, title: 'Invalid background image', detail: 'The background image (bg_image or bg_image_url) is not an image that can be decoded (JPEG, PNG, WebP, AVIF, TIFF or GIF).' },
+  bg_image_too_large: { status: 400, title: 'Background image too large', detail: 'The background image has more pixels than this API takes.' },
+  bg_image_and_url: { status: 400, title: 'Both bg_image and bg_image_url', detail: 'Send the background as the part "bg_image" or as "bg_image_url", not both.' },
   file_and_image_url: { status: 400, title: 'Both file and image_url', detail: 'Send the image as the part "file" or as "image_url", not both.' },
   image_url_invalid: { status: 400, title: 'Invalid image URL', detail: 'image_url is not a usable URL.' },
   image_url_scheme_not_allowed: {

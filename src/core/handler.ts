@@ -5,6 +5,7 @@ import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
 import type { PreprocessingProfile } from './image/profile.js';
 import { PixelPool } from './image/pixel-pool.js';
+import { fastPngEncoderAvailable, fastPngEncoderError } from './image/png-encoder.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
 import { accountSummary, type AccountSummary } from './account-summary.js';
@@ -155,6 +156,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
   // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
   const pixelPool = new PixelPool({ threads: config.pixelThreads });
+  // The workers fall back to sharp on their own; say so once, here, rather than per worker.
+  if (config.pngEncoder === 'napi-rs' && !fastPngEncoderAvailable()) {
+    console.warn(`bgcut: @napi-rs/image did not load (${String(fastPngEncoderError())}); PNGs are encoded by sharp`);
+  }
   const metrics = new ApiMetrics(() => ({ inferenceSlots: inferenceSlots.inUse, inferenceQueue: inferenceSlots.queued, pixels: pixelBudget.inUse }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };
@@ -163,7 +168,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     enforcer,
     metrics,
     uploadTimeoutMs: config.limits.uploadTimeoutMs,
-    drainCapBytes: maxBodyBytes(upload),
+    drainCapBytes: maxBodyBytes(upload) + config.limits.maxBackgroundBytes,
     problemTypeBase: config.problemTypeBase,
     onResponse: config.onResponse,
     onInternalError: config.onInternalError,
@@ -185,7 +190,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     freeSize: (name) => client.freeSize(name),
     passModel: (requested, named) => verifier.passModel(requested, named),
     imageLimits: { maxInputPixels: config.limits.maxInputPixels },
-    render: { pngCompressionLevel: config.pngCompressionLevel, foregroundEstimation: config.foregroundEstimation },
+    render: { pngCompressionLevel: config.pngCompressionLevel, pngEncoder: config.pngEncoder, foregroundEstimation: config.foregroundEstimation },
     onInternalError: config.onInternalError,
   };
   const admissionDeps = {
@@ -238,6 +243,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
         models: config.inference.models,
         defaultModel: config.inference.modelName,
         upload,
+        background: { maxBytes: config.limits.maxBackgroundBytes, maxPixels: config.limits.maxBackgroundPixels },
         maxInputPixels: config.limits.maxInputPixels,
         metrics,
         imageUrl,

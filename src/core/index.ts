@@ -32,6 +32,8 @@ export { RedisIdempotencyStore } from './idempotency/redis-store.js';
 export type { JobsOptions } from './jobs/options.js';
 export { InProcessQueue, type JobQueue, type JobWork, type InProcessQueueOptions } from './jobs/queue.js';
 export { BullMQQueue, type BullMQQueueOptions } from './jobs/bullmq-queue.js';
+export { BullMQDeliveryQueue, type BullMQDeliveryQueueOptions } from './jobs/webhooks/bullmq-delivery-queue.js';
+export { InProcessDeliveryQueue, type DeliveryQueue, type ScheduledDelivery, type DeliveryAttemptFn } from './jobs/webhooks/delivery-queue.js';
 export { MemoryJobStore, type JobStore, type JobPatch } from './jobs/job-store.js';
 export { RedisJobStore } from './jobs/redis-job-store.js';
 export { LocalResultsStore, type ResultsStore } from './jobs/results-store.js';

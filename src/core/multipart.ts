@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import { bodyAlreadyRead, BODY_ALREADY_READ_HELP } from '../util/read-body.js';
 import { ApiError } from './errors.js';
 import type { IncomingHeaders } from './http-types.js';
+import { UploadBytes } from './upload-bytes.js';
 
 export interface UploadLimits {
   /** Largest file, in bytes. */
@@ -161,7 +162,10 @@ function readForm(
   return new Promise<BatchUpload>((resolve, reject) => {
     // No prototype: a field named `__proto__` is kept (and refused as an unknown option), not swallowed by the setter.
     const fields: Record<string, string> = Object.create(null) as Record<string, string>;
-    const files: { info: Omit<UploadedFile, 'file'>; chunks: Buffer[]; done: boolean }[] = [];
+    const files: { info: Omit<UploadedFile, 'file'>; bytes: UploadBytes; done: boolean }[] = [];
+    // A form of one file: that file is at most the declared body, so its bytes are copied into
+    // one buffer as they arrive (upload-bytes.ts); a batch's files are joined from chunks.
+    const capacity = limits.maxFiles === 1 && Number.isSafeInteger(declaredLength) && declaredLength > 0 ? Math.min(declaredLength, limits.maxFileBytes + 1) : 0;
     const extras = new Map<string, { info: Omit<UploadedFile, 'file'>; chunks: Buffer[]; done: boolean }>();
     let received = 0;
     let fileBytes = 0;
@@ -232,12 +236,12 @@ function readForm(
         fail(new ApiError('too_many_files', limits.maxFiles > 1 ? { detail: `Send at most ${limits.maxFiles} files, each in a part named "file".` } : {}));
         return;
       }
-      const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, chunks: [] as Buffer[], done: false };
+      const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, bytes: new UploadBytes(capacity), done: false };
       files.push(entry);
       stream.on('error', () => {}); // reported through the parser's own 'error'
       let partBytes = 0;
       stream.on('data', (chunk: Buffer) => {
-        entry.chunks.push(chunk);
+        entry.bytes.push(chunk);
         fileBytes += chunk.length;
         partBytes += chunk.length;
         // busboy's fileSize is the largest of all file parts': this part's own limit is checked here.
@@ -288,7 +292,7 @@ function readForm(
         fail(new ApiError('missing_file'));
         return;
       }
-      const read = files.map((f) => ({ ...f.info, file: Buffer.concat(f.chunks) }));
+      const read = files.map((f) => ({ ...f.info, file: f.bytes.bytes() }));
       const empty = read.findIndex((f) => f.file.length === 0);
       if (empty >= 0) {
         fail(new ApiError('missing_file', { detail: read.length > 1 ? `File part ${empty + 1} named "${fileField}" is empty.` : `The part named "${fileField}" is empty.` }));

@@ -68,6 +68,12 @@ export interface OutputOptions {
   quality: Quality;
   /** `roi`: only this region of the input may be foreground; null for the whole image. */
   roi: Region | null;
+  /** `bg_image_url`: a photo to put behind the cutout (cover-fit to the output); null for none. The `bg_image` part is the Order's. */
+  bgImageUrl: string | null;
+  /** `output_size`: the output canvas, exactly; the subject box is fitted into it inside `padding`. Null: the canvas follows the image (or crop). */
+  outputSize: { width: number; height: number } | null;
+  /** `padding` with `output_size`: room kept free on each side of the canvas, px or % of the canvas's side along it. */
+  padding: Margins;
 }
 
 
@@ -85,7 +91,16 @@ export const DEFAULT_OUTPUT: OutputOptions = {
   model: undefined,
   quality: 'balanced',
   roi: null,
+  bgImageUrl: null,
+  outputSize: null,
+  padding: { top: { value: 0, unit: 'px' }, right: { value: 0, unit: 'px' }, bottom: { value: 0, unit: 'px' }, left: { value: 0, unit: 'px' } },
 };
+
+/** `output_size`: each side 1-10 000 px, and at most this many pixels in all. */
+export const MAX_CANVAS_SIDE = 10_000;
+export const MAX_CANVAS_PIXELS = 25_000_000;
+/** Longest `bg_image_url` (image_url's limit). */
+const MAX_BG_URL_LENGTH = 2048;
 
 function invalid(field: string, detail: string): ApiError {
   return new ApiError('invalid_option', { detail: `${field}: ${detail}` });
@@ -114,6 +129,8 @@ const MAX_MARGIN = { px: 500, '%': 100 };
  * run followed by anything else backtracked in O(n^2) (a 16 KB query string took ~0.3 s).
  */
 const MARGIN_PATTERN = /^(\d+(?:\.\d+)?)\s*(px|%)?$/;
+/** `output_size`: `WxH`. */
+const OUTPUT_SIZE_PATTERN = /^(\d{1,5})[xX](\d{1,5})$/;
 /** One to four margins (CSS order: all; vertical horizontal; top right bottom left), one blank apart. */
 const MARGINS_PATTERN = /^\d{1,6}(?:\.\d{1,2})?(?:px|%)?(?: \d{1,6}(?:\.\d{1,2})?(?:px|%)?){0,3}$/;
 /** `scale`: 10%-100%, or `original`. */
@@ -123,6 +140,31 @@ const POSITION_PATTERN = /^(?:original|center|(\d{1,3}(?:\.\d{1,2})?)%(?: (\d{1,
 const MODEL_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Four edges, each a number of at most 6 digits (and 2 decimals) with an optional unit, one blank apart. */
 const ROI_PATTERN = /^(\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)? (\d{1,6}(?:\.\d{1,2})?)(px|%)?$/;
+
+/**
+ * One to four margins in CSS order (all; vertical horizontal; top right bottom left), each px or
+ * %, within `max`: `crop_margin` and `padding`.
+ */
+function parseMargins(raw: string, max: { px: number; '%': number }): Margins {
+  const text = raw.trim();
+  const limits = `0-${max.px}px or 0-${max['%']}%`;
+  if (text.length > 60 || !MARGINS_PATTERN.test(text)) throw new Error(`"${raw.slice(0, 50)}" is not 1, 2 or 4 margins of ${limits}`);
+  const edges = text.split(' ').map((part): Edge => {
+    const match = MARGIN_PATTERN.exec(part)!;
+    const unit = (match[2] ?? 'px') as 'px' | '%';
+    const value = Number(match[1]);
+    if (!(value <= max[unit])) throw new Error(`"${part}" is not a margin of ${limits}`);
+    return { value, unit };
+  });
+  if (edges.length === 3) throw new Error(`"${raw.slice(0, 50)}" has 3 margins: give 1, 2 or 4`);
+  const [top, right = top!, bottom = top!, left = right] = edges as [Edge, Edge?, Edge?, Edge?];
+  return { top: top!, right, bottom, left };
+}
+
+/** A margin in px: px as it is, % of `side`. */
+export function marginPixels(edge: Edge, side: number): number {
+  return Math.round(edge.unit === '%' ? (side * edge.value) / 100 : edge.value);
+}
 
 /** JSON Schema of one option's value, as it arrives: a form field or query parameter is text. */
 export interface OptionSchema {
@@ -187,23 +229,22 @@ export const OUTPUT_OPTION_DEFINITIONS = {
       }
     },
   },
+  bg_image_url: {
+    description:
+      'A photo to put behind the cut-out, by URL (fetched under the same address policy and limits as `image_url`; or send it as the multipart part `bg_image`). Cover-fit: scaled to fill the output canvas, its centre kept, the overflow cut off. Not with `bg_color`, `channels=alpha` or `format=zip`.',
+    schema: { type: 'string', format: 'uri', maxLength: MAX_BG_URL_LENGTH, examples: ['https://example.com/beach.jpg'] },
+    apply(raw, options) {
+      const url = raw.trim();
+      if (url === '' || url.length > MAX_BG_URL_LENGTH) throw new Error(`is empty or longer than ${MAX_BG_URL_LENGTH} characters`);
+      options.bgImageUrl = url;
+    },
+  },
   crop: oneOf('Crop the result to the foreground box.', ['true', 'false'] as const, 'false', (o, v) => (o.crop = v === 'true'), { '1': 'true', '0': 'false', yes: 'true', no: 'false' }),
   crop_margin: {
     description: `Margin around the cropped foreground, one to four values in CSS order (\`10px\`; \`10px 5%\`: vertical horizontal; \`1px 2px 3px 4px\`: top right bottom left), each 0-${MAX_MARGIN.px}px or 0-${MAX_MARGIN['%']}% of the box's size along that side. Needs \`crop=true\`.`,
     schema: { type: 'string', pattern: MARGINS_PATTERN.source, default: '0px', examples: ['10px', '5%', '10px 5%', '0 10px 20px 10px'] },
     apply(raw, options) {
-      const text = raw.trim();
-      if (text.length > 60 || !MARGINS_PATTERN.test(text)) throw new Error(`"${raw.slice(0, 50)}" is not 1, 2 or 4 margins of 0-500px or 0-100%`);
-      const edges = text.split(' ').map((part): Edge => {
-        const match = MARGIN_PATTERN.exec(part)!;
-        const unit = (match[2] ?? 'px') as 'px' | '%';
-        const value = Number(match[1]);
-        if (!(value <= MAX_MARGIN[unit])) throw new Error(`"${part}" is not a margin of 0-500px or 0-100%`);
-        return { value, unit };
-      });
-      if (edges.length === 3) throw new Error(`"${raw.slice(0, 50)}" has 3 margins: give 1, 2 or 4`);
-      const [top, right = top!, bottom = top!, left = right] = edges as [Edge, Edge?, Edge?, Edge?];
-      options.cropMargin = { top: top!, right, bottom, left };
+      options.cropMargin = parseMargins(raw, MAX_MARGIN);
     },
   },
   size: oneOf(
@@ -263,6 +304,27 @@ export const OUTPUT_OPTION_DEFINITIONS = {
       }
     },
   },
+  output_size: {
+    description: `The output canvas, exactly, \`WxH\` in px (each 1-${MAX_CANVAS_SIDE}, at most ${MAX_CANVAS_PIXELS / 1e6} MP, and within \`size\`'s and the plan's output caps): the subject's box (with \`crop=true\`, the crop region with its \`crop_margin\`) is scaled, aspect kept, to fit the canvas inside \`padding\` (times \`scale\`, if given), and placed by \`position\` (default \`center\`) within it.`,
+    schema: { type: 'string', pattern: OUTPUT_SIZE_PATTERN.source, examples: ['1000x1000', '1080x1350'] },
+    apply(raw, options) {
+      const match = OUTPUT_SIZE_PATTERN.exec(raw.trim());
+      const width = Number(match?.[1]);
+      const height = Number(match?.[2]);
+      if (!match || width < 1 || height < 1 || width > MAX_CANVAS_SIDE || height > MAX_CANVAS_SIDE) throw new Error(`"${raw.slice(0, 50)}" is not WxH with each side 1-${MAX_CANVAS_SIDE}`);
+      if (width * height > MAX_CANVAS_PIXELS) throw new Error(`${width}x${height} is more than ${MAX_CANVAS_PIXELS / 1e6} MP`);
+      options.outputSize = { width, height };
+      if (options.position === 'original') options.position = { x: 50, y: 50 };
+    },
+  },
+  padding: {
+    description:
+      'With `output_size`: room kept free inside the canvas, one to four values in CSS order (`10%`; `5% 10%`: vertical horizontal; `top right bottom left`), each px (0-10000) or % of the canvas\'s side along it (0-49%); the canvas left inside must be at least 1 px each way.',
+    schema: { type: 'string', pattern: MARGINS_PATTERN.source, default: '0px', examples: ['10%', '40px 20px', '5% 5% 0 5%'] },
+    apply(raw, options) {
+      options.padding = parseMargins(raw, { px: MAX_CANVAS_SIDE, '%': 49 });
+    },
+  },
   add_shadow: oneOf(
     'A soft drop shadow under the subject, made from its mask: black, blurred by 2% of the subject\'s box height, offset down by 1.5% of it (see `shadow_opacity`). Not with `channels=alpha`.',
     ['true', 'false'] as const,
@@ -290,6 +352,16 @@ export const OUTPUT_OPTION_DEFINITIONS = {
 export type OutputOptionName = keyof typeof OUTPUT_OPTION_DEFINITIONS;
 /** Names accepted as form fields or query parameters; plans list these in `outputOptions`. */
 export const OUTPUT_OPTION_NAMES = Object.keys(OUTPUT_OPTION_DEFINITIONS) as OutputOptionName[];
+
+/**
+ * A background image is a photo under the cutout: the result is opaque where the photo is, so it
+ * does not go with a background colour, a mask alone, or a ZIP of colour and mask.
+ */
+export function checkBackgroundImageOptions(options: OutputOptions, name: string): void {
+  if (options.bgColor) throw invalid(name, 'cannot be combined with bg_color');
+  if (options.channels === 'alpha') throw invalid(name, 'cannot be combined with channels=alpha');
+  if (options.format === 'zip') throw invalid(name, 'cannot be combined with format=zip (a ZIP holds the cutout\'s colour and its mask)');
+}
 
 /**
  * Output options from the form fields and the query string (either place; the same option in
@@ -330,6 +402,15 @@ export function parseOutputOptions(
   if (given.has('shadow_opacity') && !options.shadow) throw invalid('shadow_opacity', 'needs add_shadow=true');
   if (options.channels === 'alpha' && options.shadow) throw invalid('add_shadow', 'cannot be combined with channels=alpha');
   if (options.channels === 'alpha' && options.bgColor) throw invalid('bg_color', 'cannot be combined with channels=alpha');
+  if (options.bgImageUrl) checkBackgroundImageOptions(options, 'bg_image_url');
+  if (given.has('padding') && !options.outputSize) throw invalid('padding', 'needs output_size');
+  if (options.outputSize) {
+    const { width, height } = options.outputSize;
+    const p = options.padding;
+    if (marginPixels(p.left, width) + marginPixels(p.right, width) >= width || marginPixels(p.top, height) + marginPixels(p.bottom, height) >= height) {
+      throw invalid('padding', `leaves no room inside the ${width}x${height} canvas`);
+    }
+  }
   if (options.format === 'zip' && (options.bgColor || options.channels === 'alpha')) throw invalid('format', 'zip holds a colour image and its mask: not with bg_color or channels=alpha');
 
   const accept = headers.accept;

@@ -27,8 +27,9 @@
  * which Triton or KServe serve in place of this server.
  *
  *   bgcut-inference-server prepare [--model isnet ...]
- * assembles and prepares the built-in models into the cache ($BGCUT_CACHE_DIR) and exits: an
- * image build runs it so that a container starts without preparing anything.
+ * assembles and prepares the built-in models into the cache ($BGCUT_CACHE_DIR), each with the
+ * record of what it was made from (model-source.ts), and exits: an image build runs it so that a
+ * container starts by hashing the files, without preparing anything.
  *
  *   bgcut-inference-server health [--address 127.0.0.1:50051] [--service NAME] [--timeout-ms 3000] [--tls-ca F]
  * asks grpc.health.v1 once; exit 0 when SERVING, 1 otherwise (a container HEALTHCHECK).

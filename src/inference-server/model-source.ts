@@ -8,6 +8,7 @@ import { FAMILIES } from '../models/families.js';
 import { MIN_STRETCH_PEAK, PREPARED_INPUT, PREPARED_OUTPUT } from '../models/prepared-tensors.js';
 import { toFloat32Bytes } from './float32-model.js';
 import { ISNET_INT8, loadCalibrationTable, makeInt8Model, type Int8Recipe } from './int8-model.js';
+import type { CalibrationTable } from './quantize-model.js';
 import { prepareModel, type PrepareOptions } from './prepare-model.js';
 
 /**
@@ -106,9 +107,11 @@ export async function ensurePrivateDir(dir: string): Promise<void> {
 /**
  * Returns the path of an ONNX file for `spec`: a built-in model name or a path to an `.onnx`
  * file. Built-ins are assembled once from the data package and cached; a cached file is used
- * only after its bytes are checked again (each chunk against its SHA-256 from the package, and a
- * prepared model against a fresh preparation's SHA-256), so a planted or damaged file is replaced,
- * never loaded.
+ * only after its bytes are checked again (each chunk against its SHA-256 from the package; a
+ * prepared model against the SHA-256 and size recorded beside it when it was made, and only when
+ * the record names the same inputs: source, recipe, calibration table, preparation code), so a
+ * damaged or stale file is prepared again, never loaded. The folder is private to this user
+ * (ensurePrivateDir): the record is trusted as far as the folder is.
  */
 export async function resolveModelFile(spec: string, options: ResolveModelOptions = {}): Promise<string> {
   if (!isBuiltinModel(spec)) {
@@ -138,36 +141,106 @@ export async function resolveModelFile(spec: string, options: ResolveModelOption
     .slice(0, 16);
   const sourceName = spec === 'isnet-quint8' ? 'isnet-quint8' : 'isnet-fp16';
   const source = path.join(cacheDir, `${sourceName}-${listHash}.onnx`);
-  const sourceBytes = await readVerified(source, entry).catch(() => undefined);
-  const assembled = sourceBytes ?? (await assemble(source, entry, dataDir));
+  const assembledSource = async () => (await readVerified(source, entry).catch(() => undefined)) ?? (await assemble(source, entry, dataDir));
 
   const prepare = PREPARED[spec];
-  if (!prepare) return source;
+  if (!prepare) {
+    await assembledSource();
+    return source;
+  }
   // The 8-bit model is made from the source and the committed calibration table: the table's
   // hash (with the recipe's) is part of the file name, so a new table never reuses an old quantization.
   const trunk = TRUNKS[spec];
-  let bytes: Uint8Array;
   let trunkKey = '';
+  let calibration: { table: CalibrationTable; sha256: string } | undefined;
   if (trunk === 'fp32') {
-    bytes = prepareModel(toFloat32Bytes(assembled), prepare).bytes;
     trunkKey = `-t${TRUNK_REVISION}`;
   } else if (trunk) {
-    const { table, sha256: tableHash } = await loadCalibrationTable(trunk.table);
-    if (table.source.chunkListHash !== listHash) {
-      throw new Error(`calibration table ${trunk.table} was measured on another ${BUILTIN_MODELS[spec]} (${table.source.chunkListHash}, installed ${listHash}): run npm run calibrate`);
+    calibration = await loadCalibrationTable(trunk.table);
+    if (calibration.table.source.chunkListHash !== listHash) {
+      throw new Error(
+        `calibration table ${trunk.table} was measured on another ${BUILTIN_MODELS[spec]} (${calibration.table.source.chunkListHash}, installed ${listHash}): run npm run calibrate`,
+      );
     }
-    bytes = makeInt8Model(assembled, prepare, table, trunk.quantize).bytes;
-    const recipeHash = createHash('sha256').update(tableHash).update(JSON.stringify(trunk.quantize)).digest('hex');
+    const recipeHash = createHash('sha256').update(calibration.sha256).update(JSON.stringify(trunk.quantize)).digest('hex');
     trunkKey = `-t${TRUNK_REVISION}-${recipeHash.slice(0, 16)}`;
-  } else {
-    bytes = prepareModel(assembled, prepare).bytes;
   }
-  const digest = sha256(bytes);
   const target = path.join(cacheDir, `${spec}-${listHash}-r${PREPARE_REVISION}${trunkKey}.onnx`);
+  // Everything the prepared bytes are made from: the source's chunks, the recipe, the calibration
+  // table and the code that prepares. A cached file made from these inputs, whose size and
+  // SHA-256 still match what its record says, is used without preparing it again (seconds of CPU
+  // per model at every start otherwise); anything else is prepared afresh and recorded.
+  const inputs = preparationInputs(listHash, prepare, trunk, calibration?.sha256);
+  if (await matchesRecord(target, inputs)) return target;
+
+  const assembled = await assembledSource();
+  let bytes: Uint8Array;
+  if (trunk === 'fp32') bytes = prepareModel(toFloat32Bytes(assembled), prepare).bytes;
+  else if (trunk) bytes = makeInt8Model(assembled, prepare, calibration!.table, trunk.quantize).bytes;
+  else bytes = prepareModel(assembled, prepare).bytes;
+  const digest = sha256(bytes);
   const cached = await readFile(target).catch(() => undefined);
-  if (cached && sha256(cached) === digest) return target;
-  await writeAtomically(target, bytes);
+  if (!cached || sha256(cached) !== digest) await writeAtomically(target, bytes);
+  await writeRecord(target, { sha256: digest, size: bytes.length }, inputs);
   return target;
+}
+
+/**
+ * What a prepared file was made from, beside it as `<file>.json`: its size and SHA-256 and the
+ * keys of the inputs that made it (several: other builds of the code can make the same bytes,
+ * and a cache shared by them should not flip between them).
+ */
+interface PreparedRecord {
+  sha256: string;
+  size: number;
+  inputs: string[];
+}
+const RECORD_KEYS = 8;
+const recordFile = (target: string) => `${target}.json`;
+
+/** The modules whose code decides a prepared model's bytes; their compiled text is part of the key. */
+const PREPARATION_CODE = ['./prepare-model.js', './free-input-size.js', './float32-model.js', './int8-model.js', './quantize-model.js'];
+let codeHash: Promise<string> | undefined;
+function preparationCodeHash(): Promise<string> {
+  codeHash ??= (async () => {
+    const hash = createHash('sha256');
+    const require = createRequire(import.meta.url);
+    hash.update(JSON.parse(await readFile(require.resolve('onnx-proto/package.json'), 'utf8')).version as string);
+    // Compiled (dist) or, under a TypeScript runner such as the tests', the sources.
+    for (const file of PREPARATION_CODE) {
+      hash.update(await readFile(new URL(file, import.meta.url)).catch(() => readFile(new URL(file.replace(/\.js$/, '.ts'), import.meta.url))));
+    }
+    return hash.digest('hex');
+  })();
+  return codeHash;
+}
+
+async function preparationInputs(listHash: string, prepare: PrepareOptions, trunk: 'fp32' | Int8Recipe | undefined, tableHash: string | undefined): Promise<string> {
+  return createHash('sha256')
+    .update(JSON.stringify({ listHash, PREPARE_REVISION, TRUNK_REVISION, prepare, trunk: trunk ?? null, tableHash: tableHash ?? null }))
+    .update(await preparationCodeHash())
+    .digest('hex');
+}
+
+/** Whether `target` is what its record says and was made from `inputs` (its bytes hashed again: a damaged file fails). */
+async function matchesRecord(target: string, inputs: Promise<string>): Promise<boolean> {
+  const record = await readFile(recordFile(target), 'utf8')
+    .then((text) => JSON.parse(text) as PreparedRecord)
+    .catch(() => undefined);
+  if (!record || !Array.isArray(record.inputs) || !record.inputs.includes(await inputs)) return false;
+  const info = await stat(target).catch(() => undefined);
+  if (!info?.isFile() || info.size !== record.size) return false;
+  return (await hashFile(target)) === record.sha256;
+}
+
+async function writeRecord(target: string, made: { sha256: string; size: number }, inputs: Promise<string>): Promise<void> {
+  const old = await readFile(recordFile(target), 'utf8')
+    .then((text) => JSON.parse(text) as PreparedRecord)
+    .catch(() => undefined);
+  const kept = old?.sha256 === made.sha256 && Array.isArray(old.inputs) ? old.inputs : [];
+  const key = await inputs;
+  const record: PreparedRecord = { ...made, inputs: [key, ...kept.filter((k) => k !== key)].slice(0, RECORD_KEYS) };
+  await writeAtomically(recordFile(target), Buffer.from(`${JSON.stringify(record, null, 2)}\n`));
 }
 
 function sha256(bytes: Uint8Array): string {
@@ -217,9 +290,24 @@ export async function writeAtomically(target: string, bytes: Uint8Array): Promis
   }
 }
 
-/** SHA-256 of a file, streamed; reported in model metadata so clients can tell builds apart. */
+/**
+ * SHA-256 of a file, streamed; reported in model metadata so clients can tell builds apart. A
+ * file this process just hashed (resolveModelFile checks a prepared model by its digest) is not
+ * read again while its size and modification time are unchanged.
+ */
 export async function fileDigest(file: string): Promise<string> {
+  const before = await stat(file);
+  const known = hashed.get(file);
+  if (known && known.size === before.size && known.mtimeMs === before.mtimeMs) return known.sha256;
+  return hashFile(file);
+}
+/** Always reads the file (the check of a cached model never trusts the memo); remembers the digest for fileDigest. */
+async function hashFile(file: string): Promise<string> {
+  const before = await stat(file);
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex');
+  const sha256 = hash.digest('hex');
+  hashed.set(file, { sha256, size: before.size, mtimeMs: before.mtimeMs });
+  return sha256;
 }
+const hashed = new Map<string, { sha256: string; size: number; mtimeMs: number }>();

@@ -174,6 +174,9 @@ function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceErro
   return { code, details, message: details };
 }
 
+/** How many models are prepared and started at once (see the loader in startInferenceServer). */
+const MODELS_LOADED_AT_ONCE = 2;
+
 interface LoadedModel {
   name: string;
   source: string;
@@ -403,7 +406,9 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       log(`metrics on http://${config.host}:${address.port}/metrics`);
     }
     const loading = Date.now();
-    for (const source of config.models) {
+    // The models load at once: with a valid cache each is mostly the ONNX Runtime session's own
+    // start and warm-up, which the two cores share (docs/inference-server.md measures it).
+    const load = async (source: (typeof config.models)[number]): Promise<LoadedModel> => {
       const started = Date.now();
       const served = await resolveServedModel(source).catch((error: Error) => {
         throw new Error(`model ${source.name}: ${error.message}`);
@@ -411,6 +416,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       for (const note of served.notes) log(`model ${source.name}: ${note}`);
       const modelFile = served.file;
       const sha256 = await fileDigest(modelFile);
+      const fileReady = Date.now();
       const pool = new SessionPool({
         modelFile,
         providers: config.providers,
@@ -425,21 +431,50 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           updateHealth();
         },
       });
-      const signature = await pool.start();
-      for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
-      const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
-      const maxBatch = batchAxisFree ? (config.maxBatch ?? 1) : 1;
-      const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
-      if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
-      await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
-      models.set(source.name, { name: source.name, source: source.source, sha256, pool, signature, properties: served.properties });
-      log(
-        `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms on provider ${signature.provider}` +
-          `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
-          `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${maxBatch > 1 ? maxQueue : config.maxQueue}` +
-          `${maxBatch > 1 ? `, batches of up to ${maxBatch}` : ''}`,
-      );
-    }
+      try {
+        const signature = await pool.start();
+        const sessionReady = Date.now();
+        for (const skip of signature.skipped) log(`model ${source.name}: execution provider ${skip.provider} unavailable (${skip.error})`);
+        const batchAxisFree = signature.inputs.every((input) => input.shape[0] === -1);
+        const maxBatch = batchAxisFree ? (config.maxBatch ?? 1) : 1;
+        const maxQueue = config.maxQueueSet ? config.maxQueue : Math.max(config.maxQueue, 2 * maxBatch);
+        if (maxBatch > 1) pool.enableBatching(maxBatch, maxQueue);
+        await warmUp(pool, signature, config.workers, batchSizes(maxBatch));
+        log(
+          `model ${source.name} (${source.source}, sha256 ${sha256.slice(0, 12)}) ready in ${Date.now() - started} ms ` +
+            `(file ${fileReady - started} ms, session ${sessionReady - fileReady} ms, warm-up ${Date.now() - sessionReady} ms) on provider ${signature.provider}` +
+            `${signature.skipped.length ? ` (fell back from ${signature.skipped.map((s) => s.provider).join(', ')})` : ''}: ` +
+            `${config.workers} worker(s) x ${config.intraOpThreads} thread(s), queue ${maxBatch > 1 ? maxQueue : config.maxQueue}` +
+            `${maxBatch > 1 ? `, batches of up to ${maxBatch}` : ''}`,
+        );
+        return { name: source.name, source: source.source, sha256, pool, signature, properties: served.properties };
+      } catch (error) {
+        await pool.close(POOL_CLOSE_GRACE_MS);
+        throw error;
+      }
+    };
+    // Two at a time: the default pair at once, while a long list of large models (BiRefNet's
+    // sessions take GBs each) does not prepare them all together. No new one starts after a failure.
+    const results: PromiseSettledResult<LoadedModel>[] = [];
+    let next = 0;
+    let failed = false;
+    const loader = async () => {
+      while (!failed && next < config.models.length) {
+        const i = next++;
+        results[i] = await load(config.models[i]!).then(
+          (value) => ({ status: 'fulfilled' as const, value }),
+          (reason: unknown) => {
+            failed = true;
+            return { status: 'rejected' as const, reason };
+          },
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(MODELS_LOADED_AT_ONCE, config.models.length) }, loader));
+    // In the order given (the first is the default), and every one that loaded is closed if another failed.
+    for (const result of results) if (result?.status === 'fulfilled') models.set(result.value.name, result.value);
+    const failure = results.find((result): result is PromiseRejectedResult => result?.status === 'rejected');
+    if (failure) throw failure.reason;
     loaded = true;
     updateHealth();
     const rss = Math.round(process.memoryUsage().rss / 2 ** 20);

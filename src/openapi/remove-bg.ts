@@ -12,7 +12,9 @@ export function removeBgPaths(rateLimitHeaders: JsonObject, optionalRateLimitHea
     image_file_b64: { type: 'string', contentEncoding: 'base64', description: 'The image, base64 (a `data:` URL prefix is allowed).' },
     image_url: { type: 'string', format: 'uri', description: 'The image by URL, fetched under the same address policy as bgcut\'s `image_url`.' },
   };
-  const textBody = { type: 'object', description: 'Exactly one of `image_file_b64` and `image_url`.', properties: { ...sources, ...parameters }, additionalProperties: false };
+  // bg_image_file is a file part: only in a multipart form.
+  const { bg_image_file: backgroundFile, ...textParameters } = parameters;
+  const textBody = { type: 'object', description: 'Exactly one of `image_file_b64` and `image_url`.', properties: { ...sources, ...textParameters }, additionalProperties: false };
   const errors = (statuses: number[]) =>
     Object.fromEntries(
       statuses.map((status) => [
@@ -55,6 +57,7 @@ export function removeBgPaths(rateLimitHeaders: JsonObject, optionalRateLimitHea
                   hints: { type: 'string', contentMediaType: 'image/png', description: 'bgcut\'s extension: keep/remove strokes, as `hints` of `/v1/remove-bg` (white keep, black remove, transparent no hint).' },
                   ...sources,
                   ...parameters,
+                  bg_image_file: { ...(backgroundFile as JsonObject), contentMediaType: 'application/octet-stream' },
                 },
                 additionalProperties: false,
               },

@@ -21,9 +21,9 @@ export interface ApiProcess {
   stop(): Promise<void>;
 }
 
-/** bench/stress-api.ts as a child process (see there for the environment it reads). */
-export function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
-  const child = spawn(process.execPath, [SCRIPT], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** bench/stress-api.ts (or another built script that prints `listening <port>`) as a child process (see there for the environment it reads). */
+export function startApiProcess(env: Record<string, string>, script = SCRIPT): Promise<ApiProcess> {
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {

@@ -1,11 +1,9 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
-import { captureOutput } from './log-capture.js';
+import { ask, freePorts, killAll, spawnRedis, until } from './redis-processes.js';
 
 const run = promisify(execFile);
 
@@ -21,32 +19,7 @@ export interface RedisClusterServer {
   stop(): Promise<void>;
 }
 
-/** Free loopback ports, all held open until every one is found (no two alike). */
-async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<net.Server>((resolve, reject) => {
-          const server = net.createServer();
-          server.listen(0, '127.0.0.1', () => resolve(server));
-          server.on('error', reject);
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as net.AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`redis cluster: ${what} did not happen in ${timeoutMs} ms`);
-}
+const wait = (what: string, check: () => Promise<boolean>, timeoutMs = 15_000) => until(`redis cluster: ${what}`, check, timeoutMs, 50);
 
 /**
  * A real Redis Cluster of `masters` (default 3) redis-servers on free loopback ports (client and
@@ -62,71 +35,32 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
   const allPorts = await freePorts(nodes * 2);
   const ports = allPorts.slice(0, nodes);
   const busPorts = allPorts.slice(nodes);
-  const children = ports.map((port, i) => {
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--cluster-port', String(busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
-        '--cluster-node-timeout', '2000', '--save', '', '--appendonly', 'no', '--dir', dir, '--enable-debug-command', 'local'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    child.stdout!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    child.on('error', (error) => captureOutput(`cannot start redis-server (is it installed?): ${error.message}\n`));
-    return child;
-  });
+  const children = ports.map((port, i) =>
+    spawnRedis(['--port', String(port), '--cluster-port', String(busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
+      '--cluster-node-timeout', '2000', '--save', '', '--appendonly', 'no', '--dir', dir, '--enable-debug-command', 'local']),
+  );
   const stop = async () => {
-    await Promise.all(
-      children.map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('exit', () => resolve());
-            child.kill('SIGKILL');
-          }),
-      ),
-    );
+    await killAll(children);
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    const ping = async (port: number) => {
-      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      probe.on('error', () => {});
-      try {
-        await probe.connect();
-        return probe;
-      } catch (error) {
-        probe.disconnect();
-        throw error;
-      }
-    };
-    await Promise.all(ports.map((port) => until(`redis-server on ${port}`, async () => ((await ping(port)).disconnect(), true))));
+    await Promise.all(ports.map((port) => wait(`redis-server on ${port}`, () => ask(port, async (c) => (await c.ping()) === 'PONG'))));
     await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes']);
     // Every node must agree the cluster is up (all slots served) before a client is told its slots.
     await Promise.all(
       ports.map((port) =>
-        until(`cluster_state:ok on ${port}`, async () => {
-          const probe = await ping(port);
-          try {
-            return /cluster_state:ok/.test(String(await probe.call('CLUSTER', 'INFO')));
-          } finally {
-            probe.disconnect();
-          }
-        }),
+        wait(`cluster_state:ok on ${port}`, () => ask(port, async (c) => /cluster_state:ok/.test(String(await c.call('CLUSTER', 'INFO'))))),
       ),
     );
     // A replica takes over only once it has synced with its primary (otherwise its data is too old to be promoted).
     if (replicas > 0) {
       await Promise.all(
         ports.map((port) =>
-          until(`replication settled on ${port}`, async () => {
-            const probe = await ping(port);
-            try {
-              const info = String(await probe.info('replication'));
+          wait(`replication settled on ${port}`, () =>
+            ask(port, async (c) => {
+              const info = String(await c.info('replication'));
               return /role:master/.test(info) ? new RegExp(`connected_slaves:${replicas}\\b`).test(info) : /master_link_status:up/.test(info);
-            } finally {
-              probe.disconnect();
-            }
-          }, 30_000),
+            }), 30_000),
         ),
       );
     }

@@ -1,10 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Redis } from 'ioredis';
-import { captureOutput } from './log-capture.js';
+import { ask, freePorts, killAll, spawnRedis, until } from './redis-processes.js';
 
 export interface RedisSentinelSet {
   /** `redis+sentinel://127.0.0.1:S1,…/bgcut` for connectRedis. */
@@ -17,27 +15,7 @@ export interface RedisSentinelSet {
   stop(): Promise<void>;
 }
 
-async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<net.Server>((resolve, reject) => {
-      const server = net.createServer();
-      server.listen(0, '127.0.0.1', () => resolve(server));
-      server.on('error', reject);
-    })),
-  );
-  const ports = servers.map((s) => (s.address() as net.AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`redis sentinel: ${what} did not happen in ${timeoutMs} ms`);
-}
+const wait = (what: string, check: () => Promise<boolean>, timeoutMs = 20_000) => until(`redis sentinel: ${what}`, check, timeoutMs, 100);
 
 /**
  * A primary, one replica and three Sentinels (quorum 2, primary down after 1 s), on free loopback
@@ -48,13 +26,7 @@ export async function startRedisSentinels(): Promise<RedisSentinelSet> {
   const [primary, replica, ...sentinels] = await freePorts(5);
   const masterName = 'bgcut';
   const children = new Map<number, ChildProcess>();
-  const launch = (port: number, args: string[]) => {
-    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    child.on('error', (error) => captureOutput(`cannot start redis-server: ${error.message}\n`));
-    children.set(port, child);
-  };
+  const launch = (port: number, args: string[]) => children.set(port, spawnRedis(args));
   const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
   launch(primary!, ['--port', String(primary), ...common]);
   launch(replica!, ['--port', String(replica), '--replicaof', '127.0.0.1', String(primary), ...common]);
@@ -76,30 +48,14 @@ export async function startRedisSentinels(): Promise<RedisSentinelSet> {
     launch(port, [conf, '--sentinel']);
   }
   const stop = async () => {
-    await Promise.all(
-      [...children.values()].map((child) => new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGKILL');
-      })),
-    );
+    await killAll(children.values());
     await rm(dir, { recursive: true, force: true });
-  };
-  const ask = async <T>(port: number, run: (client: Redis) => Promise<T>): Promise<T> => {
-    const client = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    client.on('error', () => {});
-    try {
-      await client.connect();
-      return await run(client);
-    } finally {
-      client.disconnect();
-    }
   };
   try {
     // The replica in sync, and every Sentinel knowing the replica and the other Sentinels.
-    await until('replica in sync', () => ask(replica!, async (c) => /master_link_status:up/.test(await c.info('replication'))));
+    await wait('replica in sync', () => ask(replica!, async (c) => /master_link_status:up/.test(await c.info('replication'))));
     for (const port of sentinels) {
-      await until(`sentinel ${port} ready`, () =>
+      await wait(`sentinel ${port} ready`, () =>
         ask(port, async (c) => {
           const master = (await c.call('SENTINEL', 'MASTER', masterName)) as string[];
           const field = (name: string) => Number(master[master.indexOf(name) + 1]);

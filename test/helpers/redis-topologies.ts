@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { connectRedis, redisReady, type RedisClient } from '../../src/core/index.js';
+import { connectRedis, redisReady, type RedisClient } from '../../src/core/redis.js';
 import { startRedisCluster } from './redis-cluster.js';
 import { startRedis } from './redis-server.js';
 
@@ -10,10 +10,12 @@ export interface RedisTopology {
 }
 
 /** One server, and a three-master Redis Cluster: suites run `describe.each(redisTopologies)`. */
+// BGCUT_TEST_REDIS_TOPOLOGY=server keeps the single server only: the mutation runs set it, since a
+// Cluster started again for each mutant's rerun costs seconds and the stores run the same scripts on both.
 export const redisTopologies: RedisTopology[] = [
   { name: 'one Redis server', start: () => startRedis() },
   { name: 'a Redis Cluster', start: () => startRedisCluster() },
-];
+].filter((topology) => process.env.BGCUT_TEST_REDIS_TOPOLOGY !== 'server' || topology.name === 'one Redis server');
 
 /** Resolves once the client can take commands (a Cluster: its slots known, every master connected). */
 export const ready = (client: RedisClient) => redisReady(client);

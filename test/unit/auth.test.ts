@@ -3,11 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { hashApiKey } from '../../src/core/auth/api-key.js';
+import { generateApiKey, hashApiKey } from '../../src/core/auth/api-key.js';
 import { authenticate } from '../../src/core/auth/authenticate.js';
 import { FileKeyStore } from '../../src/core/auth/file-key-store.js';
 import { InvalidAllowListEntryError, ipAllowed, validateAllowedIps } from '../../src/core/auth/ip-allow-list.js';
-import { TooManyKeysError } from '../../src/core/auth/key-records.js';
+import { KeyAlreadyReplacedError, NotFoundError, TooManyKeysError } from '../../src/core/auth/key-records.js';
 import { isOrigin, validateAllowedOrigins } from '../../src/core/auth/origin-allow-list.js';
 import { RedisKeyStore } from '../../src/core/auth/redis-key-store.js';
 import { ApiError } from '../../src/core/errors.js';
@@ -101,6 +101,7 @@ describe('origin allow-lists', () => {
     expect(validateAllowedOrigins(['https://a.example'])).toEqual(['https://a.example']);
     expect(validateAllowedOrigins(undefined)).toBeUndefined();
     expect(() => validateAllowedOrigins(['https://a.example', 'https://b.example/'])).toThrow('"https://b.example/" is not an origin');
+    expect(() => validateAllowedOrigins(['nope'])).toThrow(expect.objectContaining({ name: 'InvalidAllowedOriginError', entry: 'nope' }));
   });
 });
 
@@ -197,6 +198,8 @@ describe('authenticate', () => {
     });
     expect(await codeOf(authenticate(req(good.key), store))).toBe('ok');
     expect(await codeOf(authenticate({ headers: {}, url: '/' }, store))).toBe('401 missing_api_key');
+    // Well formed (its checksum holds) but never issued by this store.
+    expect(await codeOf(authenticate(req(generateApiKey()), store))).toBe('401 invalid_api_key');
     const unknown = await authenticate(req(good.key.slice(0, -1) + (good.key.endsWith('A') ? 'B' : 'A')), store).catch((e: ApiError) => e);
     expect(unknown).toBeInstanceOf(ApiError);
     expect((unknown as ApiError).headers['www-authenticate']).toBe('ApiKey realm="bgcut", header="X-API-KEY"');
@@ -212,6 +215,9 @@ describe('authenticate', () => {
     expect(await codeOf(authenticate(req(originLocked.key, { origin: 'https://shop.example' }), store))).toBe('ok');
     expect(await codeOf(authenticate(req(originLocked.key, { origin: 'https://evil.example' }), store))).toBe('403 origin_not_allowed');
     expect(await codeOf(authenticate(req(originLocked.key), store))).toBe('403 origin_not_allowed');
+    // The 403s say which restriction refused the request.
+    expect(await authenticate(req(ipLocked.key, { clientIp: '11.2.3.4' }), store).catch((e: ApiError) => e.message)).toBe('This API key may not be used from this address.');
+    expect(await authenticate(req(originLocked.key, { origin: 'https://evil.example' }), store).catch((e: ApiError) => e.message)).toBe('This API key may not be used from this origin.');
     // Identified before the 403: the caller hears of it.
     await store.setAccountStatus('a', 'suspended');
     const heard: string[] = [];
@@ -224,6 +230,40 @@ describe('authenticate', () => {
     const { key } = await store.createKey({ accountId: 'a', plan: 'p' });
     store.findByHash = () => Promise.reject(new Error('down'));
     const error = await authenticate({ headers: { 'x-api-key': key }, url: '/' }, store).catch((e: ApiError) => e);
-    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' } });
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, headers: { 'retry-after': '5' }, message: 'The key store cannot be reached.' });
+  });
+
+  it('a stored allow-list entry that is not an address or range: 500 api_key_misconfigured naming the key and entry in its cause, not a 403', async () => {
+    const store = await storeWith();
+    const { key, record } = await store.createKey({ accountId: 'a', plan: 'p' });
+    // As if written by hand or before entries were validated.
+    const lookup = await store.findByHash(hashApiKey(key));
+    const handWritten = { findByHash: async () => ({ account: lookup!.account, key: { ...record, allowedIps: ['10.0.0.0/33'] } }) };
+    const error = await authenticate({ headers: { 'x-api-key': key }, url: '/', clientIp: '10.0.0.1' }, handWritten).catch((e: ApiError) => e);
+    expect(error).toMatchObject({ status: 500, code: 'api_key_misconfigured', message: "This API key's IP allow-list is not valid; replace the key." });
+    expect(String((error.cause as Error).message)).toBe(`key ${record.id}: allowedIps entry "10.0.0.0/33" is not an IP address or CIDR range (like 192.0.2.7, 10.0.0.0/8, 2001:db8::/32)`);
+  });
+});
+
+describe('key records', () => {
+  it('a label is kept to its first 100 characters (CreateKeyOptions.label)', async () => {
+    const store = new FileKeyStore({ file: path.join(await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-label-')), 'keys.json'), reloadIntervalMs: 0 });
+    const { record } = await store.createKey({ accountId: 'a', plan: 'p', label: 'x'.repeat(150) });
+    expect(record.label).toBe('x'.repeat(100));
+    expect((await store.createKey({ accountId: 'a', plan: 'p', label: 'ci' })).record.label).toBe('ci');
+  });
+});
+
+describe('key store errors', () => {
+  it('name themselves and say what to do', () => {
+    const replaced = new KeyAlreadyReplacedError('key_old', 'key_new');
+    expect([replaced.name, replaced.message, replaced.keyId, replaced.successorId]).toEqual([
+      'KeyAlreadyReplacedError',
+      'key key_old is already being replaced by key_new: rotate key_new instead',
+      'key_old',
+      'key_new',
+    ]);
+    expect(new NotFoundError('no key k').name).toBe('NotFoundError');
+    expect(new TooManyKeysError(3)).toMatchObject({ name: 'TooManyKeysError', maxActiveKeys: 3, message: 'An account may have at most 3 active keys: revoke one first.' });
   });
 });

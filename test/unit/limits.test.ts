@@ -6,9 +6,10 @@ import { ApiError } from '../../src/core/errors.js';
 import { InFlight } from '../../src/core/limits/in-flight.js';
 import { PlanEnforcer } from '../../src/core/limits/plan-enforcer.js';
 import { checkImageSize, checkPlanOptions, checkPlanQuality, chooseModel, maxUploadBytes } from '../../src/core/limits/plan-policy.js';
-import { DEFAULT_PLANS, loadPlansFile, quotaCost, validatePlans, type Plans } from '../../src/core/limits/plans.js';
+import { DEFAULT_PLANS, jobLimitsOf, loadPlansFile, quotaCost, validatePlans, type Plans } from '../../src/core/limits/plans.js';
 import { nextMonth } from '../../src/core/limits/quota-limiter.js';
-import { rateLimitHeaders } from '../../src/core/limits/rate-limiter.js';
+import { Insurance } from '../../src/core/limits/insurance.js';
+import { PlanRates, rateLimitHeaders } from '../../src/core/limits/rate-limiter.js';
 
 // The limits alone, in memory: no server, no model. Expected values are worked out by hand
 // from the plans' documented meaning (README "Plans"), not read from the code.
@@ -229,7 +230,7 @@ describe('plan policy', () => {
     expect(thrown(() => checkPlanOptions({ requestsPerMinute: 1, outputOptions: ['format'] }, ['format']))).toBeUndefined();
     const refused = thrown(() => checkPlanOptions({ requestsPerMinute: 1, outputOptions: ['format'] }, ['format', 'bg_color']));
     expect(refused).toMatchObject({ code: 'option_not_in_plan', status: 403 });
-    expect(refused!.message).toContain('"bg_color"');
+    expect(refused!.message).toBe('The plan does not include the option "bg_color".');
     expect(thrown(() => checkPlanOptions({ requestsPerMinute: 1 }, ['bg_color', 'crop']))).toBeUndefined();
   });
 
@@ -249,7 +250,11 @@ describe('plan policy', () => {
     const unknown = thrown(() => chooseModel('toString', { requestsPerMinute: 1 }, models, 'isnet'));
     expect(unknown).toMatchObject({ code: 'invalid_option', status: 400 });
     expect(unknown!.message).toBe('model: unknown model "toString"; models are isnet, u2net');
-    expect(thrown(() => chooseModel('isnet', { requestsPerMinute: 1, models: ['u2net'] }, models, 'isnet'))).toMatchObject({ code: 'option_not_in_plan', status: 403 });
+    expect(thrown(() => chooseModel('isnet', { requestsPerMinute: 1, models: ['u2net'] }, models, 'isnet'))).toMatchObject({
+      code: 'option_not_in_plan',
+      status: 403,
+      message: 'The plan does not include the model "isnet".',
+    });
   });
 
   it('upload size: the smaller of the plan\'s and the instance\'s', () => {
@@ -272,12 +277,28 @@ describe('plan policy', () => {
   });
 });
 
+describe('jobs: a plan\'s batch settings (docs/jobs.md: 100 images, results kept 24 h, unless the plan says)', () => {
+  it('the defaults, and the plan\'s own values', () => {
+    expect(jobLimitsOf({ requestsPerMinute: 1 })).toEqual({ maxBatchImages: 100, retentionMs: 24 * 3600 * 1000 });
+    expect(jobLimitsOf({ requestsPerMinute: 1, maxBatchImages: 7, jobRetentionHours: 0.5 })).toEqual({ maxBatchImages: 7, retentionMs: 30 * 60 * 1000 });
+  });
+});
+
+describe('PlanRates alone', () => {
+  it('a plan it was not built with is a 500 internal_error naming it, for consume and peek', async () => {
+    const rates = new PlanRates(PLANS, { prefix: 't', insurance: new Insurance('fail-closed', 1, false) });
+    for (const call of [rates.consume('a', 'gold'), rates.peek('a', 'gold')]) {
+      expect(await failure(call)).toMatchObject({ status: 500, code: 'internal_error', message: 'The account\'s plan "gold" is not configured.' });
+    }
+  });
+});
+
 describe('validatePlans', () => {
   const bad = (plans: unknown, known?: string[]) => thrown(() => validatePlans(plans, known))?.message;
 
   it('accepts the default plans and returns the table unchanged', () => {
     expect(validatePlans(DEFAULT_PLANS)).toBe(DEFAULT_PLANS);
-    const full = { p: { requestsPerMinute: 1, burst: 0, monthlyQuota: { unit: 'megapixels', amount: 1 }, maxConcurrent: 1, maxUploadBytes: 1, maxInputMegapixels: 0.5, maxOutputMegapixels: 0.5, models: ['m'], outputOptions: ['format'], qualities: ['balanced'] } };
+    const full = { p: { requestsPerMinute: 1, burst: 0, monthlyQuota: { unit: 'megapixels', amount: 1 }, maxConcurrent: 1, maxUploadBytes: 1, maxInputMegapixels: 0.5, maxOutputMegapixels: 0.5, models: ['m'], outputOptions: ['format'], qualities: ['balanced'], maxBatchImages: 3, jobRetentionHours: 0.5 } };
     expect(validatePlans(full, ['format'])).toBe(full);
   });
 
@@ -306,11 +327,18 @@ describe('validatePlans', () => {
     [{ p: { requestsPerMinute: 1, monthlyQuota: { unit: 'images', amount: 2.5 } } }, 'plans.p.monthlyQuota.amount must be a positive integer'],
     [{ p: { requestsPerMinute: 1, models: 'isnet' } }, 'plans.p.models must be a list of model names'],
     [{ p: { requestsPerMinute: 1, models: [1] } }, 'plans.p.models must be a list of model names'],
+    [{ p: { requestsPerMinute: 1, models: ['isnet', 1] } }, 'plans.p.models must be a list of model names'],
+    [{ p: { requestsPerMinute: 1, outputOptions: ['format', 1] } }, 'plans.p.outputOptions must be a list of option names'],
     [{ p: { requestsPerMinute: 1, qualities: 'best' } }, 'plans.p.qualities must be a list of fast, balanced, best'],
     [{ p: { requestsPerMinute: 1, qualities: ['balanced', 'ultra'] } }, 'plans.p.qualities must be a list of fast, balanced, best'],
     [{ p: { requestsPerMinute: 1, qualities: ['fast', 'best'] } }, 'plans.p.qualities must include "balanced" (the default)'],
     [{ p: { requestsPerMinute: 1, outputOptions: 'format' } }, 'plans.p.outputOptions must be a list of option names'],
     [{ p: { requestsPerMinute: 1, outputOptions: [1] } }, 'plans.p.outputOptions must be a list of option names'],
+    [{ p: { requestsPerMinute: 1, maxBatchImages: 0 } }, 'plans.p.maxBatchImages must be a positive integer'],
+    [{ p: { requestsPerMinute: 1, maxBatchImages: 2.5 } }, 'plans.p.maxBatchImages must be a positive integer'],
+    [{ p: { requestsPerMinute: 1, jobRetentionHours: 0 } }, 'plans.p.jobRetentionHours must be > 0'],
+    [{ p: { requestsPerMinute: 1, jobRetentionHours: 'week' } }, 'plans.p.jobRetentionHours must be > 0'],
+    [{ p: { requestsPerMinute: 1, maxInputMegapixels: -2 } }, 'plans.p.maxInputMegapixels must be > 0'],
   ])('refuses %j: %s', (plans, message) => {
     expect(bad(plans)).toBe(message);
   });

@@ -5,7 +5,7 @@ import type { BatchItem } from './inputs.js';
 import type { ProgressCounts } from './progress.js';
 import type { BatchOptions, BatchResult } from './run.js';
 
-const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', scale: 'scale', position: 'position', addShadow: 'add_shadow', shadowOpacity: 'shadow_opacity', size: 'size', roi: 'roi', model: 'model' } as const;
+const OPTION_FIELDS = { format: 'format', channels: 'channels', bgColor: 'bg_color', crop: 'crop', cropMargin: 'crop_margin', scale: 'scale', position: 'position', addShadow: 'add_shadow', shadowOpacity: 'shadow_opacity', size: 'size', roi: 'roi', outputSize: 'output_size', padding: 'padding', model: 'model' } as const;
 
 /**
  * `--job`: the batch as server-side jobs of up to `jobSize` images each (`/v1/jobs`), one after

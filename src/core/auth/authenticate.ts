@@ -16,8 +16,8 @@ const WRONG_QUERY_PARAMS = ['api_key', 'apikey', 'apiKey', 'key', 'token', 'acce
 
 export const WWW_AUTHENTICATE = 'ApiKey realm="bgcut", header="X-API-KEY"';
 
-function unauthorized(code: ConstructorParameters<typeof ApiError>[0], detail?: string): ApiError {
-  return new ApiError(code, { headers: { 'www-authenticate': WWW_AUTHENTICATE }, ...(detail ? { detail } : {}) });
+function unauthorized(code: ConstructorParameters<typeof ApiError>[0]): ApiError {
+  return new ApiError(code, { headers: { 'www-authenticate': WWW_AUTHENTICATE } });
 }
 
 /** Finds the API key of a request in X-API-KEY, or explains precisely why there is none. */

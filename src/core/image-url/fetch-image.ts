@@ -1,9 +1,9 @@
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
 import { isIP } from 'node:net';
 import { BodyReadError, readBody } from '../../util/read-body.js';
 import { ApiError, type ErrorCode } from '../errors.js';
 import { checkAddress } from './address-policy.js';
+import { pinnedRequest } from './pinned-request.js';
 import { hostAllowed, MAX_REDIRECTS, MAX_URL_LENGTH, type ResolvedImageUrlOptions } from './options.js';
 
 export interface FetchedImage {
@@ -134,24 +134,7 @@ async function checkTarget(url: URL, options: ResolvedImageUrlOptions, refuse: R
 }
 /** One GET to the checked address, naming the host in Host and (for TLS) SNI and the certificate check. */
 function get(url: URL, target: { address: string; family: number }, signal: AbortSignal): Promise<http.IncomingMessage> {
-  const secure = url.protocol === 'https:';
-  const hostname = url.hostname.replace(/^\[|\]$/g, '');
-  return new Promise((resolve, reject) => {
-    const request = (secure ? https : http).request({
-      host: target.address,
-      family: target.family,
-      port: url.port || (secure ? 443 : 80),
-      path: `${url.pathname}${url.search}`,
-      method: 'GET',
-      headers: { host: url.host, accept: 'image/*', 'user-agent': 'bgcut-image-fetch' },
-      agent: false,
-      signal,
-      ...(secure && !isIP(hostname) ? { servername: hostname } : {}),
-    });
-    request.once('response', resolve);
-    request.once('error', reject);
-    request.end();
-  });
+  return pinnedRequest({ url, ...target }, { method: 'GET', headers: { accept: 'image/*', 'user-agent': 'bgcut-image-fetch' }, signal });
 }
 
 /** The image's bytes, within the cap; a connection that ends mid-image is `image_url_unreachable`. */

@@ -2,7 +2,8 @@ import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
 import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
-import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
+import { flatJsonFields } from '../json-fields.js';
+import { readUpload, type FormShape, type Upload, type UploadLimits } from '../multipart.js';
 import { BodyReadError, readBody } from '../../util/read-body.js';
 import { fetchImage, type ImageUrlRefusal } from './fetch-image.js';
 import type { ResolvedImageUrlOptions } from './options.js';
@@ -17,15 +18,17 @@ export const IMAGE_URL_FIELD = 'image_url';
 export async function readImageInput(
   body: Readable,
   headers: IncomingHeaders,
-  limits: UploadLimits,
+  limits: UploadLimits & { maxBackgroundBytes?: number },
   imageUrl: ResolvedImageUrlOptions & { onRefusal?: ((refusal: ImageUrlRefusal) => void) | undefined },
   signal: AbortSignal,
 ): Promise<Upload> {
+  // Optional file parts beside the image: the background photo (pipeline/background-image.ts)
+  // and the hints (image/hints.ts).
+  const extraFiles: Record<string, number> = { [HINTS_FIELD]: MAX_HINTS_BYTES };
+  if (limits.maxBackgroundBytes) extraFiles.bg_image = limits.maxBackgroundBytes;
+  const shape: FormShape = { fileAlternatives: imageUrl.enabled ? [IMAGE_URL_FIELD] : [], extraFiles };
   const json = imageUrl.enabled && /^application\/json\s*(;|$)/i.test(String(headers['content-type'] ?? ''));
-  const upload = json ? await readJsonFields(body, headers, limits, signal) : await readUpload(body, headers, limits, signal, {
-        fileAlternatives: imageUrl.enabled ? [IMAGE_URL_FIELD] : [],
-        extraFiles: { [HINTS_FIELD]: MAX_HINTS_BYTES },
-      });
+  const upload = json ? await readJsonFields(body, headers, limits, signal) : await readUpload(body, headers, limits, signal, shape);
   const url = upload.fields[IMAGE_URL_FIELD];
   if (url === undefined) {
     if (json) throw new ApiError('missing_file', { detail: 'A JSON body needs "image_url".' });
@@ -50,19 +53,8 @@ export async function readJsonFields(body: Readable, headers: IncomingHeaders, l
   } catch (error) {
     throw asApiError(error, `A JSON body may be at most ${maxBytes} bytes.`);
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw.toString('utf8'));
-  } catch {
-    throw new ApiError('malformed_json', { detail: 'The body is not valid JSON.' });
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ApiError('malformed_json', { detail: 'The body must be a JSON object.' });
-  const fields: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (const [name, value] of Object.entries(parsed)) {
-    if (!['string', 'number', 'boolean'].includes(typeof value)) throw new ApiError('invalid_option', { detail: `${name.slice(0, 100)}: must be a string, number or boolean` });
-    fields[name] = String(value);
-  }
-  if (Object.keys(fields).length > limits.maxFields) throw new ApiError('too_many_fields');
+  // URLs (signed ones run long) are bounded by the body's size and their own 2048 characters, not maxFieldBytes.
+  const fields = flatJsonFields(raw, limits, [IMAGE_URL_FIELD, 'bg_image_url']);
   return { file: Buffer.alloc(0), filename: '', declaredType: '', fields };
 }
 

@@ -1,17 +1,18 @@
 import sharp, { type Sharp } from 'sharp';
-import type { OutputOptions, Rgba } from '../output-options.js';
+import { DEFAULT_OUTPUT, marginPixels, type OutputOptions, type Rgba } from '../output-options.js';
 import { cutoutJson } from '../pipeline/cutout-json.js';
 import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
-import { overColor } from './backdrop.js';
-import { placedBox, placeSubject } from './place.js';
+import { overColor, overPhoto } from './backdrop.js';
+import { paddedPlacement, placedBox, placeSubject } from './place.js';
 import { applyHints } from './hints.js';
 import { clearOutsideRegion } from './roi.js';
 import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
+import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
 
 export interface Box {
   top: number;
@@ -21,8 +22,10 @@ export interface Box {
 }
 
 export interface RenderOptions {
-  /** zlib level of PNG output, 0-9. */
+  /** zlib level of PNG output, 0-9 (sharp's encoder: every PNG when `pngEncoder` is sharp, else grey and opaque ones). */
   pngCompressionLevel: number;
+  /** Encoder of RGBA PNG output (png-encoder.ts). Default napi-rs, sharp when it fails to load. */
+  pngEncoder?: PngEncoderName;
   /** Largest output, in pixels: `auto` scales down to it. Infinity for none. */
   maxOutputPixels: number;
   /** Recover the object's own colour at soft edges (see foreground.ts). */
@@ -59,6 +62,8 @@ export interface RenderJob {
   json?: { filename: string; confidence: number } | undefined;
   /** The request's `hints` part (hints.ts), checked by probeHints. */
   hints?: Buffer | undefined;
+  /** `bg_image` / `bg_image_url`: the photo to put behind the cutout (checked from its header). */
+  background?: Buffer | undefined;
 }
 
 export type RenderResult = Rendered;
@@ -139,6 +144,7 @@ export async function renderOutput(
   pool: PixelPool,
   json?: { filename: string },
   hints?: Buffer,
+  background?: Buffer,
 ): Promise<Rendered> {
   // The model-size view (or the working-size one a waiting request kept): the worker samples the
   // working size from it (a few ms of loop, not on this thread).
@@ -154,6 +160,7 @@ export async function renderOutput(
     render,
     json: json && { filename: json.filename, confidence: seg.confidence },
     hints,
+    background,
   });
 }
 
@@ -184,27 +191,36 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
 
   // Region of the input to keep: the whole image, or the foreground box plus margin (which may
   // reach past the image: that part is filled like the background).
+  // output_size fits the foreground box (with crop=true, plus its margin) into its canvas.
   let region: Box = { top: 0, left: 0, width, height };
-  if (options.crop && box) {
+  if ((options.crop || options.outputSize) && box) {
     // crop_margin: each side px or % of the box's size along it (CSS order resolved at parsing).
-    const m = options.cropMargin;
-    const margin = (edge: { value: number; unit: 'px' | '%' }, side: number) => Math.round(edge.unit === '%' ? (side * edge.value) / 100 : edge.value);
-    const top = margin(m.top, box.height);
-    const left = margin(m.left, box.width);
-    region = { top: box.top - top, left: box.left - left, width: box.width + left + margin(m.right, box.width), height: box.height + top + margin(m.bottom, box.height) };
+    const m = options.crop ? options.cropMargin : DEFAULT_OUTPUT.cropMargin;
+    const top = marginPixels(m.top, box.height);
+    const left = marginPixels(m.left, box.width);
+    region = { top: box.top - top, left: box.left - left, width: box.width + left + marginPixels(m.right, box.width), height: box.height + top + marginPixels(m.bottom, box.height) };
   }
+  // The canvas: the region, or output_size's exact size (the order step checked it against the caps).
+  const canvas = options.outputSize ?? { width: region.width, height: region.height };
 
   // jpg has no alpha: it is shown on white unless a colour is asked for.
-  const background: Rgba | null = options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null);
-  // add_shadow needs the cutout transparent until the shadow is under it: the background goes on last (backdrop.ts).
-  const deferBackground = options.shadow !== null && options.channels === 'rgba';
+  // A background photo (bg_image) replaces the colour (parsing refuses both).
+  const photo = options.channels === 'rgba' ? job.background : undefined;
+  const background: Rgba | null = photo ? null : (options.bgColor ?? (options.format === 'jpg' && options.channels === 'rgba' ? { r: 255, g: 255, b: 255, alpha: 1 } : null));
+  // add_shadow needs the cutout transparent until the shadow is under it, and a photo is fitted
+  // to the final canvas: the background goes on last (backdrop.ts).
+  const deferBackground = (options.shadow !== null || photo !== undefined) && options.channels === 'rgba';
   const kernelBackground = deferBackground ? null : background;
   const cap = Math.min(SIZE_PIXELS[options.size], render.maxOutputPixels);
-  const factor = Math.min(1, Math.sqrt(cap / (region.width * region.height)));
+  const factor = options.outputSize ? 1 : Math.min(1, Math.sqrt(cap / (canvas.width * canvas.height)));
   // Rounded down, so the output never passes the cap.
-  const outWidth = Math.max(1, Math.floor(region.width * factor));
-  const outHeight = Math.max(1, Math.floor(region.height * factor));
+  const outWidth = Math.max(1, Math.floor(canvas.width * factor));
+  const outHeight = Math.max(1, Math.floor(canvas.height * factor));
   const wholeAtFullSize = region.left === 0 && region.top === 0 && region.width === width && region.height === height && outWidth === width && outHeight === height;
+  // RGBA PNG by the fast encoder (png-encoder.ts), which takes the whole RGBA buffer.
+  // (Decided on the larger of input and output size: the whole RGBA is made at the input's.)
+  const larger = outWidth * outHeight > width * height ? { w: outWidth, h: outHeight } : { w: width, h: height };
+  const fastPng = options.format === 'png' && usesFastPng(render.pngEncoder ?? 'napi-rs', larger.w, larger.h);
   let raw: Buffer;
   let channels: 1 | 3 | 4;
   let joined: Sharp | undefined;
@@ -217,7 +233,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     if (kernelBackground && kernelBackground.alpha >= 1) {
       raw = composeOpaque(colour, alpha, kernelBackground, colour);
       channels = 3;
-    } else if (!kernelBackground && wholeAtFullSize) {
+    } else if (!kernelBackground && wholeAtFullSize && !fastPng) {
       // The common case: sharp joins colour and alpha as it streams them to the encoder, so no
       // full-size RGBA copy is made (the same pixels as composeRgba's).
       raw = clearTransparent(colour, alpha);
@@ -234,6 +250,8 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const fill =
     channels === 1 ? { r: 0, g: 0, b: 0, alpha: 1 } : kernelBackground ? { ...kernelBackground, alpha: channels === 3 ? 1 : kernelBackground.alpha } : { r: 0, g: 0, b: 0, alpha: 0 };
   let image = joined ?? sharp(raw, { raw: { width, height, channels } });
+  // Whether `image` is still `raw` as it is (no crop, placement, size, shadow or backdrop after it).
+  let untouched = joined === undefined;
   const inside = {
     left: Math.max(0, region.left),
     top: Math.max(0, region.top),
@@ -241,6 +259,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     bottom: Math.min(height, region.top + region.height),
   };
   if (region.left !== 0 || region.top !== 0 || region.width !== width || region.height !== height) {
+    untouched = false;
     image = sharp(
       await image
         .extract({ left: inside.left, top: inside.top, width: inside.right - inside.left, height: inside.bottom - inside.top })
@@ -259,29 +278,51 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
 
   // The subject's box in the region's coordinates; scale/position move it (place.ts), at full size.
   let subject: Box | null = box && { top: box.top - region.top, left: box.left - region.left, width: box.width, height: box.height };
-  if (subject && (options.scale !== null || options.position !== 'original')) {
+  if (options.outputSize) {
+    // The region fitted (times `scale`) into the canvas inside the padding, placed by `position` there.
+    const target = paddedPlacement(region.width, region.height, canvas.width, canvas.height, options);
+    const whole = { top: 0, left: 0, width: region.width, height: region.height };
+    image = await placeSubject(image, region.width, region.height, channels, whole, target, fill, canvas);
+    untouched = false;
+    const kx = target.width / region.width;
+    const ky = target.height / region.height;
+    subject = subject && { top: target.top + subject.top * ky, left: target.left + subject.left * kx, width: subject.width * kx, height: subject.height * ky };
+  } else if (subject && (options.scale !== null || options.position !== 'original')) {
     const target = placedBox(subject, region.width, region.height, options.scale, options.position);
     if (target.left !== subject.left || target.top !== subject.top || target.width !== subject.width || target.height !== subject.height) {
       image = await placeSubject(image, region.width, region.height, channels, subject, target, fill);
+      untouched = false;
       subject = target;
     }
   }
 
-  if (outWidth !== region.width || outHeight !== region.height) image = image.resize(outWidth, outHeight, { fit: 'fill' });
+  if (outWidth !== canvas.width || outHeight !== canvas.height) {
+    image = image.resize(outWidth, outHeight, { fit: 'fill' });
+    untouched = false;
+  }
   if (channels === 1) image = image.toColourspace('b-w');
 
-  const sx = outWidth / region.width;
-  const sy = outHeight / region.height;
+  const sx = outWidth / canvas.width;
+  const sy = outHeight / canvas.height;
   const foreground = subject && {
     top: Math.round(subject.top * sy),
     left: Math.round(subject.left * sx),
     width: Math.max(1, Math.round(subject.width * sx)),
     height: Math.max(1, Math.round(subject.height * sy)),
   };
-  if (options.shadow && channels === 4 && foreground) image = await addShadow(image, outWidth, outHeight, foreground, options.shadow);
-  if (deferBackground && background) image = (await overColor(image, outWidth, outHeight, background)).image;
+  if (options.shadow && channels === 4 && foreground) {
+    image = await addShadow(image, outWidth, outHeight, foreground, options.shadow);
+    untouched = false;
+  }
+  if (deferBackground && photo) {
+    image = (await overPhoto(image, outWidth, outHeight, photo, options.format === 'jpg')).image;
+    untouched = false;
+  } else if (deferBackground && background) {
+    image = (await overColor(image, outWidth, outHeight, background)).image;
+    untouched = false;
+  }
 
-  const body = await encode(image, options.format, render.pngCompressionLevel);
+  const body = fastPng && channels === 4 ? await encodePng(image, untouched && channels === 4 ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
     ...FORMATS[options.format],
@@ -293,6 +334,17 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   if (job.json) rendered.json = cutoutJson(rendered, job.json.filename, job.json.confidence);
   rendered.timings.encode = performance.now() - started - postprocess;
   return rendered;
+}
+
+/**
+ * A PNG by the fast encoder when the image is RGBA (`rgba`: its pixels when already in a buffer),
+ * else by sharp: grey and opaque PNGs keep their one or three channels.
+ */
+async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, pngCompressionLevel: number): Promise<Buffer> {
+  if (rgba) return encodePngRgbaFast(rgba, width, height)!;
+  const { data, info } = await image.raw().toBuffer({ resolveWithObject: true });
+  if (info.channels === 4) return encodePngRgbaFast(data, info.width, info.height)!;
+  return sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: pngCompressionLevel }).toBuffer();
 }
 
 function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {

@@ -98,6 +98,7 @@ export async function render(job: RenderJob): Promise<unknown> {
       mask: revivePlan(job.mask),
       hints: job.hints && buf(job.hints),
       view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
+      background: job.background && buf(job.background),
     });
   } catch (error) {
     // A corrupt image found by the full-size decode answers 400 as before, not 500.

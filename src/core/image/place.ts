@@ -1,5 +1,5 @@
 import sharp, { type Sharp } from 'sharp';
-import type { Position } from '../output-options.js';
+import { marginPixels, type OutputOptions, type Position } from '../output-options.js';
 import type { Box } from './output.js';
 import { rawGrey } from './raw-grey.js';
 
@@ -33,6 +33,8 @@ export async function placeSubject(
   box: Box,
   target: Box,
   fill: { r: number; g: number; b: number; alpha: number },
+  /** The canvas `target` is on; default the source's size. */
+  canvas: { width: number; height: number } = { width, height },
 ): Promise<Sharp> {
   // Made raw first: `image` may be a pipeline that joins its alpha channel on the way out, and
   // sharp applies joinChannel after extract/resize/extend, to the unmoved alpha.
@@ -42,10 +44,32 @@ export async function placeSubject(
   subject = subject.extend({
     left: target.left,
     top: target.top,
-    right: width - target.left - target.width,
-    bottom: height - target.top - target.height,
+    right: canvas.width - target.left - target.width,
+    bottom: canvas.height - target.top - target.height,
     background: fill,
   });
   const data = channels === 1 ? await rawGrey(subject) : await subject.raw().toBuffer();
-  return sharp(data, { raw: { width, height, channels } });
+  return sharp(data, { raw: { width: canvas.width, height: canvas.height, channels } });
+}
+
+/**
+ * `output_size` / `padding`: where a region of `width` x `height` goes on a canvas of
+ * `canvasWidth` x `canvasHeight`: the area inside the padding (each side px, or % of the
+ * canvas's side along it), the region fitted into it (aspect kept, up or down; times `scale`
+ * when given), placed at `position` within it (`original` centres). Plain geometry.
+ */
+export function paddedPlacement(
+  width: number,
+  height: number,
+  canvasWidth: number,
+  canvasHeight: number,
+  options: Pick<OutputOptions, 'padding' | 'scale' | 'position'>,
+): Box {
+  const p = options.padding;
+  const left = marginPixels(p.left, canvasWidth);
+  const top = marginPixels(p.top, canvasHeight);
+  const inner = { width: canvasWidth - left - marginPixels(p.right, canvasWidth), height: canvasHeight - top - marginPixels(p.bottom, canvasHeight) };
+  const position = options.position === 'original' ? { x: 50, y: 50 } : options.position;
+  const placed = placedBox({ top: 0, left: 0, width, height }, inner.width, inner.height, options.scale ?? 1, position);
+  return { left: left + placed.left, top: top + placed.top, width: placed.width, height: placed.height };
 }

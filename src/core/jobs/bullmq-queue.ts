@@ -1,5 +1,8 @@
+import os from 'node:os';
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import { bullmqPrefix } from './bullmq-prefix.js';
 import type { JobQueue, JobWork } from './queue.js';
+import { BullMQDeliveryQueue } from './webhooks/bullmq-delivery-queue.js';
 
 export interface BullMQQueueOptions {
   /**
@@ -10,10 +13,12 @@ export interface BullMQQueueOptions {
   /** Queue name. Default `bgcut-jobs`. */
   name?: string;
   /**
-   * Key prefix. Default `bgcut`. On a Redis Cluster give it a hash tag (`{bgcut}`), so all of a
-   * queue's keys are in one slot, as BullMQ needs there.
+   * Key prefix. Default `{bgcut}`: a hash tag, so all of a queue's keys are in one Redis Cluster
+   * slot, as BullMQ needs there (a Cluster connection with an untagged prefix is refused).
    */
   prefix?: string;
+  /** This instance's worker in BullMQ (a job's `processedBy`): for operators and tests. Default `<host>:<pid>`. */
+  workerName?: string;
   /** Jobs this instance runs at once. Default 2. */
   concurrency?: number;
   /**
@@ -36,9 +41,11 @@ export interface BullMQQueueOptions {
 export class BullMQQueue implements JobQueue {
   private readonly queue: Queue;
   private worker: Worker | undefined;
+  private readonly prefix: string;
 
   constructor(private readonly options: BullMQQueueOptions) {
-    this.queue = new Queue(options.name ?? 'bgcut-jobs', { connection: options.connection, prefix: options.prefix ?? 'bgcut' });
+    this.prefix = bullmqPrefix(options.connection, options.prefix);
+    this.queue = new Queue(options.name ?? 'bgcut-jobs', { connection: options.connection, prefix: this.prefix });
     this.queue.on('error', (error) => options.onError?.(error));
   }
 
@@ -54,7 +61,8 @@ export class BullMQQueue implements JobQueue {
       async (job) => work((job.data as { jobId: string }).jobId, controller.signal),
       {
         connection: this.options.connection,
-        prefix: this.options.prefix ?? 'bgcut',
+        prefix: this.prefix,
+        name: this.options.workerName ?? `${os.hostname()}:${process.pid}`,
         concurrency: this.options.concurrency ?? 2,
         lockDuration: this.options.lockDurationMs ?? 30_000,
         stalledInterval: this.options.stalledIntervalMs ?? 15_000,
@@ -66,6 +74,20 @@ export class BullMQQueue implements JobQueue {
   }
 
   private abort: () => void = () => {};
+
+  /**
+   * A webhook delivery queue on the same Redis, prefix and lock settings (`bgcut-webhooks`): the
+   * job service uses it when the jobs' queue is this one, so retries outlive their instance too.
+   */
+  deliveryQueue(): BullMQDeliveryQueue {
+    return new BullMQDeliveryQueue({
+      connection: this.options.connection,
+      prefix: this.prefix,
+      ...(this.options.lockDurationMs !== undefined ? { lockDurationMs: this.options.lockDurationMs } : {}),
+      ...(this.options.stalledIntervalMs !== undefined ? { stalledIntervalMs: this.options.stalledIntervalMs } : {}),
+      ...(this.options.onError ? { onError: this.options.onError } : {}),
+    });
+  }
 
   async close(graceMs = 30_000): Promise<void> {
     const timer = setTimeout(this.abort, graceMs);

@@ -112,6 +112,8 @@ async function createJob(scope: RequestScope, base: string, deps: JobRoutesDeps)
   );
   scope.uploadDone();
   const { options, requested } = parseOutputOptions(batch.fields, request.url, request.headers);
+  // A job's images are fetched and rendered later, one by one: a background photo is not kept for them (yet).
+  if (options.bgImageUrl) throw new ApiError('invalid_option', { detail: 'bg_image_url: not available for jobs; use POST /v1/remove-bg.' });
   checkPlanOptions(plan, requested);
   checkPlanQuality(plan, options.quality);
   await untilAborted(deps.verifier.ensure(chooseModel(options.model, plan, deps.models, deps.defaultModel)), signal);

@@ -4,6 +4,7 @@ import type { JobStore } from './job-store.js';
 import type { JobQueue } from './queue.js';
 import type { ResultsStore } from './results-store.js';
 import type { DeliveryLog } from './webhooks/deliveries.js';
+import type { DeliveryQueue } from './webhooks/delivery-queue.js';
 import type { WebhookSecretStore } from './webhooks/secrets.js';
 
 /** Asynchronous batch jobs (`/v1/jobs`); see docs/jobs.md. */
@@ -38,6 +39,11 @@ export interface JobsOptions {
     retryDelaysMs?: number[];
     /** Longest one attempt may take, in ms. Default 10 000. */
     timeoutMs?: number;
+    /**
+     * Where deliveries wait between attempts. Default: with a `BullMQQueue` for the jobs, a BullMQ
+     * queue on the same Redis (`bgcut-webhooks`: retries outlive their instance); else this process.
+     */
+    queue?: DeliveryQueue;
   };
   /** Waits between tries of an image that failed for a passing reason (inference busy), in ms by try. */
   retryDelayMs?: (attempt: number) => number;

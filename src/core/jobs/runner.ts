@@ -43,13 +43,17 @@ export const outputName = (n: number) => `out-${n}`;
 export async function runJob(jobId: string, signal: AbortSignal, deps: RunnerDeps): Promise<void> {
   const now = deps.now ?? Date.now;
   const job = await deps.jobs.get(jobId);
-  if (!job || TERMINAL_STATES.has(job.state)) return;
+  if (!job) return;
+  // Run again after its end (the instance that ended it died before the queue heard): its
+  // `job.completed` may not have been sent; sending an event again is harmless (one id, one claim).
+  if (TERMINAL_STATES.has(job.state)) return deps.onEvent('job.completed', job).catch(deps.onInternalError);
   if (job.state === 'queued') {
     job.state = 'running';
     job.startedAt = new Date(now()).toISOString();
     await deps.jobs.update(jobId, { state: 'running', startedAt: job.startedAt });
-    await deps.onEvent('job.started', job).catch(deps.onInternalError);
   }
+  // Also on a run taken over from an instance that died: it may have died before sending it.
+  await deps.onEvent('job.started', job).catch(deps.onInternalError);
   const left = job.images.map((image, n) => ({ image, n })).filter(({ image }) => !imageFinished(image));
   const concurrency = deps.imageConcurrency ?? 2;
   let next = 0;

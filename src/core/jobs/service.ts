@@ -5,6 +5,7 @@ import type { JobRecord } from './job.js';
 import { MemoryJobStore, type JobStore } from './job-store.js';
 import { RedisJobStore } from './redis-job-store.js';
 import { InProcessQueue, type JobQueue } from './queue.js';
+import { BullMQQueue } from './bullmq-queue.js';
 import { LocalResultsStore, type ResultsStore } from './results-store.js';
 import { runJob, type JobEventType, type RunnerDeps } from './runner.js';
 import { jobsRoute, type JobRoutesDeps } from './http.js';
@@ -45,6 +46,7 @@ export function createJobService(options: JobsOptions | undefined, deps: JobServ
         policy,
         retryDelaysMs: config.webhooks.retryDelaysMs,
         timeoutMs: config.webhooks.timeoutMs,
+        queue: config.webhooks.queue ?? (queue instanceof BullMQQueue ? queue.deliveryQueue() : undefined),
         onInternalError: deps.onInternalError,
         now,
       })

@@ -2,6 +2,7 @@ import { FORMATS, keepOnlyWhatRenderNeeds, renderOutput, type Rendered } from '.
 import { planFor, QUALITY_QUOTA_WEIGHT, renderSettingsFor, segmentAtQuality, slotsFor, type PassModels } from '../image/multi-pass.js';
 import type { ImageLimits, MaskModel, Segmentation } from '../image/pipeline.js';
 import type { PixelPool } from '../image/pixel-pool.js';
+import type { PngEncoderName } from '../image/png-encoder.js';
 import type { ModePlan, PreprocessingProfile } from '../image/profile.js';
 import type { Budget } from '../limits/budget.js';
 import type { PlanEnforcer } from '../limits/plan-enforcer.js';
@@ -28,7 +29,7 @@ export interface CutoutDeps {
   /** The served model a pass runs on, given the request's model and the one the mode table names (ModelVerifier.passModel). */
   passModel: (requested: string, named: string | undefined) => Promise<string>;
   imageLimits: ImageLimits;
-  render: { pngCompressionLevel: number; foregroundEstimation: boolean };
+  render: { pngCompressionLevel: number; pngEncoder: PngEncoderName; foregroundEstimation: boolean };
   onInternalError: (error: unknown) => void;
   /** A last check of the result before it is charged (remove.bg's 400 `unknown_foreground`): a throw refunds the quota. */
   checkResult?: ((rendered: Rendered) => void) | undefined;
@@ -94,7 +95,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   }
   // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
   const json = order.output.response === 'json' ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) } : undefined;
-  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints), {
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
   });

@@ -102,7 +102,10 @@ function fingerprintOf(url: string, order: Order): string {
     part(value);
   }
   hash.update(createHash('sha256').update(order.upload.file).digest());
-  // The same image with other hints is another request.
-  if (order.hints) hash.update(createHash('sha256').update(order.hints).digest());
+  // The other file parts (a `bg_image` photo, `hints`): another photo or other hints is another request.
+  for (const [name, file] of Object.entries(order.upload.parts ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    part(name);
+    hash.update(createHash('sha256').update(file.file).digest());
+  }
   return hash.digest('hex');
 }

@@ -11,6 +11,9 @@ import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import { parseOutputOptions, type OutputOptions } from '../output-options.js';
 import { untilAborted } from '../../util/abortable.js';
 import type { RequestScope } from './request-scope.js';
+import { ApiError } from '../errors.js';
+import { SIZE_PIXELS } from '../image/output.js';
+import { BACKGROUND_PART, readBackgroundImage, type BackgroundLimits } from './background-image.js';
 
 export interface OrderDeps {
   verifier: ModelVerifier;
@@ -18,6 +21,8 @@ export interface OrderDeps {
   defaultModel: string;
   /** Upload limits of this instance; the plan may lower the file size. */
   upload: UploadLimits;
+  /** Limits of the background image (`bg_image` / `bg_image_url`). */
+  background: BackgroundLimits;
   maxInputPixels: number;
   metrics: ApiMetrics;
   /** `onRefusal` hears the specifics of an image_url refusal, which the caller is not told. */
@@ -33,10 +38,25 @@ export interface OrderDeps {
 
 export type InputReader = (
   request: CoreRequest,
-  limits: UploadLimits,
+  limits: InputLimits,
   imageUrl: OrderDeps['imageUrl'],
   signal: AbortSignal,
 ) => Promise<Upload>;
+
+/**
+ * `output_size` is exact, so it is refused, not shrunk, when `size` (400) or the plan (403)
+ * caps the output below it.
+ */
+function checkOutputSize(output: OutputOptions, maxOutputPixels: number): void {
+  if (!output.outputSize) return;
+  const { width, height } = output.outputSize;
+  const pixels = width * height;
+  if (pixels > SIZE_PIXELS[output.size]) throw new ApiError('invalid_option', { detail: `output_size: ${width}x${height} is more than size=${output.size} allows (${SIZE_PIXELS[output.size] / 1e6} MP)` });
+  if (pixels > maxOutputPixels) throw new ApiError('option_not_in_plan', { detail: `output_size: ${width}x${height} is more than the plan's ${maxOutputPixels / 1e6} MP of output` });
+}
+
+/** The upload's limits, and the byte limit of the optional background part. */
+export type InputLimits = UploadLimits & { maxBackgroundBytes: number };
 
 const readBgcutInput: InputReader = (request, limits, imageUrl, signal) => readImageInput(request.body, request.headers, limits, imageUrl, signal);
 
@@ -49,6 +69,8 @@ export interface Order {
   pixels: number;
   /** Largest output the plan allows, in pixels (Infinity for none). */
   maxOutputPixels: number;
+  /** The background image's bytes (`bg_image` / `bg_image_url`), checked from its header; decoded when rendering. */
+  background?: Buffer | undefined;
   /**
    * The operation the quota and usage are charged under (default: a new one per request). A job's
    * image names its own, so one run again elsewhere after a crash is charged once (src/core/jobs).
@@ -71,21 +93,24 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   checkPlanQuality(plan, early.options.quality);
   await untilAborted(deps.verifier.ensure(chooseModel(early.options.model, plan, deps.models, deps.defaultModel)), signal);
 
-  const limits = { ...deps.upload, maxFileBytes: maxUploadBytes(plan, deps.upload.maxFileBytes) };
+  const limits = { ...deps.upload, maxFileBytes: maxUploadBytes(plan, deps.upload.maxFileBytes), maxBackgroundBytes: deps.background.maxBytes };
   const upload = await (deps.readInput ?? readBgcutInput)(request, limits, deps.imageUrl, signal);
   scope.uploadDone();
   deps.metrics.bytesIn.inc(upload.file.length);
 
   const { options: output, requested } = parseOutputOptions(upload.fields, optionsUrl, request.headers);
-  checkPlanOptions(plan, requested);
+  // The bg_image part is the same option as bg_image_url for a plan's list.
+  checkPlanOptions(plan, upload.parts?.[BACKGROUND_PART] ? [...requested, 'bg_image_url'] : requested);
   checkPlanQuality(plan, output.quality);
   const modelName = chooseModel(output.model, plan, deps.models, deps.defaultModel);
   await untilAborted(deps.verifier.ensure(modelName), signal);
   const probe = await probeImage(upload.file, { maxInputPixels: deps.maxInputPixels });
   const pixels = probe.width * probe.height;
   const maxOutputPixels = checkImageSize(plan, pixels, output);
+  checkOutputSize(output, maxOutputPixels);
   // An empty hints part (a form's unfilled file input) is no hints.
   const hints = upload.parts?.[HINTS_FIELD]?.file;
   if (hints && hints.length > 0) await probeHints(hints, probe, deps.maxInputPixels);
-  return { upload, output, modelName, probe, pixels, maxOutputPixels, hints: hints && hints.length > 0 ? hints : undefined };
+  const background = await readBackgroundImage(upload, output, deps.imageUrl, deps.background, signal);
+  return { upload, output, modelName, probe, pixels, maxOutputPixels, hints: hints && hints.length > 0 ? hints : undefined, background };
 }

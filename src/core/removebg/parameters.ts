@@ -57,11 +57,6 @@ function boolean(value: string): 'true' | 'false' {
   return v;
 }
 
-/** remove.bg's "not yet on this server" answer for an option value bgcut cannot honour. */
-function notSupported(what: string): Error {
-  return new Error(`${what} is not supported by this server`);
-}
-
 /** `0% 0% 100% 100%`, the whole image: remove.bg's default region of interest. */
 const WHOLE_IMAGE_ROI = /^0(%|px)?\s+0(%|px)?\s+100%\s+100%$/;
 
@@ -91,7 +86,7 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
     map(value, into, all) {
       const format = oneOf(['auto', 'png', 'jpg', 'jpeg', 'webp', 'zip'], value, 'format');
       if (format !== 'auto') into.format = format;
-      else into.format = opaqueBackground(all.get('bg_color')) && lower(all.get('channels') ?? 'rgba') !== 'alpha' ? 'jpg' : 'png';
+      else into.format = (opaqueBackground(all.get('bg_color')) || (all.get('bg_image_url') ?? '').trim() !== '') && lower(all.get('channels') ?? 'rgba') !== 'alpha' ? 'jpg' : 'png';
     },
   },
   roi: {
@@ -142,15 +137,16 @@ export const PARAMETERS: Record<string, ParameterDefinition> = {
     },
   },
   bg_image_url: {
-    note: 'Not supported yet (400).',
-    map(value) {
-      if (value.trim() !== '') throw notSupported('bg_image_url');
+    note: '-> `bg_image_url`: the photo behind the cutout, fetched under `image_url`\'s address policy, cover-fit to the output. Not with `bg_color` (as remove.bg).',
+    map(value, into) {
+      if (value.trim() === '') return;
+      into.bg_image_url = value.trim();
     },
   },
   bg_image_file: {
-    note: 'Not supported yet (400).',
+    note: 'A multipart file part -> bgcut\'s `bg_image` part (cover-fit, as `bg_image_url`); as a text field, 400.',
     map() {
-      throw notSupported('bg_image_file');
+      throw new Error('send it as a multipart file part (with a filename), not as a text field');
     },
   },
   add_shadow: {
@@ -210,7 +206,7 @@ function opaqueBackground(color: string | undefined): boolean {
  * remove.bg's parameters (text, by remove.bg's names; the source fields already taken out) as
  * bgcut options. An unknown parameter or a bad value is a 400 `invalid_option` naming it.
  */
-export function mapParameters(given: ReadonlyMap<string, string>): RemoveBgRequest {
+export function mapParameters(given: ReadonlyMap<string, string>, backgroundFile = false): RemoveBgRequest {
   const fields: Record<string, string> = Object.create(null) as Record<string, string>;
   fields.size = 'preview';
   fields.format = 'png';
@@ -224,7 +220,8 @@ export function mapParameters(given: ReadonlyMap<string, string>): RemoveBgReque
       throw new ApiError('invalid_option', { detail: `${name}: ${(error as Error).message}` });
     }
   }
-  if (!given.has('format')) PARAMETERS.format!.map('auto', fields, given);
+  // A background photo makes the result opaque: `auto` is JPEG then, as remove.bg (a bg_image_file part is not in `given`).
+  if (!given.has('format')) PARAMETERS.format!.map('auto', fields, backgroundFile ? new Map([...given, ['bg_image_url', 'part']]) : given);
   // remove.bg's 4-digit hex (#rgba) is not a CSS form bgcut reads: widen it to 8 digits.
   const hex4 = fields.bg_color && /^#?([0-9a-f]{4})$/i.exec(fields.bg_color);
   if (hex4) fields.bg_color = `#${[...hex4[1]!].map((d) => d + d).join('')}`;

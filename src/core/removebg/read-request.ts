@@ -1,6 +1,7 @@
 import { ApiError } from '../errors.js';
 import type { CoreRequest } from '../http-types.js';
 import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
+import { checkFieldLimits, flatJsonFields } from '../json-fields.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
 import { fetchImage, type ImageUrlRefusal } from '../image-url/fetch-image.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
@@ -31,7 +32,7 @@ export type ImageUrlDeps = ResolvedImageUrlOptions & { onRefusal?: ((refusal: Im
  */
 export async function readRemoveBgRequest(
   request: CoreRequest,
-  limits: UploadLimits,
+  limits: UploadLimits & { maxBackgroundBytes?: number },
   imageUrl: ImageUrlDeps,
   signal: AbortSignal,
 ): Promise<Upload & { removeBg: RemoveBgRequest }> {
@@ -43,11 +44,12 @@ export async function readRemoveBgRequest(
       fileField: 'image_file',
       fileAlternatives: ['image_file_b64', 'image_url'],
       largeField: { name: 'image_file_b64', maxBytes: b64Max + 1024 },
+      // remove.bg's background photo as a file part: bgcut's `bg_image` (pipeline/background-image.ts);
       // bgcut's `hints` part (docs/api.md), an extension remove.bg does not have.
-      extraFiles: { [HINTS_FIELD]: MAX_HINTS_BYTES },
+      extraFiles: { [HINTS_FIELD]: MAX_HINTS_BYTES, ...(limits.maxBackgroundBytes ? { bg_image_file: limits.maxBackgroundBytes } : {}) },
     });
   } else if (/^application\/json\s*(;|$)/i.test(contentType)) {
-    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: jsonFields(await readWhole(request, b64Max + ENVELOPE_BYTES, signal), limits) };
+    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: flatJsonFields(await readWhole(request, b64Max + ENVELOPE_BYTES, signal), limits, ['image_file_b64']) };
   } else if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)) {
     // Percent-encoding makes base64's `+` and `/` three characters each: room for a quarter more.
     const raw = await readWhole(request, Math.ceil(b64Max * 1.25) + ENVELOPE_BYTES, signal);
@@ -64,7 +66,7 @@ export async function readRemoveBgRequest(
   if (sources.length > 1) throw new ApiError('file_and_image_url', { detail: `Send one of image_file, image_file_b64 or image_url, not ${sources.join(' and ')}.` });
   for (const name of SOURCE_FIELDS) given.delete(name);
   // Mapped before any image is fetched or decoded: a bad parameter costs nothing.
-  const removeBg = mapParameters(given);
+  const removeBg = mapParameters(given, Boolean(form.parts?.bg_image_file));
 
   const source = sources[0]!;
   let image: { file: Buffer; filename: string; declaredType: string };
@@ -75,7 +77,11 @@ export async function readRemoveBgRequest(
     image = await fetchImage(form.fields.image_url!, { ...imageUrl, maxBytes: limits.maxFileBytes, signal });
   }
   if (image.file.length === 0) throw new ApiError('missing_file', { detail: `The image in ${source} is empty.` });
-  return { file: image.file, filename: image.filename, declaredType: image.declaredType, fields: removeBg.fields, removeBg, ...(form.parts ? { parts: form.parts } : {}) };
+  // remove.bg's bg_image_file is bgcut's bg_image; hints keep their name.
+  const parts: NonNullable<Upload['parts']> = {};
+  if (form.parts?.bg_image_file) parts.bg_image = form.parts.bg_image_file;
+  if (form.parts?.[HINTS_FIELD]) parts[HINTS_FIELD] = form.parts[HINTS_FIELD];
+  return { file: image.file, filename: image.filename, declaredType: image.declaredType, fields: removeBg.fields, removeBg, ...(Object.keys(parts).length > 0 ? { parts } : {}) };
 }
 
 async function readWhole(request: CoreRequest, maxBytes: number, signal: AbortSignal): Promise<Buffer> {
@@ -89,24 +95,6 @@ async function readWhole(request: CoreRequest, maxBytes: number, signal: AbortSi
   }
 }
 
-/** A flat JSON object of strings, numbers and booleans (null: left out), within the form's field limits. */
-function jsonFields(raw: Buffer, limits: UploadLimits): Record<string, string> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw.toString('utf8'));
-  } catch {
-    throw new ApiError('malformed_json', { detail: 'The body is not valid JSON.' });
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ApiError('malformed_json', { detail: 'The body must be a JSON object.' });
-  const fields: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (const [name, value] of Object.entries(parsed)) {
-    if (value === null) continue;
-    if (!['string', 'number', 'boolean'].includes(typeof value)) throw new ApiError('invalid_option', { detail: `${name.slice(0, 100)}: must be a string, number or boolean` });
-    fields[name] = String(value);
-  }
-  return checkFields(fields, limits);
-}
-
 function urlencodedFields(raw: Buffer, limits: UploadLimits): Record<string, string> {
   const fields: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, value] of new URLSearchParams(raw.toString('latin1'))) {
@@ -114,19 +102,7 @@ function urlencodedFields(raw: Buffer, limits: UploadLimits): Record<string, str
     // Base64 sent without percent-encoding its `+` arrives as spaces, which base64 never holds.
     fields[name] = name === 'image_file_b64' ? value.replace(/ /g, '+') : Buffer.from(value, 'latin1').toString('utf8');
   }
-  return checkFields(fields, limits);
-}
-
-/** Every field but the base64 image within the field size limit, and no more fields than multipart allows. */
-function checkFields(fields: Record<string, string>, limits: UploadLimits): Record<string, string> {
-  const names = Object.keys(fields);
-  if (names.length > limits.maxFields + 1) throw new ApiError('too_many_fields');
-  for (const name of names) {
-    if (name !== 'image_file_b64' && Buffer.byteLength(fields[name]!) > limits.maxFieldBytes) {
-      throw new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` });
-    }
-  }
-  return fields;
+  return checkFieldLimits(fields, limits, ['image_file_b64']);
 }
 
 /** The image in `image_file_b64` (standard or URL-safe base64, a data: URL prefix allowed), within the byte limit. */

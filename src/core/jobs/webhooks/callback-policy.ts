@@ -2,13 +2,10 @@ import { isIP } from 'node:net';
 import { ApiError } from '../../errors.js';
 import { checkAddress } from '../../image-url/address-policy.js';
 import { MAX_URL_LENGTH, type ResolvedImageUrlOptions } from '../../image-url/options.js';
+import type { PinnedTarget } from '../../image-url/pinned-request.js';
 
 /** Where a callback may be sent: the URL, and the address checked for it (connect to this one, no second lookup). */
-export interface CallbackTarget {
-  url: URL;
-  address: string;
-  family: number;
-}
+export type CallbackTarget = PinnedTarget;
 
 export type CallbackPolicy = Pick<ResolvedImageUrlOptions, 'allowedPorts' | 'resolver' | 'allowLoopbackForTesting'>;
 

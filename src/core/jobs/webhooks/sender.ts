@@ -1,10 +1,9 @@
-import http from 'node:http';
-import https from 'node:https';
-import { isIP } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import { pinnedRequest } from '../../image-url/pinned-request.js';
 import { progressOf, type JobRecord } from '../job.js';
 import { checkCallbackUrl, type CallbackPolicy } from './callback-policy.js';
 import type { Delivery, DeliveryLog } from './deliveries.js';
+import { InProcessDeliveryQueue, type DeliveryQueue, type ScheduledDelivery } from './delivery-queue.js';
 import type { WebhookSecretStore } from './secrets.js';
 
 export interface WebhookSenderOptions {
@@ -15,6 +14,8 @@ export interface WebhookSenderOptions {
   retryDelaysMs?: number[];
   /** Longest one attempt may take, in ms. Default 10 000. */
   timeoutMs?: number;
+  /** Where deliveries wait between attempts. Default: this process (`InProcessDeliveryQueue`). */
+  queue?: DeliveryQueue;
   onInternalError: (error: unknown) => void;
   now?: () => number;
 }
@@ -40,30 +41,34 @@ export function eventPayload(type: string, job: JobRecord, at: Date) {
 /**
  * Sends a job's events to its `callback_url`, signed per Standard Webhooks (`webhook-id`,
  * `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 by the `standardwebhooks` package, with
- * the account's secret). One instance sends each event (DeliveryLog.claim on its `webhook-id`);
- * a receiver that does not answer 2xx is tried again after each of `retryDelaysMs`. The address
+ * the account's secret). The log's `claim` on the `webhook-id` records each event once; the
+ * delivery queue makes the attempts, `retryDelaysMs` apart: in this process by default, through
+ * BullMQ (Redis) when given one, so a retry outlives the instance that scheduled it. The address
  * policy is applied before every attempt, and the connection goes to the address it checked.
  */
 export class WebhookSender {
-  private readonly inFlight = new Set<Promise<void>>();
-  private readonly stopping = new AbortController();
-  private readonly retryDelaysMs: number[];
+  private readonly queue: DeliveryQueue;
   private readonly timeoutMs: number;
   private readonly now: () => number;
 
   constructor(private readonly options: WebhookSenderOptions) {
-    this.retryDelaysMs = options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.now = options.now ?? Date.now;
+    this.queue = options.queue ?? new InProcessDeliveryQueue(options.onInternalError);
+    this.queue.start((item, last) => this.attempt(item, last), options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS);
   }
 
-  /** Claims the event and starts its delivery (in the background: retries take long); resolves once claimed. */
+  /**
+   * Records the event and schedules its delivery (attempts run in the background: retries take
+   * long); resolves once scheduled. Sending an event again is harmless: its id is claimed once,
+   * and a durable queue drops a second schedule of the same id (a repeat of a send that an
+   * instance died in the middle of, between claim and schedule, schedules it then).
+   */
   async send(type: string, job: JobRecord): Promise<void> {
     if (!job.callbackUrl) return;
-    const secret = await this.options.secrets.get(job.accountId);
     const created = new Date(this.now());
     const delivery: Delivery = {
-      id: `msg_${job.id}_${type}`,
+      id: webhookId(job.id, type),
       accountId: job.accountId,
       jobId: job.id,
       type,
@@ -72,59 +77,62 @@ export class WebhookSender {
       createdAt: created.toISOString(),
       attempts: [],
     };
-    if (!(await this.options.deliveries.claim(delivery))) return;
-    if (!secret) {
+    const claimed = await this.options.deliveries.claim(delivery);
+    if (!claimed && !this.queue.durable) return;
+    if (claimed && !(await this.options.secrets.get(job.accountId))) {
       delivery.state = 'failed';
       delivery.attempts.push({ at: created.toISOString(), status: 0, error: 'the account has no signing secret', ms: 0 });
       await this.options.deliveries.update(delivery);
       return;
     }
-    const payload = JSON.stringify(eventPayload(type, job, created));
-    const run = this.deliver(delivery, job.callbackUrl, secret, payload).catch(this.options.onInternalError);
-    this.inFlight.add(run);
-    void run.finally(() => this.inFlight.delete(run));
+    await this.queue.schedule({ delivery, callbackUrl: job.callbackUrl, payload: JSON.stringify(eventPayload(type, job, created)) });
   }
 
-  /** Stops retrying (deliveries still pending stay so in the log); waits for attempts under way. */
+  /** Stops making attempts here (deliveries still pending stay so in the log, and in a durable queue); waits for attempts under way. */
   async close(): Promise<void> {
-    this.stopping.abort();
-    await Promise.allSettled(this.inFlight);
+    await this.queue.close();
   }
 
-  /** Resolves when every delivery started so far has ended (for tests and shutdown). */
+  /** Resolves when every delivery this process has started or is waiting on has ended (for tests and shutdown). */
   async idle(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.allSettled(this.inFlight);
+    await this.queue.idle();
   }
 
-  private async deliver(delivery: Delivery, callbackUrl: string, secret: string, payload: string): Promise<void> {
-    const signer = new Webhook(secret);
-    for (let attempt = 0; ; attempt++) {
-      const started = this.now();
-      const at = new Date(started);
-      let status = 0;
-      let error: string | undefined;
-      try {
-        const target = await checkCallbackUrl(callbackUrl, this.options.policy);
-        const headers = {
-          'content-type': 'application/json',
-          'user-agent': 'bgcut-webhooks',
-          'webhook-id': delivery.id,
-          'webhook-timestamp': String(Math.floor(started / 1000)),
-          'webhook-signature': signer.sign(delivery.id, at, payload),
-        };
-        status = await post(target, headers, payload, this.timeoutMs);
-        if (status < 200 || status > 299) error = `answered ${status}`;
-      } catch (failure) {
-        error = failure instanceof Error ? (failure.name === 'ApiError' ? 'callback_url refused by the address policy' : failure.message) : String(failure);
-      }
-      delivery.attempts.push({ at: at.toISOString(), status, ...(error ? { error: error.slice(0, 200) } : {}), ms: Math.round(this.now() - started) });
-      const last = attempt >= this.retryDelaysMs.length;
-      delivery.state = !error ? 'delivered' : last ? 'failed' : 'pending';
-      await this.options.deliveries.update(delivery).catch(this.options.onInternalError);
-      if (!error || last) return;
-      if (!(await wait(this.retryDelaysMs[attempt]!, this.stopping.signal))) return;
+  /** One signed POST; its outcome appended to the delivery and written to the log. */
+  private async attempt(item: ScheduledDelivery, last: boolean): Promise<boolean> {
+    const { delivery, callbackUrl, payload } = item;
+    const started = this.now();
+    const at = new Date(started);
+    let status = 0;
+    let error: string | undefined;
+    try {
+      const secret = await this.options.secrets.get(delivery.accountId);
+      if (!secret) throw new Error('the account has no signing secret');
+      const target = await checkCallbackUrl(callbackUrl, this.options.policy);
+      const headers = {
+        'content-type': 'application/json',
+        'user-agent': 'bgcut-webhooks',
+        'webhook-id': delivery.id,
+        'webhook-timestamp': String(Math.floor(started / 1000)),
+        'webhook-signature': new Webhook(secret).sign(delivery.id, at, payload),
+      };
+      const response = await pinnedRequest(target, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(payload)) }, body: payload, signal: AbortSignal.timeout(this.timeoutMs) });
+      response.resume();
+      status = response.statusCode ?? 0;
+      if (status < 200 || status > 299) error = `answered ${status}`;
+    } catch (failure) {
+      error = failure instanceof Error ? (failure.name === 'ApiError' ? 'callback_url refused by the address policy' : failure.message) : String(failure);
     }
+    delivery.attempts.push({ at: at.toISOString(), status, ...(error ? { error: error.slice(0, 200) } : {}), ms: Math.round(this.now() - started) });
+    delivery.state = !error ? 'delivered' : last ? 'failed' : 'pending';
+    await this.options.deliveries.update(delivery).catch(this.options.onInternalError);
+    return !error;
   }
+}
+
+/** The `webhook-id` of a job's event: the same for every attempt and every instance. */
+export function webhookId(jobId: string, type: string): string {
+  return `msg_${jobId}_${type}`;
 }
 
 function shownUrl(url: string): string {
@@ -134,45 +142,4 @@ function shownUrl(url: string): string {
   } catch {
     return '';
   }
-}
-
-function wait(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', stop);
-      resolve(true);
-    }, ms);
-    const stop = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    signal.addEventListener('abort', stop, { once: true });
-  });
-}
-
-/** One POST to the checked address (Host and SNI name the URL's host); resolves with the status. The body is not read beyond 4 KiB. */
-function post(target: { url: URL; address: string; family: number }, headers: Record<string, string>, payload: string, timeoutMs: number): Promise<number> {
-  const { url } = target;
-  const secure = url.protocol === 'https:';
-  const hostname = url.hostname.replace(/^\[|\]$/g, '');
-  return new Promise((resolve, reject) => {
-    const request = (secure ? https : http).request({
-      host: target.address,
-      family: target.family,
-      port: url.port || (secure ? 443 : 80),
-      path: `${url.pathname}${url.search}`,
-      method: 'POST',
-      headers: { ...headers, host: url.host, 'content-length': String(Buffer.byteLength(payload)) },
-      agent: false,
-      signal: AbortSignal.timeout(timeoutMs),
-      ...(secure && !isIP(hostname) ? { servername: hostname } : {}),
-    });
-    request.once('response', (response) => {
-      response.resume();
-      resolve(response.statusCode ?? 0);
-    });
-    request.once('error', (error) => reject(error));
-    request.end(payload);
-  });
 }

@@ -1,0 +1,70 @@
+import { createRequire } from 'node:module';
+
+/**
+ * The PNG encoder for RGBA output: @napi-rs/image (the Rust `png` crate) with `Fast` compression
+ * (fdeflate) and the Paeth filter. On the smoke photos' cutouts it takes a quarter to a half of
+ * the CPU of sharp's zlib at level 2-4 for 0.8-1.04 of the bytes (docs/benchmarks.md, "PNG
+ * settings"); the decoded pixels are the same (lossless: test/png-encoder.test.ts).
+ *
+ * It needs the whole RGBA image in one buffer, so it runs where that buffer is made: in a
+ * pixel-pool worker (output.ts), never on the host's event loop (`pngSync` blocks its thread).
+ * When the package or its prebuilt binary fails to load (a platform without one), PNGs are
+ * encoded by sharp as before; `fastPngEncoderError()` says why.
+ */
+export type PngEncoderName = 'napi-rs' | 'sharp';
+
+/**
+ * Largest image the fast encoder takes. It needs the RGBA whole (4 bytes a pixel) and copies it
+ * (4 more), where sharp streams colour and alpha into zlib: 32 MB more per render in flight at
+ * this size, 96 MB at 12 MP. Above it sharp encodes, so the API's peak memory with many large
+ * uploads (docs/benchmarks.md, memory) is what it was; the CPU target is at 1 MP.
+ */
+export const FAST_PNG_MAX_PIXELS = 4_000_000;
+
+/** Whether an RGBA PNG of this size goes to the fast encoder under `encoder`. */
+export function usesFastPng(encoder: PngEncoderName, width: number, height: number): boolean {
+  return encoder === 'napi-rs' && width * height <= FAST_PNG_MAX_PIXELS && fastPngEncoderAvailable();
+}
+
+interface NapiImage {
+  Transformer: { fromRgbaPixels(input: Uint8Array, width: number, height: number): { pngSync(options?: { compressionType?: number; filterType?: number }): Buffer } };
+  CompressionType: { Fast: number };
+  FilterType: { Paeth: number };
+}
+
+let napi: NapiImage | null | undefined;
+let loadError: unknown;
+
+function load(): NapiImage | null {
+  if (napi === undefined) {
+    try {
+      napi = createRequire(import.meta.url)('@napi-rs/image') as NapiImage;
+    } catch (error) {
+      loadError = error;
+      napi = null;
+    }
+  }
+  return napi;
+}
+
+/** Whether the fast encoder loaded (loading it once, in this thread). */
+export function fastPngEncoderAvailable(): boolean {
+  return load() !== null;
+}
+
+/** Why the fast encoder did not load, or undefined. */
+export function fastPngEncoderError(): unknown {
+  load();
+  return loadError;
+}
+
+/**
+ * `rgba` (width x height x 4) as a PNG by the fast encoder, on this thread; null when it is not
+ * available (the caller encodes with sharp).
+ */
+export function encodePngRgbaFast(rgba: Uint8Array, width: number, height: number): Buffer | null {
+  const lib = load();
+  if (!lib) return null;
+  if (rgba.length !== width * height * 4) throw new RangeError(`RGBA buffer of ${rgba.length} bytes for ${width}x${height}`);
+  return lib.Transformer.fromRgbaPixels(rgba, width, height).pngSync({ compressionType: lib.CompressionType.Fast, filterType: lib.FilterType.Paeth });
+}
