@@ -68,6 +68,7 @@ export interface RemoveBackgroundOptions {
    * bytes or a Blob.
    */
   hints?: string | Uint8Array | ArrayBuffer | Blob;
+  /**
    * A photo to put behind the cutout, cover-fitted to the output: a path, bytes, a Blob or a
    * stream (sent as the part `bg_image`), or `{ url }` (sent as `bg_image_url`, fetched by the API).
    * Not with `bgColor`, `channels: 'alpha'` or `format: 'zip'`.

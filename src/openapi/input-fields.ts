@@ -15,6 +15,7 @@ export const INPUT_FIELD_DEFINITIONS: Record<string, { description: string; sche
       'transparent (alpha < 128) or grey: no hint. Around the strokes the mask blends linearly into the model\'s over the long side / 128 px (2-48). ' +
       'Refusals: `hints_size_mismatch`, `invalid_hints` (400); over the size `upload_too_large` (413). Multipart only.',
     schema: { type: 'string', contentMediaType: 'image/png' },
+  },
   bg_image: {
     description:
       'Optional second file part: a photo to put behind the cut-out (JPEG, PNG, WebP, AVIF, TIFF or GIF), cover-fitted to the output canvas. Its own limits ' +
