@@ -56,6 +56,7 @@ export const OPTION_COSTS: FloorVariant[] = [
   { name: 'crop + crop_margin', query: 'format=png&crop=true&crop_margin=10%25' },
   { name: 'add_shadow', query: 'format=png&add_shadow=true' },
   { name: 'bg_color (png)', query: 'format=png&bg_color=%231e90ff' },
+  { name: 'output_size + padding', query: 'format=png&output_size=1200x1200&padding=10%25' },
   { name: 'hints', query: 'format=png' },
 ];
 
