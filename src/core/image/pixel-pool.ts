@@ -36,8 +36,11 @@ export function defaultPixelThreads(cores = os.availableParallelism()): number {
 }
 
 // Tests run the sources through vitest, but a worker thread runs plain Node: it loads the built
-// worker (`npm test` builds first).
-const WORKER_URL = import.meta.url.endsWith('.ts') ? new URL('../../../dist/src/core/image/pixel-worker.js', import.meta.url) : new URL('./pixel-worker.js', import.meta.url);
+// worker (`npm test` builds first). The entry is CommonJS on purpose (pixel-worker-entry.cts).
+/** The file each pool thread loads (a file: URL). */
+export const PIXEL_WORKER_FILE = (
+  import.meta.url.endsWith('.ts') ? new URL('../../../dist/src/core/image/pixel-worker-entry.cjs', import.meta.url) : new URL('./pixel-worker-entry.cjs', import.meta.url)
+).href;
 
 export class PixelPool {
   readonly threads: number;
@@ -49,7 +52,7 @@ export class PixelPool {
     this.threads = options.threads ?? defaultPixelThreads();
     if (!Number.isInteger(this.threads) || this.threads < 1 || this.threads > 256) throw new RangeError('pixel pool threads must be an integer in 1..256');
     this.piscina = new Piscina({
-      filename: WORKER_URL.href,
+      filename: PIXEL_WORKER_FILE,
       minThreads: 1,
       maxThreads: this.threads,
       idleTimeout: options.idleTimeoutMs ?? 30_000,
