@@ -35,6 +35,8 @@ export interface FloorVariant {
   name: string;
   /** Query string of the API request. */
   query: string;
+  /** A second file part sent beside the image: the brush's hints (optionHints), or the photo itself as `bg_image`. */
+  part?: 'hints' | 'bg_image';
 }
 
 export const FLOOR_VARIANTS: FloorVariant[] = [
@@ -46,7 +48,7 @@ export const FLOOR_VARIANTS: FloorVariant[] = [
 /**
  * The option-cost table of the floor section: each output option on its own, against plain PNG
  * (the same photo, requests interleaved option by option so the machine's load falls on all
- * alike). `hints` sends a hints part (optionHints) beside the file. Add an option here when it lands.
+ * alike). `part` sends a second file part beside the image (hints from optionHints, or the photo as bg_image). Add an option here when it lands.
  */
 export const OPTION_COSTS: FloorVariant[] = [
   { name: 'png (baseline)', query: 'format=png' },
@@ -57,7 +59,8 @@ export const OPTION_COSTS: FloorVariant[] = [
   { name: 'add_shadow', query: 'format=png&add_shadow=true' },
   { name: 'bg_color (png)', query: 'format=png&bg_color=%231e90ff' },
   { name: 'output_size + padding', query: 'format=png&output_size=1200x1200&padding=10%25' },
-  { name: 'hints', query: 'format=png' },
+  { name: 'hints', query: 'format=png', part: 'hints' },
+  { name: 'bg_image (the photo behind itself)', query: 'format=png', part: 'bg_image' },
 ];
 
 /**

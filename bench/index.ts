@@ -207,11 +207,11 @@ async function startApi(
   };
 }
 
-async function post(url: string, image: Buffer, query = '', hints?: Buffer): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
+async function post(url: string, image: Buffer, query = '', part?: { name: string; data: Buffer }): Promise<{ ms: number; status: number; stages: Record<string, number> }> {
   if (query) url = `${url}?${query}`;
   const form = new FormData();
   form.append('file', new Blob([image], { type: 'image/jpeg' }), 'photo.jpg');
-  if (hints) form.append('hints', new Blob([hints], { type: 'image/png' }), 'hints.png');
+  if (part) form.append(part.name, new Blob([part.data]), `${part.name}.img`);
   const started = performance.now();
   let response: Response;
   try {
@@ -534,12 +534,13 @@ try {
       const imageName = `${label} ${meta.width}x${meta.height}`;
       const pngFloor = rows.find((row) => row.output === 'png' && String(row.image).startsWith(imageName)) as { floorMs: number } | undefined;
       const totals = OPTION_COSTS.map(() => 0);
-      for (const option of OPTION_COSTS) await post(api.url, image, option.query, option.name === 'hints' ? hints : undefined);
+      const partOf = (option: (typeof OPTION_COSTS)[number]) => (option.part === 'hints' ? { name: 'hints', data: hints } : option.part === 'bg_image' ? { name: 'bg_image', data: image } : undefined);
+      for (const option of OPTION_COSTS) await post(api.url, image, option.query, partOf(option));
       for (let round = 0; round < runs; round++) {
         for (const [i, option] of OPTION_COSTS.entries()) {
           for (let attempt = 0; ; attempt++) {
             const before = cpuMs(api.child.pid!);
-            const r = await post(api.url, image, option.query, option.name === 'hints' ? hints : undefined);
+            const r = await post(api.url, image, option.query, partOf(option));
             if (r.status === 200) {
               totals[i]! += cpuMs(api.child.pid!) - before;
               break;
