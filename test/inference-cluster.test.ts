@@ -141,7 +141,10 @@ describe('backpressure', () => {
   beforeAll(async () => {
     keys = await createTestKeys();
     image = (await objectOnTexture(160, 120)).bytes;
-    server = await startInferenceProcess(['--queue', '0', '--metrics-port', '0']);
+    // The float model only: its session.run (~2 s at 1024 on 2 cores) keeps the one slot busy while
+    // the three requests below are uploaded and tried. On the 8-bit default (~0.5 s) the first
+    // cutout was over before them once in CI, and one of them got a 200.
+    server = await startInferenceProcess(['--queue', '0', '--metrics-port', '0', '--model', 'isnet']);
   });
   afterAll(() => server?.stop());
 
