@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import { fetchImage } from '../image-url/fetch-image.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
@@ -128,16 +129,9 @@ async function loadImage(job: JobRecord, n: number, signal: AbortSignal, deps: R
   return { file, filename: source.filename };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', stop);
-      resolve();
-    }, ms);
-    const stop = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', stop, { once: true });
+/** Waits `ms`; rejects with the signal's reason when it aborts first. */
+async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  await delay(ms, undefined, { signal }).catch(() => {
+    throw signal.reason;
   });
 }

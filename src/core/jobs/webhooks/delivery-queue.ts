@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Delivery } from './deliveries.js';
 
 /** One event's delivery as scheduled: its log record (with every attempt so far), where to, and the exact body. */
@@ -72,17 +73,7 @@ export class InProcessDeliveryQueue implements DeliveryQueue {
   }
 }
 
+/** Waits `ms`; false when `signal` aborts first (or already has). */
 function wait(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', stop);
-      resolve(true);
-    }, ms);
-    const stop = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    signal.addEventListener('abort', stop, { once: true });
-  });
+  return delay(ms, true, { signal }).catch(() => false);
 }
