@@ -406,8 +406,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       log(`metrics on http://${config.host}:${address.port}/metrics`);
     }
     const loading = Date.now();
-    // The models load at once: with a valid cache each is mostly the ONNX Runtime session's own
-    // start and warm-up, which the two cores share (docs/inference-server.md measures it).
+    // Models load MODELS_LOADED_AT_ONCE at a time: with a valid cache each is mostly the ONNX
+    // Runtime session's own start and warm-up, which the cores share (docs/inference-server.md).
     const load = async (source: (typeof config.models)[number]): Promise<LoadedModel> => {
       const started = Date.now();
       const served = await resolveServedModel(source).catch((error: Error) => {

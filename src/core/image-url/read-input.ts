@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { ApiError } from '../errors.js';
 import type { IncomingHeaders } from '../http-types.js';
+import { BACKGROUND_PART } from '../image/backdrop.js';
 import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
 import { flatJsonFields } from '../json-fields.js';
 import { readUpload, type FormShape, type Upload, type UploadLimits } from '../multipart.js';
@@ -25,7 +26,7 @@ export async function readImageInput(
   // Optional file parts beside the image: the background photo (pipeline/background-image.ts)
   // and the hints (image/hints.ts).
   const extraFiles: Record<string, number> = { [HINTS_FIELD]: MAX_HINTS_BYTES };
-  if (limits.maxBackgroundBytes) extraFiles.bg_image = limits.maxBackgroundBytes;
+  if (limits.maxBackgroundBytes) extraFiles[BACKGROUND_PART] = limits.maxBackgroundBytes;
   const shape: FormShape = { fileAlternatives: imageUrl.enabled ? [IMAGE_URL_FIELD] : [], extraFiles };
   const json = imageUrl.enabled && /^application\/json\s*(;|$)/i.test(String(headers['content-type'] ?? ''));
   const upload = json ? await readJsonFields(body, headers, limits, signal) : await readUpload(body, headers, limits, signal, shape);

@@ -2,6 +2,9 @@ import sharp, { type Sharp } from 'sharp';
 import { ApiError } from '../errors.js';
 import type { Rgba } from '../output-options.js';
 
+/** The multipart part that carries a background image (remove.bg's `bg_image_file` is read into it). */
+export const BACKGROUND_PART = 'bg_image';
+
 /**
  * The cutout (RGBA, `width` x `height`) put over a background colour, in libvips: for the steps
  * that need the cutout transparent until the end (`add_shadow`). Opaque colours flatten to RGB.

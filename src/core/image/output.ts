@@ -322,7 +322,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     untouched = false;
   }
 
-  const body = fastPng && channels === 4 ? await encodePng(image, untouched && channels === 4 ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
+  const body = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
     ...FORMATS[options.format],

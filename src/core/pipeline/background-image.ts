@@ -1,12 +1,11 @@
 import { ApiError } from '../errors.js';
 import { fetchImage } from '../image-url/fetch-image.js';
+import { BACKGROUND_PART } from '../image/backdrop.js';
 import { probeImage } from '../image/pipeline.js';
 import type { Upload } from '../multipart.js';
 import { checkBackgroundImageOptions, type OutputOptions } from '../output-options.js';
 import type { OrderDeps } from './order.js';
 
-/** The multipart part that carries a background image (remove.bg's `bg_image_file` is read into it). */
-export const BACKGROUND_PART = 'bg_image';
 
 export interface BackgroundLimits {
   /** Largest background image, in bytes (the part, or what bg_image_url answers). */

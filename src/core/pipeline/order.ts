@@ -13,7 +13,8 @@ import { untilAborted } from '../../util/abortable.js';
 import type { RequestScope } from './request-scope.js';
 import { ApiError } from '../errors.js';
 import { SIZE_PIXELS } from '../image/output.js';
-import { BACKGROUND_PART, readBackgroundImage, type BackgroundLimits } from './background-image.js';
+import { BACKGROUND_PART } from '../image/backdrop.js';
+import { readBackgroundImage, type BackgroundLimits } from './background-image.js';
 
 export interface OrderDeps {
   verifier: ModelVerifier;

@@ -1,5 +1,6 @@
 import { ApiError } from '../errors.js';
 import type { CoreRequest } from '../http-types.js';
+import { BACKGROUND_PART } from '../image/backdrop.js';
 import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
 import { checkFieldLimits, flatJsonFields } from '../json-fields.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
@@ -79,7 +80,7 @@ export async function readRemoveBgRequest(
   if (image.file.length === 0) throw new ApiError('missing_file', { detail: `The image in ${source} is empty.` });
   // remove.bg's bg_image_file is bgcut's bg_image; hints keep their name.
   const parts: NonNullable<Upload['parts']> = {};
-  if (form.parts?.bg_image_file) parts.bg_image = form.parts.bg_image_file;
+  if (form.parts?.bg_image_file) parts[BACKGROUND_PART] = form.parts.bg_image_file;
   if (form.parts?.[HINTS_FIELD]) parts[HINTS_FIELD] = form.parts[HINTS_FIELD];
   return { file: image.file, filename: image.filename, declaredType: image.declaredType, fields: removeBg.fields, removeBg, ...(Object.keys(parts).length > 0 ? { parts } : {}) };
 }
