@@ -20,7 +20,7 @@ import { baseUrlOf } from './conformance/suite.js';
 import { guardConnections } from './helpers/connection-guard.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError } from './helpers/log-capture.js';
-import { objectOnTexture } from './helpers/synthetic-image.js';
+import { measuredBox, objectOnTexture } from './helpers/synthetic-image.js';
 
 // Every connection outside 127.0.0.0/8 and ::1 throws and is recorded.
 const guard = guardConnections();
@@ -60,22 +60,6 @@ function coverColour(x: number, width: number, height: number): [number, number,
   const inStripe = bx - Math.floor(bx / BG.stripe) * BG.stripe;
   expect(inStripe > 6 && inStripe < BG.stripe - 6, `x=${x} falls ${inStripe.toFixed(1)} px into its stripe`).toBe(true);
   return STRIPES[Math.floor(bx / BG.stripe)]!;
-}
-
-/** The box of alpha >= 13 (5 %), measured here. */
-function measuredBox(alpha: Buffer, width: number, height: number) {
-  let left = width, right = -1, top = height, bottom = -1;
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      if (alpha[y * width + x]! >= 13) {
-        left = Math.min(left, x);
-        right = Math.max(right, x);
-        top = Math.min(top, y);
-        bottom = Math.max(bottom, y);
-      }
-    }
-  }
-  return { left, top, width: right - left + 1, height: bottom - top + 1 };
 }
 
 describe('output_size, padding and bg_image_url: parsing', () => {

@@ -5,7 +5,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRemoveBgHandler, FileKeyStore, type RemoveBgHandler } from '../src/core/index.js';
 import { applyHints } from '../src/core/image/hints.js';
-import { drivenRequest } from './helpers/core-request.js';
+import { formRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
@@ -178,10 +178,7 @@ describe('hints through the handler (the real model)', () => {
     const parts: Parameters<typeof multipartBody>[0] = [{ name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image }];
     for (const h of hints === undefined ? [] : Array.isArray(hints) ? hints : [hints]) parts.push({ name: 'hints', filename: 'hints.png', type: 'image/png', data: h });
     const form = multipartBody(parts);
-    const driven = drivenRequest({ key, url: `/v1/remove-bg${query}`, contentType: form.contentType });
-    driven.request.headers['content-length'] = String(form.body.length);
-    driven.body.end(form.body);
-    return handler.handle(driven.request);
+    return handler.handle(formRequest(key, form, `/v1/remove-bg${query}`).request);
   }
   const maskOf = async (body: Buffer) => sharp(body).extractChannel(0).raw().toBuffer({ resolveWithObject: true });
 
@@ -216,10 +213,7 @@ describe('hints through the handler (the real model)', () => {
       { name: 'channels', data: 'alpha' },
       { name: 'size', data: 'full' },
     ]);
-    const driven = drivenRequest({ key, url: '/v1.0/removebg', contentType: form.contentType });
-    driven.request.headers['content-length'] = String(form.body.length);
-    driven.body.end(form.body);
-    const response = await handler.removeBg(driven.request);
+    const response = await handler.removeBg(formRequest(key, form, '/v1.0/removebg').request);
     expect(response.status, response.body.toString().slice(0, 300)).toBe(200);
     const { data, info } = await maskOf(response.body);
     expect([info.width, info.height]).toEqual([W, H]);

@@ -15,7 +15,7 @@ import { mapParameters } from '../src/core/removebg/parameters.js';
 import { baseUrlOf } from './conformance/suite.js';
 import { createTestKeys, TEST_PLANS, type TestKeys } from './helpers/fixtures.js';
 import { captureInternalError } from './helpers/log-capture.js';
-import { alphaIoU, objectOnTexture } from './helpers/synthetic-image.js';
+import { alphaIoU, measuredBox, objectOnTexture } from './helpers/synthetic-image.js';
 
 describe('clearOutsideRegion', () => {
   it('clears every pixel outside the region (px and %) and none inside', () => {
@@ -77,22 +77,6 @@ describe('scale, position, crop_margin and add_shadow: parsing', () => {
     expect(() => map({ crop_margin: '1px 2px 3px' })).toThrow(/crop_margin/);
   });
 });
-
-/** The box of alpha >= 13 (5 %), measured here rather than with the code under test. */
-function measuredBox(alpha: Buffer, width: number, height: number) {
-  let left = width, right = -1, top = height, bottom = -1;
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      if (alpha[y * width + x]! >= 13) {
-        left = Math.min(left, x);
-        right = Math.max(right, x);
-        top = Math.min(top, y);
-        bottom = Math.max(bottom, y);
-      }
-    }
-  }
-  return { left, top, width: right - left + 1, height: bottom - top + 1 };
-}
 
 describe('format=zip and roi through the endpoint', () => {
   let keys: TestKeys;

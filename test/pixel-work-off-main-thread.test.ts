@@ -12,7 +12,7 @@ import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import type { MaskModel } from '../src/core/image/pipeline.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
-import { drivenRequest, uploadRequest } from './helpers/core-request.js';
+import { formRequest, uploadRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
@@ -74,27 +74,9 @@ const discModel: MaskModel = async (_input, _signal, size) => {
   return { mask };
 };
 
-/** An upload with a hints part beside the file. */
-function hintsRequest(key: string, image: Buffer, hints: Buffer) {
-  const form = multipartBody([
-    { name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image },
-    { name: 'hints', filename: 'hints.png', type: 'image/png', data: hints },
-  ]);
-  const driven = drivenRequest({ key, contentType: form.contentType });
-  driven.request.headers['content-length'] = String(form.body.length);
-  driven.body.end(form.body);
-  return driven;
-}
-
-/** The image in `file` and a photo in `bg_image`, as one multipart upload. */
-function backgroundRequest(key: string, image: Buffer, photo: Buffer) {
-  const { body, contentType } = multipartBody([
-    { name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image },
-    { name: 'bg_image', filename: 'backdrop.png', type: 'image/png', data: photo },
-  ]);
-  const driven = drivenRequest({ key, contentType, headers: { 'content-length': String(body.length) } });
-  driven.body.end(body);
-  return driven;
+/** The image in `file` and a second file part beside it (`hints`, `bg_image`), as one multipart upload. */
+function twoPartRequest(key: string, image: Buffer, part: { name: string; filename: string; data: Buffer }) {
+  return formRequest(key, multipartBody([{ name: 'file', filename: 'photo.jpg', type: 'image/jpeg', data: image }, { ...part, type: 'image/png' }]));
 }
 
 const mainCounts = () => Object.fromEntries(KERNELS.map((k) => [k, kernelCalls[k] ?? 0]));
@@ -127,7 +109,11 @@ describe('full-size pixel work stays off the main thread', () => {
     const before = mainCounts();
     for (const [name, query] of REQUESTS) {
       const driven =
-        query === 'hints' ? hintsRequest(key, inputs.jpeg, inputs.hints) : query === 'bg_image' ? backgroundRequest(key, inputs[name], inputs.rgba) : uploadRequest(key, inputs[name], `${name}.png`);
+        query === 'hints'
+          ? twoPartRequest(key, inputs.jpeg, { name: 'hints', filename: 'hints.png', data: inputs.hints })
+          : query === 'bg_image'
+            ? twoPartRequest(key, inputs[name], { name: 'bg_image', filename: 'backdrop.png', data: inputs.rgba })
+            : uploadRequest(key, inputs[name], `${name}.png`);
       if (query === 'json') driven.request.headers.accept = 'application/json';
       else if (query === 'hints' || query === 'bg_image') driven.request.url = '/v1/remove-bg';
       else driven.request.url = `/v1/remove-bg${query}`;

@@ -34,6 +34,13 @@ export function drivenRequest(options: { key?: string; url?: string; headers?: R
   };
 }
 
+/** A whole multipart form (fixtures.ts's multipartBody), sent at once with its Content-Length, to `url`. */
+export function formRequest(key: string, form: { body: Buffer; contentType: string }, url?: string): DrivenRequest {
+  const driven = drivenRequest({ key, contentType: form.contentType, headers: { 'content-length': String(form.body.length) }, ...(url ? { url } : {}) });
+  driven.body.end(form.body);
+  return driven;
+}
+
 /**
  * A whole upload of one image, sent at once. The file name goes in `filename="..."` as browsers
  * send it (UTF-8 bytes), or with `extended` in RFC 5987's `filename*=UTF-8''...` form.

@@ -75,6 +75,25 @@ export function alphaIoU(alpha: Uint8Array | Buffer, truth: Uint8Array): number 
 }
 
 /** Decodes a PNG answer and returns its alpha plane and size. */
+/**
+ * The box of alpha >= 13 (5 %) in a one-channel mask, measured in the test rather than with the
+ * code under test (whose foreground box uses the same threshold).
+ */
+export function measuredBox(alpha: Buffer, width: number, height: number): { left: number; top: number; width: number; height: number } {
+  let left = width, right = -1, top = height, bottom = -1;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      if (alpha[y * width + x]! >= 13) {
+        left = Math.min(left, x);
+        right = Math.max(right, x);
+        top = Math.min(top, y);
+        bottom = Math.max(bottom, y);
+      }
+    }
+  }
+  return { left, top, width: right - left + 1, height: bottom - top + 1 };
+}
+
 export async function decodeAlpha(png: Buffer): Promise<{ width: number; height: number; channels: number; alpha: Buffer; format: string }> {
   const meta = await sharp(png).metadata();
   const { data, info } = await sharp(png).ensureAlpha().extractChannel(3).raw().toBuffer({ resolveWithObject: true });
