@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { dayOf, FileKeyStore } from '../src/core/index.js';
 import { monthOf } from '../src/core/limits/usage-meter.js';
 import { FileDashboardStore } from '../src/dashboard/index.js';
+import { emptyUsage, FileUsageStore, type UsageSection } from '../src/dashboard/stores/file-usage.js';
 
 async function freshStore(dir?: string) {
   const folder = dir ?? (await mkdtemp(path.join(os.tmpdir(), 'bgcut-usage-')));
@@ -57,6 +58,33 @@ describe('FileDashboardStore.usage: the month\'s quota and usage without Redis',
     expect(await store.dailyUsage('acct', [today])).toBeUndefined();
     await store.usage.get('acct', month);
     expect(await store.dailyUsage('acct', [today])).toEqual([{ images: 0, megapixels: 0 }]);
+    await store.close();
+  });
+
+  it('a page read during one of its own writes still shows what another process wrote meanwhile, and counts its own batch once', async () => {
+    // The shared file, in memory; this process's write is held at a gate so the read overlaps it.
+    let content: UsageSection = emptyUsage();
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const store = new FileUsageStore({
+      read: async () => structuredClone(content),
+      update: async (change) => {
+        await gate;
+        const next = structuredClone(content);
+        change(next);
+        content = next;
+      },
+    }, { flushIntervalMs: 3_600_000 });
+    expect(await store.get('acct', month)).toEqual({ month, images: 0, megapixels: 0 }); // the snapshot is loaded
+    await store.add('acct', month, 2);
+    const writing = store.flush();
+    // Another process adds 5 images today while this one's write waits.
+    content = { ...content, days: { acct: { [today]: { images: 5, megapixels: 1 } } } };
+    const reading = store.get('acct', month);
+    openGate();
+    await writing;
+    expect(await reading).toEqual({ month, images: 6, megapixels: 3 });
+    expect(content.days.acct![today]).toEqual({ images: 6, megapixels: 3 });
     await store.close();
   });
 });

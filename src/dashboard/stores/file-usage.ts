@@ -80,16 +80,23 @@ export class FileUsageStore implements LocalUsageStore {
    * use the snapshot: no file read on the request path.
    */
   private async current(): Promise<UsageSection> {
-    const writes = this.writes;
-    if (this.flushing || !this.snapshot) return this.stored();
-    const usage = (await this.file.read()) ?? emptyUsage();
-    if (!this.flushing && this.writes === writes) this.snapshot = usage;
-    return this.snapshot;
+    // A read that overlaps one of this process's own writes could count that write's batch twice
+    // or not at all (it moves from pending to the file while the read is under way), so such a
+    // read waits for the write and reads again; only after a few overlapped tries does it settle
+    // for the snapshot, which lacks what other processes wrote since.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await this.flushing?.catch(() => {});
+      const writes = this.writes;
+      const usage = (await this.file.read()) ?? emptyUsage();
+      if (!this.flushing && this.writes === writes) return (this.snapshot = usage);
+    }
+    return this.stored();
   }
 
   private async stored(): Promise<UsageSection> {
     if (this.snapshot) return this.snapshot;
-    this.loading ??= this.file.read().then((usage) => (this.snapshot = usage ?? emptyUsage()));
+    // ??=: a write that finished while this first read was under way left a newer snapshot.
+    this.loading ??= this.file.read().then((usage) => (this.snapshot ??= usage ?? emptyUsage()));
     return this.loading;
   }
 
