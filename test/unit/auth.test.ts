@@ -1,4 +1,4 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -265,5 +265,55 @@ describe('key store errors', () => {
     ]);
     expect(new NotFoundError('no key k').name).toBe('NotFoundError');
     expect(new TooManyKeysError(3)).toMatchObject({ name: 'TooManyKeysError', maxActiveKeys: 3, message: 'An account may have at most 3 active keys: revoke one first.' });
+  });
+});
+
+describe('FileKeyStore: a missing file, a foreign file, and the refusals', () => {
+  const fileIn = async () => path.join(await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-')), 'keys.json');
+
+  it('a key file that does not exist yet is an empty store: no key found, no accounts, nothing thrown', async () => {
+    const store = new FileKeyStore({ file: await fileIn(), reloadIntervalMs: 0 });
+    expect(await store.findByHash(hashApiKey(generateApiKey()))).toBeUndefined();
+    expect(await store.listAccounts()).toEqual([]);
+    expect(await store.listKeys('acct_a')).toEqual([]);
+    // Once it exists, the same store finds what is written to it.
+    const { key } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
+    expect((await store.findByHash(hashApiKey(key)))?.account.id).toBe('acct_a');
+  });
+
+  it('readData is the whole file as written', async () => {
+    const file = await fileIn();
+    const store = new FileKeyStore({ file, reloadIntervalMs: 0 });
+    const { record } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
+    expect(await store.readData()).toEqual(JSON.parse(await readFile(file, 'utf8')));
+    expect((await store.readData()).keys.map((k) => k.id)).toEqual([record.id]);
+  });
+
+  it('a file that is not a version 1 key file is refused by name, and left as it was', async () => {
+    const file = await fileIn();
+    for (const text of ['{"version":2,"accounts":[],"keys":[]}', '{"version":1,"accounts":{},"keys":[]}', '{"version":1,"accounts":[]}']) {
+      await writeFile(file, text);
+      const store = new FileKeyStore({ file, reloadIntervalMs: 0 });
+      await expect(store.listAccounts()).rejects.toThrow(`${file} is not a version 1 key file`);
+      await expect(store.createKey({ accountId: 'acct_a', plan: 'p' })).rejects.toThrow(`${file} is not a version 1 key file`);
+      expect(await readFile(file, 'utf8')).toBe(text);
+    }
+  });
+
+  it('an unknown key or account is NotFoundError naming it; a revoked key cannot be rotated', async () => {
+    const store = new FileKeyStore({ file: await fileIn(), reloadIntervalMs: 0 });
+    const { record } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
+    for (const attempt of [store.revokeKey('key_nope'), store.rotateKey('key_nope', 1000)]) {
+      const error = await attempt.catch((e: Error) => e);
+      expect(error).toBeInstanceOf(NotFoundError);
+      expect((error as Error).message).toBe('no key key_nope');
+    }
+    const noAccount = await store.setAccountStatus('acct_nope', 'suspended').catch((e: Error) => e);
+    expect(noAccount).toBeInstanceOf(NotFoundError);
+    expect((noAccount as Error).message).toBe('no account acct_nope');
+    expect(await store.setAccountStatus('acct_a', 'suspended')).toMatchObject({ id: 'acct_a', status: 'suspended' });
+    await store.revokeKey(record.id);
+    await expect(store.rotateKey(record.id, 1000)).rejects.toThrow(`key ${record.id} is revoked`);
+    expect(await store.listKeys('acct_a')).toHaveLength(1);
   });
 });
