@@ -268,6 +268,25 @@ describe('key store errors', () => {
   });
 });
 
+describe('FileKeyStore: a key with an expiry counts against the ceiling until it expires', () => {
+  it('a key expiring later counts; one whose expiry is this very millisecond does not', async () => {
+    // Only Date is frozen (the file lock's own timers run): "now" is the same for every key made here.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(new Date('2026-06-01T12:00:00.000Z'));
+      const now = new Date();
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-'));
+      const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+      await store.createKey({ accountId: 'acct_later', plan: 'p', expiresAt: new Date(now.getTime() + 1000) });
+      await expect(store.createKey({ accountId: 'acct_later', plan: 'p', maxActiveKeys: 1 })).rejects.toBeInstanceOf(TooManyKeysError);
+      await store.createKey({ accountId: 'acct_now', plan: 'p', expiresAt: now });
+      expect((await store.createKey({ accountId: 'acct_now', plan: 'p', maxActiveKeys: 1 })).record.accountId).toBe('acct_now');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
 describe('FileKeyStore: a missing file, a foreign file, and the refusals', () => {
   const fileIn = async () => path.join(await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-')), 'keys.json');
 
