@@ -331,7 +331,10 @@ describe('FileKeyStore: a missing file, a foreign file, and the refusals', () =>
     expect(noAccount).toBeInstanceOf(NotFoundError);
     expect((noAccount as Error).message).toBe('no account acct_nope');
     expect(await store.setAccountStatus('acct_a', 'suspended')).toMatchObject({ id: 'acct_a', status: 'suspended' });
-    await store.revokeKey(record.id);
+    const revoked = await store.revokeKey(record.id);
+    expect(revoked).toMatchObject({ id: record.id, revokedAt: expect.any(String) });
+    // Revoking again keeps the first time.
+    expect((await store.revokeKey(record.id)).revokedAt).toBe(revoked.revokedAt);
     await expect(store.rotateKey(record.id, 1000)).rejects.toThrow(`key ${record.id} is revoked`);
     expect(await store.listKeys('acct_a')).toHaveLength(1);
   });
