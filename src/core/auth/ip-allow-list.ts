@@ -8,14 +8,15 @@ export class InvalidAllowListEntryError extends RangeError {
   }
 }
 
-/** Adds one entry to a BlockList, or throws InvalidAllowListEntryError. */
+/**
+ * Adds one entry to a BlockList, or throws InvalidAllowListEntryError. BlockList itself refuses
+ * an address that is not one and a prefix out of its family's range (/33 for IPv4, /129 for
+ * IPv6); the prefix's spelling (digits, no sign, no leading zero) is checked here.
+ */
 function addEntry(list: BlockList, entry: string): void {
   const [address = '', prefix, extra] = entry.split('/');
-  const version = isIP(address);
-  const maxPrefix = version === 6 ? 128 : 32;
-  const prefixOk = prefix === undefined || (/^(0|[1-9][0-9]{0,2})$/.test(prefix) && Number(prefix) <= maxPrefix);
-  if (version === 0 || extra !== undefined || !prefixOk) throw new InvalidAllowListEntryError(entry);
-  const family = version === 6 ? 'ipv6' : 'ipv4';
+  if (extra !== undefined || (prefix !== undefined && !/^(0|[1-9][0-9]{0,2})$/.test(prefix))) throw new InvalidAllowListEntryError(entry);
+  const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
   try {
     if (prefix === undefined) list.addAddress(address, family);
     else list.addSubnet(address, Number(prefix), family);
