@@ -44,6 +44,10 @@ describe('IP allow-lists', () => {
     ['::ffff:11.1.2.3', ['10.0.0.0/8'], false],
     ['::ffff:192.0.2.7', ['192.0.2.7'], true],
     ['::ffff:192.0.2.8', ['192.0.2.7'], false],
+    ['::ffff:a01:203', ['10.0.0.0/8'], true],
+    // And an IPv4 client against an IPv4-mapped entry.
+    ['10.1.2.3', ['::ffff:10.0.0.0/104'], true],
+    ['11.1.2.3', ['::ffff:10.0.0.0/104'], false],
     // Families do not mix otherwise.
     ['10.1.2.3', ['2001:db8::/32'], false],
     ['2001:db8::1', ['10.0.0.0/8'], false],

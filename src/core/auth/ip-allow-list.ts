@@ -40,11 +40,9 @@ export function validateAllowedIps<T extends readonly string[] | undefined>(entr
  * Throws InvalidAllowListEntryError for a bad entry stored before entries were validated.
  */
 export function ipAllowed(ip: string, entries: readonly string[]): boolean {
-  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  const address = v4 ? v4[1]! : ip;
-  const version = isIP(address);
-  if (version === 0) return false;
   const list = new BlockList();
   for (const entry of entries) addEntry(list, entry);
-  return list.check(address, version === 6 ? 'ipv6' : 'ipv4');
+  // BlockList matches an IPv4-mapped client (::ffff:a.b.c.d) against IPv4 entries, and an IPv4
+  // client against ::ffff: entries, by itself; a client address that is not one matches nothing.
+  return list.check(ip, isIP(ip) === 6 ? 'ipv6' : 'ipv4');
 }
