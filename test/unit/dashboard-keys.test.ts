@@ -18,8 +18,11 @@ describe('the dashboard\'s key actions', () => {
   /** What keyStore.rotateKey does first, to stand in for another request racing this one. */
   let beforeRotate: ((keyId: string) => Promise<void>) | undefined;
 
+  /** What the dashboard reported as internal errors. */
+  const reported: unknown[] = [];
+
   beforeAll(async () => {
-    app = await startDashboardApp();
+    app = await startDashboardApp({ dashboard: { onInternalError: (error) => reported.push(error) } });
     // The handlers' store is this FileKeyStore, with a hook before each rotation.
     const rotateKey = app.keyStore.rotateKey.bind(app.keyStore);
     app.keyStore.rotateKey = async (keyId: string, overlapMs: number) => {
@@ -125,6 +128,7 @@ describe('the dashboard\'s key actions', () => {
     for (const path of [`/dashboard/keys/${id}/revoke`, '/dashboard/keys/key_unknown/revoke']) {
       const page = await client.request('GET', path);
       expect(page.status).toBe(404);
+      expect(page.text).toContain('<h1>No such key</h1>');
       expect(page.text).toContain('This account has no such key, or it is revoked already.');
       const post = await client.request('POST', path, { _csrf: token });
       expect(post.status).toBe(404);
@@ -176,7 +180,10 @@ describe('the dashboard\'s key actions', () => {
     expect(successor).toEqual(expect.any(String));
     const again = await client.request('POST', `/dashboard/keys/${id}/rotate`, { _csrf: token, overlap: '1h' });
     expect(again.status).toBe(409);
+    expect(again.text).toContain('<h1>Key already being replaced</h1>');
     expect(again.text).toContain(`The key ${id} is already being replaced by ${successor}`);
+    // Said before anything about the form: without an overlap it is still 409.
+    expect((await client.request('POST', `/dashboard/keys/${id}/rotate`, { _csrf: token })).status).toBe(409);
     expect(await keys()).toHaveLength(2);
   });
 
@@ -203,6 +210,7 @@ describe('the dashboard\'s key actions', () => {
     };
     const gone = await client.request('POST', `/dashboard/keys/${id}/rotate`, { _csrf: token, overlap: '1h' });
     expect(gone.status).toBe(404);
+    expect(gone.text).toContain('<h1>No such key</h1>');
     expect(gone.text).toContain('This account has no such active key.');
   });
 
@@ -215,5 +223,27 @@ describe('the dashboard\'s key actions', () => {
     expect(kept).toMatchObject({ id: record.id });
     expect(kept!.revokedAt).toBeFalsy();
     expect(kept!.replacedBy).toBeFalsy();
+  });
+
+  it('a key store that fails on create or rotate: 503 and the error reported, never a key shown', async () => {
+    const { id } = await create('before the failure');
+    for (const method of ['createKey', 'rotateKey'] as const) {
+      const real = app.keyStore[method];
+      app.keyStore[method] = () => Promise.reject(new Error(`${method}: disk full`));
+      try {
+        reported.length = 0;
+        const failed =
+          method === 'createKey'
+            ? await client.request('POST', '/dashboard/keys', { _csrf: token, label: 'never made' })
+            : await client.request('POST', `/dashboard/keys/${id}/rotate`, { _csrf: token, overlap: '1h' });
+        expect(failed.status).toBe(503);
+        expect(reported.map((e) => (e as Error).message)).toEqual([`${method}: disk full`]);
+        const next = await client.request('GET', '/dashboard/keys/new');
+        expect(next.status).toBe(303);
+        expect(next.headers.location).toBe('/dashboard/keys?notice=key-shown');
+      } finally {
+        app.keyStore[method] = real as never;
+      }
+    }
   });
 });
