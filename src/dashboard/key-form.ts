@@ -12,10 +12,10 @@ export interface KeyFormValues {
   allowedOrigins: string[];
 }
 
+/** Entries split on white space and commas (so none has white space left), empty ones dropped. */
 const lines = (text: string | null) =>
   (text ?? '')
     .split(/[\s,]+/)
-    .map((l) => l.trim())
     .filter(Boolean);
 
 /** The create-key form, checked: the values for createKey, or the first problem in words. */
