@@ -230,10 +230,11 @@ function readForm(
         fail(new ApiError('unexpected_file_field', { detail: `Got a file in "${name}"; send it in the part named "${fileField}".` }));
         return;
       }
-      // busboy's `files` counts the optional parts too: the image parts are counted here.
+      // busboy's `files` counts the optional parts too: the image parts are counted here. (Only
+      // forms with optional parts get here, and those are one-image forms: the catalogue's words.)
       if (files.length >= limits.maxFiles) {
         stream.resume();
-        fail(new ApiError('too_many_files', limits.maxFiles > 1 ? { detail: `Send at most ${limits.maxFiles} files, each in a part named "file".` } : {}));
+        fail(new ApiError('too_many_files'));
         return;
       }
       const entry = { info: { filename: info.filename ?? '', declaredType: info.mimeType }, bytes: new UploadBytes(capacity), done: false };

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
@@ -291,5 +292,49 @@ describe('readBatchUpload', () => {
   it('an empty file among several is missing_file naming which one', async () => {
     const error = await errorOf(batch([file(Buffer.from('a')), file(Buffer.alloc(0))]));
     expect([error?.code, error?.message]).toEqual(['missing_file', 'File part 2 named "file" is empty.']);
+  });
+});
+
+describe('readUpload: bounds met exactly, and nothing left behind', () => {
+  const hint = (bytes: Buffer): Part => ({ name: 'hints', value: bytes, filename: 'h.png' });
+
+  it('text standing in for the file leaves the file, its name and its type empty', async () => {
+    const byUrl = await read(form([{ name: 'image_url', value: 'http://x/' }]), LIMITS, {}, 'image_url');
+    expect([byUrl.file.length, byUrl.filename, byUrl.declaredType]).toEqual([0, '', '']);
+  });
+
+  it('an optional part may be larger than the image\'s limit, up to its own', async () => {
+    const upload = await readShape(form([file(), hint(Buffer.alloc(2000, 3))]), { extraFiles: { hints: 5000 } });
+    expect(upload.parts?.hints?.file.length).toBe(2000);
+  });
+
+  it('maxFields fields beside the file and every optional part pass (busboy\'s part count includes them)', async () => {
+    const upload = await readShape(form([...fields(3), file(), hint(Buffer.alloc(5)), { name: 'mask', value: Buffer.alloc(5), filename: 'm.png' }]), { extraFiles: { hints: 50, mask: 50 } });
+    expect(Object.keys(upload.fields)).toHaveLength(3);
+    expect(Object.keys(upload.parts ?? {}).sort()).toEqual(['hints', 'mask']);
+  });
+
+  it('a second image beside an optional part is too_many_files in the catalogue\'s words', async () => {
+    const error = await errorOf(readShape(form([file(), hint(Buffer.alloc(5)), file()]), { extraFiles: { hints: 50 } }));
+    expect([error?.code, error?.message]).toEqual(['too_many_files', 'Send exactly one file, in the part named "file".']);
+  });
+
+  it('a multipart type without a boundary says so in the detail', async () => {
+    const error = await errorOf(readUpload(Readable.from([Buffer.from('x')]), { 'content-type': 'multipart/form-data; charset=utf-8' }, LIMITS, new AbortController().signal));
+    expect([error?.code, error?.message]).toEqual(['malformed_multipart', 'Multipart: Boundary not found']);
+  });
+
+  it('an undeclared body of exactly the bound is read; one byte more is refused', async () => {
+    const whole = form([file()]);
+    const padded = (total: number) => Buffer.concat([Buffer.alloc(total - whole.length - 2, 0x61), Buffer.from('\r\n'), whole]);
+    expect((await read(padded(maxBodyBytes(LIMITS)))).file.length).toBe(10);
+    expect(await codeOf(read(padded(maxBodyBytes(LIMITS) + 1)))).toBe('upload_too_large');
+  });
+
+  it('leaves no listener on the request\'s signal, after a read or a refusal', async () => {
+    const signal = new AbortController().signal;
+    await readUpload(Readable.from([form([file()])]), { 'content-type': CONTENT_TYPE }, LIMITS, signal);
+    await readUpload(Readable.from([form([file(), file()])]), { 'content-type': CONTENT_TYPE }, LIMITS, signal).catch(() => {});
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
   });
 });
