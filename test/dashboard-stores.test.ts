@@ -212,6 +212,75 @@ describe('ActivityRecorder', () => {
     await recorder.close();
   });
 
+  /**
+   * A shared store in memory whose write waits at `writeGate` and whose reads answer at
+   * `readGate` with what was stored when they were sent (or, `late`, when they answer).
+   */
+  function gatedStore() {
+    const daily = new Map<string, number>();
+    const lastUsed: Record<string, string> = {};
+    let openWrite!: () => void;
+    const writeGate = new Promise<void>((resolve) => (openWrite = resolve));
+    const store: ActivityStore & { readGate?: Promise<void>; late: boolean } = {
+      readGate: undefined,
+      late: false,
+      async addActivity(batch) {
+        await writeGate;
+        for (const d of batch.daily) daily.set(`${d.accountId}/${d.day}`, (daily.get(`${d.accountId}/${d.day}`) ?? 0) + d.count);
+        for (const u of batch.lastUsed) if (!(lastUsed[u.keyId]! > u.at)) lastUsed[u.keyId] = u.at;
+      },
+      async dailyCounts(accountId, days) {
+        const sent = days.map((day) => daily.get(`${accountId}/${day}`) ?? 0);
+        await this.readGate;
+        return this.late ? days.map((day) => daily.get(`${accountId}/${day}`) ?? 0) : sent;
+      },
+      async lastUsed(keyIds) {
+        const sent = { ...lastUsed };
+        await this.readGate;
+        return Object.fromEntries(keyIds.flatMap((id) => ((this.late ? lastUsed : sent)[id] ? [[id, (this.late ? lastUsed : sent)[id]!]] : [])));
+      },
+    };
+    return { store, daily, openWrite };
+  }
+
+  it('a read during a write counts the batch in flight once: not lost while it is neither pending nor stored', async () => {
+    const at = new Date('2026-11-26T12:00:00Z');
+    const { store, daily, openWrite } = gatedStore();
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
+    for (let i = 0; i < 3; i++) recorder.record('acct', 'key_a', at);
+    const writing = recorder.flush(); // held at the gate
+    daily.set('acct/2026-11-26', 5); // another instance's batch lands meanwhile
+    const counts = recorder.dailyCounts('acct', ['2026-11-26']);
+    const used = recorder.lastUsed(['key_a']);
+    openWrite();
+    await writing;
+    expect(await counts).toEqual([8]);
+    expect(await used).toEqual({ key_a: at.toISOString() });
+    await recorder.close();
+  });
+
+  it.each([
+    ['as the store was when it was sent (without the batch)', false],
+    ['as the store is when it arrives (with the batch)', true],
+  ])('a read sent before a write and answered after it started, %s, counts the batch once', async (_, late) => {
+    const at = new Date('2026-11-26T12:00:00Z');
+    const { store, openWrite } = gatedStore();
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
+    recorder.record('acct', 'key_a', at);
+    recorder.record('acct', 'key_a', at);
+    let answer!: () => void;
+    store.readGate = new Promise<void>((resolve) => (answer = resolve));
+    store.late = late;
+    const counts = recorder.dailyCounts('acct', ['2026-11-26']);
+    const writing = recorder.flush();
+    answer();
+    store.readGate = undefined;
+    openWrite();
+    await writing;
+    expect(await counts).toEqual([2]);
+    await recorder.close();
+  });
+
   it('keeps a batch whose write failed and writes it with the next one', async () => {
     const store = countingStore();
     const errors: unknown[] = [];
