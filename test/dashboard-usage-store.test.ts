@@ -1,8 +1,8 @@
 import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { dayOf, FileKeyStore } from '../src/core/index.js';
+import { describe, expect, it, vi } from 'vitest';
+import { dayOf, FileKeyStore, lastDays } from '../src/core/index.js';
 import { monthOf } from '../src/core/limits/usage-meter.js';
 import { FileDashboardStore } from '../src/dashboard/index.js';
 import { emptyUsage, FileUsageStore, type UsageSection } from '../src/dashboard/stores/file-usage.js';
@@ -86,5 +86,36 @@ describe('FileDashboardStore.usage: the month\'s quota and usage without Redis',
     expect(await reading).toEqual({ month, images: 6, megapixels: 3 });
     expect(content.days.acct![today]).toEqual({ images: 6, megapixels: 3 });
     await store.close();
+  });
+
+  it('on 1 March the daily chart\'s 30 days reach back to 31 January: a write keeps that day, and prunes older months', async () => {
+    // Only Date is faked (timers stay real): the clock of a page and a write on 1 March of a non-leap year.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date('2027-03-01T08:00:00Z'));
+    try {
+      const days = lastDays(30);
+      expect(days[0]).toBe('2027-01-31');
+      let content: UsageSection = {
+        days: { acct: { '2026-12-31': { images: 9, megapixels: 9 }, '2027-01-31': { images: 4, megapixels: 1 }, '2027-02-28': { images: 2, megapixels: 0.5 } } },
+        quota: { 'acct:2026-12': 9, 'acct:2027-02': 2 },
+      };
+      const store = new FileUsageStore({
+        read: async () => structuredClone(content),
+        update: async (change) => {
+          const next = structuredClone(content);
+          change(next);
+          content = next;
+        },
+      }, { flushIntervalMs: 3_600_000 });
+      await store.add('acct', '2027-03', 1);
+      await store.flush();
+      expect(Object.keys(content.days.acct!).sort()).toEqual(['2027-01-31', '2027-02-28', '2027-03-01']);
+      expect(content.quota).toEqual({ 'acct:2027-02': 2 });
+      const chart = (await store.dailyUsage('acct', days))!;
+      expect([chart[0], chart.at(-2), chart.at(-1)]).toEqual([{ images: 4, megapixels: 1 }, { images: 2, megapixels: 0.5 }, { images: 1, megapixels: 1 }]);
+      await store.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

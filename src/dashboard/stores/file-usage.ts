@@ -235,10 +235,13 @@ export class FileUsageStore implements LocalUsageStore {
   }
 }
 
-/** Keeps this month and the last (the chart's 30 days and the month's total need no more). */
+/**
+ * Keeps this month, the last, and every month the chart's 30 days reach (on 1 March of a
+ * non-leap year they start on 31 January): 31 days back always lies in the last month or
+ * before it, so its month is the oldest kept.
+ */
 function prune(usage: UsageSection): void {
-  const now = new Date();
-  const oldest = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1)).toISOString().slice(0, 7);
+  const oldest = new Date(Date.now() - 31 * 86_400_000).toISOString().slice(0, 7);
   for (const [accountId, days] of Object.entries(usage.days)) {
     for (const day of Object.keys(days)) if (day.slice(0, 7) < oldest) delete days[day];
     if (Object.keys(days).length === 0) delete usage.days[accountId];
