@@ -118,4 +118,26 @@ describe('FileDashboardStore.usage: the month\'s quota and usage without Redis',
       vi.useRealTimers();
     }
   });
+
+  it('a cutout charged in October and recorded just after midnight on 1 November counts on 31 October: in October\'s total and chart', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date('2026-11-01T00:00:00.500Z'));
+    try {
+      let content: UsageSection = emptyUsage();
+      const store = new FileUsageStore({
+        read: async () => structuredClone(content),
+        update: async (change) => {
+          const next = structuredClone(content);
+          change(next);
+          content = next;
+        },
+      }, { flushIntervalMs: 3_600_000 });
+      await store.add('acct', '2026-10', 1.5);
+      await store.close();
+      expect(content.days).toEqual({ acct: { '2026-10-31': { images: 1, megapixels: 1.5 } } });
+      expect(await store.get('acct', '2026-10')).toEqual({ month: '2026-10', images: 1, megapixels: 1.5 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

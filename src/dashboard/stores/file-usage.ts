@@ -105,8 +105,9 @@ export class FileUsageStore implements LocalUsageStore {
   async add(accountId: string, month: string, megapixels: number, images = 1): Promise<void> {
     this.serving = true;
     const today = dayOf(new Date());
-    // Recorded the moment it is metered: the day is today's, unless the month just turned.
-    const day = today.startsWith(month) ? today : `${month}-01`;
+    // Recorded the moment it is metered: the day is today's, unless the month turned since the
+    // cutout was charged (it counts in that month): then the month's last day.
+    const day = today.startsWith(month) ? today : lastDayOf(month);
     const id = `${accountId}\n${day}`;
     const entry = this.pendingDays.get(id);
     if (entry) {
@@ -233,6 +234,12 @@ export class FileUsageStore implements LocalUsageStore {
     clearInterval(this.timer);
     await this.flush();
   }
+}
+
+/** `YYYY-MM-DD` of the last day of `month` (`YYYY-MM`). */
+function lastDayOf(month: string): string {
+  const [year, monthNumber] = month.split('-').map(Number) as [number, number];
+  return dayOf(new Date(Date.UTC(year, monthNumber, 0)));
 }
 
 /**
