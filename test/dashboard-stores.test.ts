@@ -69,12 +69,13 @@ describe('FileDashboardStore files', () => {
     const before = { text: await readFile(keys.file, 'utf8'), mtimeMs: (await stat(keys.file)).mtimeMs };
     await new Promise((resolve) => setTimeout(resolve, 20)); // an mtime tick apart
     await store.createSession('h1', { accountId: 'a1', email: 'x@example.com', csrfToken: 't', createdAt: new Date().toISOString(), expiresAt: later() });
-    await store.addActivity({ daily: [{ accountId: 'a1', day: lastDays(1)[0]!, count: 4 }], lastUsed: [{ keyId: 'key_1', at: new Date().toISOString() }] });
+    const today = lastDays(1)[0]!; // once: a test that spans midnight still asks about the day it wrote
+    await store.addActivity({ daily: [{ accountId: 'a1', day: today, count: 4 }], lastUsed: [{ keyId: 'key_1', at: new Date().toISOString() }] });
     await store.deleteSession('h1');
     expect({ text: await readFile(keys.file, 'utf8'), mtimeMs: (await stat(keys.file)).mtimeMs }).toEqual(before);
     expect(store.file).toBe(path.join(dir, 'keys.dashboard.json'));
-    expect(JSON.parse(await readFile(store.file, 'utf8')).activity.daily.a1).toEqual({ [lastDays(1)[0]!]: 4 });
-    expect(await store.dailyCounts('a1', lastDays(1))).toEqual([4]);
+    expect(JSON.parse(await readFile(store.file, 'utf8')).activity.daily.a1).toEqual({ [today]: 4 });
+    expect(await store.dailyCounts('a1', [today])).toEqual([4]);
   });
 
   it('reads sessions and activity an older version left in the key file, and moves them out on its first write', async () => {
@@ -123,12 +124,13 @@ describe.each(redisTopologies)('on $name', (topology) => {
     const keyPrefix = `act${n++}`;
     const store = new RedisDashboardStore({ redis: shared.redis, keyPrefix });
     const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000, onError: () => {} });
-    const today = lastDays(1);
+    const now = new Date(); // one clock for the records and the day asked about
+    const today = lastDays(1, now);
     // acct_bad's counts hash is a string: its write fails (WRONGTYPE), acct_good's goes through.
     const badKey = `${keyPrefix}:{a:acct_bad}:daily`;
     await shared.redis.set(badKey, 'not a hash');
-    for (let i = 0; i < 3; i++) recorder.record('acct_good', 'key_g');
-    for (let i = 0; i < 2; i++) recorder.record('acct_bad', 'key_b');
+    for (let i = 0; i < 3; i++) recorder.record('acct_good', 'key_g', now);
+    for (let i = 0; i < 2; i++) recorder.record('acct_bad', 'key_b', now);
     await recorder.flush();
     expect(await store.dailyCounts('acct_good', today)).toEqual([3]);
     await shared.redis.del(badKey);
@@ -200,8 +202,9 @@ describe('ActivityRecorder', () => {
   it('writes 1000 requests as one batch, and shows pending counts before they are written', async () => {
     const store = countingStore();
     const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
-    const today = lastDays(1);
-    for (let i = 0; i < 1000; i++) recorder.record('acct', i % 2 ? 'key_a' : 'key_b');
+    const now = new Date(); // one clock for the records and the day asked about
+    const today = lastDays(1, now);
+    for (let i = 0; i < 1000; i++) recorder.record('acct', i % 2 ? 'key_a' : 'key_b', now);
     expect(store.writes).toHaveLength(0);
     expect(await recorder.dailyCounts('acct', today)).toEqual([1000]);
     expect(Object.keys(await recorder.lastUsed(['key_a', 'key_b', 'key_c'])).sort()).toEqual(['key_a', 'key_b']);

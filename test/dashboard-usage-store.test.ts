@@ -1,10 +1,11 @@
 import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { dayOf, FileKeyStore, lastDays } from '../src/core/index.js';
 import { monthOf } from '../src/core/limits/usage-meter.js';
 import { FileDashboardStore } from '../src/dashboard/index.js';
+import { clearOfUtcMidnight } from './helpers/utc-day.js';
 import { emptyUsage, FileUsageStore, type UsageSection } from '../src/dashboard/stores/file-usage.js';
 
 async function freshStore(dir?: string) {
@@ -14,8 +15,14 @@ async function freshStore(dir?: string) {
 }
 
 describe('FileDashboardStore.usage: the month\'s quota and usage without Redis', () => {
-  const month = monthOf(new Date());
-  const today = dayOf(new Date());
+  // The store dates its records by the real clock: these tests (well under 10 s) run on one UTC day.
+  let month: string;
+  let today: string;
+  beforeAll(async () => {
+    await clearOfUtcMidnight(10_000);
+    const now = new Date();
+    [month, today] = [monthOf(now), dayOf(now)];
+  });
 
   it('counts the month as the sum of its days, and a new instance on the same file (a restart) reads the same', async () => {
     const { folder, store } = await freshStore();
