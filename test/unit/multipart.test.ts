@@ -338,3 +338,16 @@ describe('readUpload: bounds met exactly, and nothing left behind', () => {
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
   });
 });
+
+describe('readUpload: details where busboy\'s own limit is not the one that stops it', () => {
+  it('the image over its limit beside a larger optional allowance: the file\'s own bound in the detail', async () => {
+    const error = await errorOf(readShape(form([file(Buffer.alloc(1001, 1))]), { extraFiles: { hints: 5000 } }));
+    expect([error?.code, error?.message]).toEqual(['upload_too_large', 'The file is larger than 1000 bytes.']);
+  });
+
+  it('a too-long field with a long name: the name cut to 100 characters in the detail', async () => {
+    const name = `${'n'.repeat(100)}tail`;
+    const error = await errorOf(read(form([{ name, value: 'y'.repeat(21) }, file()])));
+    expect([error?.code, error?.message]).toEqual(['field_too_large', `The field "${'n'.repeat(100)}" is longer than 20 bytes.`]);
+  });
+});
