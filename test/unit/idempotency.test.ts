@@ -114,7 +114,7 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
     await run(deps);
     const reused = await run(deps, other).catch((e: ApiError) => e);
     expect(reused).toMatchObject({ code: 'idempotency_key_reused', status: 422 });
-    expect((reused as ApiError).message).toContain('used for a different request');
+    expect((reused as ApiError).message).toBe('This Idempotency-Key was used for a different request (another image, other options or another path) in the last 24 hours.');
     // In progress too: the fingerprint is compared before "in use".
     const gated = depsWith();
     const scope = scopeFor('k-2');

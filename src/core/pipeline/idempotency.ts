@@ -97,15 +97,17 @@ function fingerprintOf(url: string, order: Order): string {
   const part = (value: string) => hash.update(`${Buffer.byteLength(value)}:${value}`);
   part(url);
   part(order.upload.filename);
-  for (const [name, value] of Object.entries(order.upload.fields).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  // Names in code-unit order (sort()'s default), so the order the form sent them in does not matter.
+  for (const name of Object.keys(order.upload.fields).sort()) {
     part(name);
-    part(value);
+    part(order.upload.fields[name]!);
   }
   hash.update(createHash('sha256').update(order.upload.file).digest());
   // The other file parts (a `bg_image` photo, `hints`): another photo or other hints is another request.
-  for (const [name, file] of Object.entries(order.upload.parts ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  const parts = order.upload.parts ?? {};
+  for (const name of Object.keys(parts).sort()) {
     part(name);
-    hash.update(createHash('sha256').update(file.file).digest());
+    hash.update(createHash('sha256').update(parts[name]!.file).digest());
   }
   return hash.digest('hex');
 }
