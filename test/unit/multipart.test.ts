@@ -351,3 +351,12 @@ describe('readUpload: details where busboy\'s own limit is not the one that stop
     expect([error?.code, error?.message]).toEqual(['field_too_large', `The field "${'n'.repeat(100)}" is longer than 20 bytes.`]);
   });
 });
+
+describe('readUpload: a body cut short', () => {
+  it('a form that ends inside a part is 400 malformed_multipart with busboy\'s reason', async () => {
+    const whole = form([{ name: 'f0', value: 'x' }, file(Buffer.alloc(100, 1))]);
+    const error = await errorOf(read(whole.subarray(0, whole.length - 60)));
+    expect([error?.code, error?.message]).toEqual(['malformed_multipart', 'Unexpected end of form']);
+    expect((error?.cause as Error | undefined)?.message).toBe('Unexpected end of form');
+  });
+});
