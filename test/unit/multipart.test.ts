@@ -360,3 +360,11 @@ describe('readUpload: a body cut short', () => {
     expect((error?.cause as Error | undefined)?.message).toBe('Unexpected end of form');
   });
 });
+
+describe('readUpload: a file part without a file name', () => {
+  it('an application/octet-stream part with no filename is read as the file, its name empty', async () => {
+    const body = Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"\r\nContent-Type: application/octet-stream\r\n\r\nabc\r\n--${BOUNDARY}--\r\n`);
+    const upload = await read(body);
+    expect([upload.file.toString(), upload.filename, upload.declaredType]).toEqual(['abc', '', 'application/octet-stream']);
+  });
+});
