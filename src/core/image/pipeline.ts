@@ -4,7 +4,8 @@ import { cutoutConfidence } from './confidence.js';
 import type { MaskPlan } from './full-size-mask.js';
 import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
-import { imageToTensor, maskToGrey, type InputTensor, type MaskTensor } from './tensor.js';
+import { modelInput, type ModelInput } from './model-input.js';
+import { maskToGrey, type MaskTensor } from './tensor.js';
 
 export interface ImageLimits {
   /** Largest image accepted, in pixels (width x height), checked from the header before decoding. */
@@ -15,12 +16,14 @@ export interface ImageLimits {
  * Runs the model on its input tensor (as the profile says) and resolves with its mask. `size` is
  * the tensor's width and height: the profile's for a fixed-size model; for a model whose height
  * and width are free, whatever the quality mode asked for (the mask comes back at that size).
+ * `prefix`, when the model has it: the bytes its call at `size` sends before the tensor, so the
+ * tensor can be written straight into the message (model-input.ts) instead of copied there.
  */
-export type MaskModel = (
-  input: InputTensor,
+export type MaskModel = ((
+  input: ModelInput,
   signal: AbortSignal,
   size?: { width: number; height: number },
-) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>;
+) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>) & { prefix?: (size: { width: number; height: number }) => Uint8Array };
 
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
@@ -130,7 +133,6 @@ export async function segment(
     return elapsed;
   };
 
-  const decoder = () => openDecoder(bytes, limits);
   // An upright, opaque JPEG too small for shrink-on-load (sharp shrinks JPEGs on load from half
   // the size up) is decoded once, at full size, and resized from there: the same pixels as two
   // decodes (a rotated or 16-bit source would resize differently, so those decode twice).
@@ -141,21 +143,9 @@ export async function segment(
     (probe.orientation ?? 1) === 1 &&
     Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
   const once = decodeOnce ? await decodeRaw(bytes, probe, limits) : undefined;
-  let modelRgb: Buffer;
-  try {
-    // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos
-    // cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
-    const input = once
-      ? sharp(once, { raw: { width: probe.width, height: probe.height, channels: 3 } })
-      : probe.hasAlpha
-        ? decoder().flatten({ background: '#ffffff' })
-        : decoder().removeAlpha();
-    modelRgb = await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
-  } catch (error) {
-    throw new ApiError('corrupt_image', { cause: error });
-  }
+  const modelRgb = await decodeForModel(bytes, probe, limits, profile, once);
   const decodeMs = lap();
-  const input = imageToTensor(modelRgb, profile);
+  const input = modelInput(modelRgb, profile, model.prefix?.({ width: profile.width, height: profile.height }));
   const preprocessMs = lap();
 
   const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
@@ -195,6 +185,24 @@ export async function segment(
  */
 export function openDecoder(bytes: Buffer, limits: ImageLimits) {
   return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
+}
+
+/**
+ * The upload decoded upright, straight to the model's size: JPEG shrink-on-load makes big photos
+ * cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
+ * `decoded`: the upright full-size opaque decode when there is one already (resized from it).
+ */
+export async function decodeForModel(bytes: Buffer, probe: Probe, limits: ImageLimits, profile: PreprocessingProfile, decoded?: Buffer): Promise<Buffer> {
+  try {
+    const input = decoded
+      ? sharp(decoded, { raw: { width: probe.width, height: probe.height, channels: 3 } })
+      : probe.hasAlpha
+        ? openDecoder(bytes, limits).flatten({ background: '#ffffff' })
+        : openDecoder(bytes, limits).removeAlpha();
+    return await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
+  } catch (error) {
+    throw new ApiError('corrupt_image', { cause: error });
+  }
 }
 
 /** The upright full-size 8-bit sRGB (RGBA when the image has alpha) decode. */
