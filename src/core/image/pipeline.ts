@@ -4,8 +4,10 @@ import { cutoutConfidence } from './confidence.js';
 import type { MaskPlan } from './full-size-mask.js';
 import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
-import { modelInput, type ModelInput } from './model-input.js';
+import { prepareModelInput, type ModelInput } from './model-input.js';
 import { maskToGrey, type MaskTensor } from './tensor.js';
+
+export { decodeForModel, decodeRaw, openDecoder } from './decode.js';
 
 export interface ImageLimits {
   /** Largest image accepted, in pixels (width x height), checked from the header before decoding. */
@@ -142,12 +144,12 @@ export async function segment(
     !probe.hasAlpha &&
     (probe.orientation ?? 1) === 1 &&
     Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
-  const once = decodeOnce ? await decodeRaw(bytes, probe, limits) : undefined;
-  const modelRgb = await decodeForModel(bytes, probe, limits, profile, once);
-  const decodeMs = lap();
-  const input = modelInput(modelRgb, profile, model.prefix?.({ width: profile.width, height: profile.height }));
-  const preprocessMs = lap();
-
+  const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce };
+  // In the pool's worker when there is one: the model-size decode's buffer and the tensor's bytes
+  // are made and written there, and only moved to this thread.
+  const { input, rgb: modelRgb, decoded: once, preprocessMs } = pool ? await pool.modelInput(job) : await prepareModelInput(job);
+  // Decoding, with the wait for a worker and the move back.
+  const decodeMs = lap() - preprocessMs;
   const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
   const modelMs = lap();
   const { width, height } = probe;
@@ -176,47 +178,6 @@ export async function segment(
       postprocess: postprocessMs,
     },
   };
-}
-
-/**
- * Every decode of an upload starts here: failOn 'error' refuses truncated data instead of
- * returning a half-grey picture; autoOrient turns the image upright first; toColourspace converts
- * CMYK, grey and ICC-tagged input to sRGB.
- */
-export function openDecoder(bytes: Buffer, limits: ImageLimits) {
-  return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
-}
-
-/**
- * The upload decoded upright, straight to the model's size: JPEG shrink-on-load makes big photos
- * cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
- * `decoded`: the upright full-size opaque decode when there is one already (resized from it).
- */
-export async function decodeForModel(bytes: Buffer, probe: Probe, limits: ImageLimits, profile: PreprocessingProfile, decoded?: Buffer): Promise<Buffer> {
-  try {
-    const input = decoded
-      ? sharp(decoded, { raw: { width: probe.width, height: probe.height, channels: 3 } })
-      : probe.hasAlpha
-        ? openDecoder(bytes, limits).flatten({ background: '#ffffff' })
-        : openDecoder(bytes, limits).removeAlpha();
-    return await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
-  } catch (error) {
-    throw new ApiError('corrupt_image', { cause: error });
-  }
-}
-
-/** The upright full-size 8-bit sRGB (RGBA when the image has alpha) decode. */
-export async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<Buffer> {
-  try {
-    const base = openDecoder(bytes, limits);
-    const { data, info } = await (probe.hasAlpha ? base.ensureAlpha() : base.removeAlpha()).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-    if (info.width !== probe.width || info.height !== probe.height || info.channels !== (probe.hasAlpha ? 4 : 3)) {
-      throw new Error('the decoded image does not match its header');
-    }
-    return data;
-  } catch (error) {
-    throw new ApiError('corrupt_image', { cause: error });
-  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { ApiError } from '../errors.js';
 import type { Look } from './confidence.js';
 import type { ImageView } from './foreground.js';
 import type { MaskPlan } from './full-size-mask.js';
+import { isFramed, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import type { BestPasses, Region } from './passes.js';
 import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
 
@@ -96,6 +97,18 @@ export class PixelPool {
   /** objectCrop of multi-pass.ts. */
   objectCrop(mask: Buffer, mw: number, mh: number, width: number, height: number, margin: number, maxArea: number): Promise<Region | null> {
     return this.run<Region | null>('objectCrop', { mask, mw, mh, width, height, margin, maxArea });
+  }
+
+  /**
+   * prepareModelInput of model-input.ts: the model-size decode and the tensor, written into the
+   * model call's message when the job has its prefix. The upload is copied to the worker (as for
+   * render()); what comes back is moved, not copied.
+   */
+  async modelInput(job: ModelInputJob): Promise<PreparedModelInput> {
+    const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', job);
+    if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
+    const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message) } : result.input;
+    return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
   }
 
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
