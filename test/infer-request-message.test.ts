@@ -7,7 +7,9 @@
 import path from 'node:path';
 import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { modelInput, isFramed } from '../src/core/image/model-input.js';
+import { isFramed, modelInput, prepareModelInput } from '../src/core/image/model-input.js';
+import { probeImage } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { inputShape, ISNET_FP32_PROFILE, ISNET_PROFILE, type PreprocessingProfile } from '../src/core/image/profile.js';
 import { imageToTensor, tensorBytes } from '../src/core/image/tensor.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
@@ -19,6 +21,7 @@ import {
   modelInferRequestEncoder,
   type InferRequestHeader,
 } from '../src/protocol/index.js';
+import { objectOnTexture } from './helpers/synthetic-image.js';
 
 const ModelInferRequest = protobuf.loadSync(path.join(import.meta.dirname, '../proto/grpc_predict_v2.proto')).lookupType('inference.ModelInferRequest');
 
@@ -129,5 +132,30 @@ describe('a message with its tensor in place, through the real inference server'
     const profile = { ...ISNET_PROFILE, width: 320, height: 320 };
     const framed = modelInput(pixels(profile), profile, model.prefix!({ width: 320, height: 320 }));
     await expect(model(framed, new AbortController().signal, { width: 288, height: 288 })).rejects.toThrow(/laid out for another model call/);
+  });
+});
+
+describe("the model's input prepared in the pixel pool's worker", () => {
+  it('comes back as a message with the tensor in place, moved (not copied) and the same bytes as made on this thread', async () => {
+    const pool = new PixelPool({ threads: 1 });
+    try {
+      const { bytes } = await objectOnTexture(300, 200);
+      const limits = { maxInputPixels: 50_000_000 };
+      const probe = await probeImage(bytes, limits);
+      const profile = { ...ISNET_PROFILE, width: 64, height: 64 };
+      const prefix = inferRequestPrefix(modelInferRequestEncoder(), header(profile, false), tensorBytes(profile));
+      const job = { bytes, probe, limits, profile, prefix, decodeOnce: true };
+      const [there, here] = await Promise.all([pool.modelInput(job), prepareModelInput(job)]);
+      if (!isFramed(there.input) || !isFramed(here.input)) throw new Error('expected framed inputs');
+      expect([...pool.ranIn].every((id) => id !== 0)).toBe(true);
+      expect(there.input.message.equals(here.input.message)).toBe(true);
+      // One memory for the message and its tensor, holding nothing else: it was moved whole.
+      expect(there.input.tensor.buffer).toBe(there.input.message.buffer);
+      expect(there.input.message.buffer.byteLength - there.input.message.byteLength).toBeLessThan(8);
+      expect(there.rgb.equals(here.rgb)).toBe(true);
+      expect(there.decoded?.length).toBe(300 * 200 * 3);
+    } finally {
+      await pool.close();
+    }
   });
 });
