@@ -107,11 +107,12 @@ export class PixelPool {
 
   /**
    * prepareModelInput of model-input.ts: the model-size decode and the tensor, written into the
-   * model call's message when the job has its prefix. The upload is copied to the worker (as for
-   * render()); what comes back is moved, not copied.
+   * model call's message when the job has its prefix. The upload goes as render()'s does (shared
+   * memory as it is, else one copy moved); what comes back is moved, not copied.
    */
   async modelInput(job: ModelInputJob): Promise<PreparedModelInput> {
-    const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', job);
+    const parcel = new Parcel();
+    const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', { ...job, bytes: parcel.add(job.bytes) }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message) } : result.input;
     return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
@@ -163,6 +164,8 @@ class Parcel {
 
   add(bytes: Buffer): Buffer {
     if (bytes.length === 0) return EMPTY;
+    // Shared memory (an upload of declared length, upload-bytes.ts) reaches the worker as it is.
+    if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
     let copy = this.copies.get(bytes);
     if (!copy) {
       copy = Buffer.allocUnsafeSlow(bytes.length);
