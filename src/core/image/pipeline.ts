@@ -22,6 +22,15 @@ export type MaskModel = (
   size?: { width: number; height: number },
 ) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>;
 
+/**
+ * Waits until `pixels` (of the source image) may be decoded now, in arrival order; resolves with
+ * the release, or rejects with the signal's reason. The handler's is its decode budget
+ * (`limits.maxDecodePixels`): a decode for the model holds libvips buffers of its own, about
+ * 23 MB for a 12 MP JPEG however small the model's input, so sixteen large uploads arriving
+ * together are decoded a few at a time rather than all at once.
+ */
+export type DecodeGate = (pixels: number, signal: AbortSignal) => Promise<() => void>;
+
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
 /**
@@ -121,6 +130,8 @@ export async function segment(
   decodeAlongside = true,
   /** Where the confidence count on the model's grid runs (a few ms); without one, in this thread. */
   pool?: PixelPool,
+  /** Taken around the decode (see DecodeGate); without one, the decode starts at once. */
+  gate?: DecodeGate,
 ): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
@@ -140,9 +151,11 @@ export async function segment(
     !probe.hasAlpha &&
     (probe.orientation ?? 1) === 1 &&
     Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
-  const once = decodeOnce ? await decodeRaw(bytes, probe, limits) : undefined;
+  const release = gate ? await gate(probe.width * probe.height, signal) : undefined;
+  let once: Buffer | undefined;
   let modelRgb: Buffer;
   try {
+    once = decodeOnce ? await decodeRaw(bytes, probe, limits) : undefined;
     // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos
     // cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
     const input = once
@@ -152,7 +165,9 @@ export async function segment(
         : decoder().removeAlpha();
     modelRgb = await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   } catch (error) {
-    throw new ApiError('corrupt_image', { cause: error });
+    throw error instanceof ApiError ? error : new ApiError('corrupt_image', { cause: error });
+  } finally {
+    release?.();
   }
   const decodeMs = lap();
   const input = imageToTensor(modelRgb, profile);
