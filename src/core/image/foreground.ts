@@ -137,13 +137,34 @@ export async function estimateForeground(
   }
 
   const first = blurFusion(image, image, image, a, cw, ch, firstSize, 'foreground', arena);
-  const second = blurFusion(image, first.foreground, first.blurredBackground, a, cw, ch, secondSize, 'blurred', arena);
+  // The second pass's estimates are read only at the working pixels the soft pixels sample (a
+  // thin band along the outline): with a small blur they are computed there alone (secondAt),
+  // each as the whole-plane pass computes it; `whole` (the reference) computes every pixel.
+  const sparse = region === 'band' && secondSize >> 1 <= SPARSE_MAX_RADIUS;
+  const second = sparse
+    ? sparseSecondPass(first.foreground, first.blurredBackground, a, cw, ch, secondSize, arena)
+    : blurFusion(image, first.foreground, first.blurredBackground, a, cw, ch, secondSize, 'blurred', arena);
 
   // The final per-pixel correction, at full size and only where alpha is soft, samples the
   // smooth blurred estimates bilinearly from the working size (in the box's coordinates).
-  const bf = second.blurredForeground;
-  const bb = second.blurredBackground;
+  const [F0, F1, F2] = second.blurredForeground as [Float32Array, Float32Array, Float32Array];
+  const [B0, B1, B2] = second.blurredBackground as [Float32Array, Float32Array, Float32Array];
   const out = rgb;
+  // Per full-size column of the soft box: its left tap's column in the box and its weight.
+  const cols = soft.right - soft.left + 1;
+  const tapX = new Int32Array(cols);
+  const tapRight = new Int32Array(cols);
+  const weightX = new Float64Array(cols);
+  for (let x = soft.left; x <= soft.right; x++) {
+    const fx = x * sx;
+    const x0 = Math.floor(fx);
+    tapX[x - soft.left] = x0 - box.left;
+    tapRight[x - soft.left] = Math.min(w - 1, x0 + 1) - box.left;
+    weightX[x - soft.left] = fx - x0;
+  }
+  // With the sparse pass, a point's estimates are made the first time a soft pixel reads them.
+  const lazy = second.done ? (second as SparseSecond) : undefined;
+  const done = second.done;
   // Opaque and transparent pixels keep their colour: four of them are skipped at a time.
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   for (let y = soft.top; y <= soft.bottom; y++) {
@@ -151,10 +172,11 @@ export async function estimateForeground(
     const y0 = Math.floor(fy);
     const y1 = Math.min(h - 1, y0 + 1);
     const ty = fy - y0;
-    const r0 = (y0 - box.top) * cw - box.left;
-    const r1 = (y1 - box.top) * cw - box.left;
-    const end = y * width + soft.right + 1;
-    for (let i = y * width + soft.left; i < end; i++) {
+    const r0 = (y0 - box.top) * cw;
+    const r1 = (y1 - box.top) * cw;
+    const rowStart = y * width;
+    const end = rowStart + soft.right + 1;
+    for (let i = rowStart + soft.left; i < end; i++) {
       if (words && (i & 3) === 0 && i + 4 <= end) {
         const word = words[i >> 2]!;
         if (word === 0 || word === 0xffffffff) {
@@ -164,31 +186,181 @@ export async function estimateForeground(
       }
       const ai = alpha[i]!;
       if (ai === 0 || ai === 255) continue;
-      const x = i - y * width;
-      const fx = x * sx;
-      const x0 = Math.floor(fx);
-      const x1 = Math.min(w - 1, x0 + 1);
-      const tx = fx - x0;
+      const k = i - rowStart - soft.left;
+      const x0 = tapX[k]!;
+      const x1 = tapRight[k]!;
+      const tx = weightX[k]!;
       const p00 = r0 + x0;
       const p01 = r0 + x1;
       const p10 = r1 + x0;
       const p11 = r1 + x1;
+      if (lazy && done) {
+        if (done[p00] === 0) secondAt(lazy, p00);
+        if (done[p01] === 0) secondAt(lazy, p01);
+        if (done[p10] === 0) secondAt(lazy, p10);
+        if (done[p11] === 0) secondAt(lazy, p11);
+      }
       const w00 = (1 - tx) * (1 - ty);
       const w01 = tx * (1 - ty);
       const w10 = (1 - tx) * ty;
       const w11 = tx * ty;
       const al = ai / 255;
-      for (let c = 0; c < 3; c++) {
-        const F = bf[c]!;
-        const B = bb[c]!;
-        const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
-        const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
-        const f = fb + al * (out[i * 3 + c]! - al * fb - (1 - al) * bg);
-        out[i * 3 + c] = f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
-      }
+      const j = i * 3;
+      out[j] = correct(out[j]!, al, F0, B0, p00, p01, p10, p11, w00, w01, w10, w11);
+      out[j + 1] = correct(out[j + 1]!, al, F1, B1, p00, p01, p10, p11, w00, w01, w10, w11);
+      out[j + 2] = correct(out[j + 2]!, al, F2, B2, p00, p01, p10, p11, w00, w01, w10, w11);
     }
   }
   return out;
+}
+
+/**
+ * One channel of the final correction at a soft pixel: the blurred foreground and background
+ * sampled bilinearly (taps p.., weights w..), then F = Fb + a (I - a Fb - (1 - a) Bb), in 0..255.
+ */
+function correct(
+  value: number,
+  al: number,
+  F: Float32Array,
+  B: Float32Array,
+  p00: number,
+  p01: number,
+  p10: number,
+  p11: number,
+  w00: number,
+  w01: number,
+  w10: number,
+  w11: number,
+): number {
+  const fb = 255 * (F[p00]! * w00 + F[p01]! * w01 + F[p10]! * w10 + F[p11]! * w11);
+  const bg = 255 * (B[p00]! * w00 + B[p01]! * w01 + B[p10]! * w10 + B[p11]! * w11);
+  const f = fb + al * (value - al * fb - (1 - al) * bg);
+  return f <= 0 ? 0 : f >= 255 ? 255 : Math.round(f);
+}
+
+/**
+ * Largest second-pass blur radius computed point by point (sparseSecondPass): each point reads
+ * (2r + 1)^2 values of 7 planes, which beats whole-plane running sums while the soft band is
+ * thin. The working size makes the second blur 3 wide (radius 1) but for extreme aspect ratios.
+ */
+const SPARSE_MAX_RADIUS = 3;
+
+/** The second pass's results, computed on demand at the points the correction reads. */
+interface SparseSecond {
+  blurredForeground: Float32Array[];
+  blurredBackground: Float32Array[];
+  /** 1 where the point's estimates are in the planes. */
+  done: Uint8Array;
+  /** The first pass's foreground and blurred background, and the alpha plane: the inputs. */
+  f: Float32Array[];
+  b: Float32Array[];
+  a: Float32Array;
+  w: number;
+  h: number;
+  radius: number;
+}
+
+/** blurFusion's second pass (`keep: 'blurred'`), to be computed point by point by secondAt. */
+function sparseSecondPass(f: Float32Array[], b: Float32Array[], a: Float32Array, w: number, h: number, size: number, arena: PlaneArena): SparseSecond {
+  const n = w * h;
+  if (kept.done.length < n) kept.done = new Uint8Array(n);
+  const done = kept.done.subarray(0, n);
+  done.fill(0);
+  return {
+    blurredForeground: [arena.plane(), arena.plane(), arena.plane()],
+    blurredBackground: [arena.plane(), arena.plane(), arena.plane()],
+    done,
+    f,
+    b,
+    a,
+    w,
+    h,
+    radius: size >> 1,
+  };
+}
+
+/**
+ * The second pass's blurred foreground and background at one point p, as blurFusion's
+ * whole-plane pass computes them: the box mean of each row (its running sum divided by the
+ * count at the row's ends, times 1 / size between, rounded to a float), the mean of those row
+ * means over the box's rows (times 1 / count, rounded), then the same divisions. The sums add
+ * the same floats in another order, so a result can differ from the running sums' in a double's
+ * last bit only, before it is rounded to a float.
+ */
+function secondAt(s: SparseSecond, p: number): void {
+  const { f, b, a, w, h, radius } = s;
+  const px = p % w;
+  const py = (p - px) / w;
+  const x0 = Math.max(0, px - radius);
+  const x1 = Math.min(w - 1, px + radius);
+  const y0 = Math.max(0, py - radius);
+  const y1 = Math.min(h - 1, py + radius);
+  // blurRow's three parts: the box grows over [0, head), is full over [head, tail), shrinks after.
+  const head = Math.min(w, radius + 1);
+  const tail = Math.max(head, w - radius);
+  const full = px >= head && px < tail;
+  const inv = 1 / (2 * radius + 1);
+  const count = x1 - x0 + 1;
+  let sa = 0;
+  let sf0 = 0;
+  let sf1 = 0;
+  let sf2 = 0;
+  let sb0 = 0;
+  let sb1 = 0;
+  let sb2 = 0;
+  const [f0, f1, f2] = f as [Float32Array, Float32Array, Float32Array];
+  const [b0, b1, b2] = b as [Float32Array, Float32Array, Float32Array];
+  for (let y = y0; y <= y1; y++) {
+    let ra = 0;
+    let rf0 = 0;
+    let rf1 = 0;
+    let rf2 = 0;
+    let rb0 = 0;
+    let rb1 = 0;
+    let rb2 = 0;
+    for (let q = y * w + x0, end = y * w + x1; q <= end; q++) {
+      const aq = a[q]!;
+      const oq = 1 - aq;
+      ra += aq;
+      // blurFusion's weighted planes hold floats: each product is rounded as it is stored.
+      rf0 += Math.fround(f0[q]! * aq);
+      rf1 += Math.fround(f1[q]! * aq);
+      rf2 += Math.fround(f2[q]! * aq);
+      rb0 += Math.fround(b0[q]! * oq);
+      rb1 += Math.fround(b1[q]! * oq);
+      rb2 += Math.fround(b2[q]! * oq);
+    }
+    if (full) {
+      sa += Math.fround(ra * inv);
+      sf0 += Math.fround(rf0 * inv);
+      sf1 += Math.fround(rf1 * inv);
+      sf2 += Math.fround(rf2 * inv);
+      sb0 += Math.fround(rb0 * inv);
+      sb1 += Math.fround(rb1 * inv);
+      sb2 += Math.fround(rb2 * inv);
+    } else {
+      sa += Math.fround(ra / count);
+      sf0 += Math.fround(rf0 / count);
+      sf1 += Math.fround(rf1 / count);
+      sf2 += Math.fround(rf2 / count);
+      sb0 += Math.fround(rb0 / count);
+      sb1 += Math.fround(rb1 / count);
+      sb2 += Math.fround(rb2 / count);
+    }
+  }
+  const rowsInv = 1 / (y1 - y0 + 1);
+  const blurredA = Math.fround(sa * rowsInv);
+  const invA = Math.fround(1 / (blurredA + 1e-5));
+  const invB = Math.fround(1 / (1 - blurredA + 1e-5));
+  const [F0, F1, F2] = s.blurredForeground as [Float32Array, Float32Array, Float32Array];
+  const [B0, B1, B2] = s.blurredBackground as [Float32Array, Float32Array, Float32Array];
+  F0[p] = Math.fround(sf0 * rowsInv) * invA;
+  F1[p] = Math.fround(sf1 * rowsInv) * invA;
+  F2[p] = Math.fround(sf2 * rowsInv) * invA;
+  B0[p] = Math.fround(sb0 * rowsInv) * invB;
+  B1[p] = Math.fround(sb1 * rowsInv) * invB;
+  B2[p] = Math.fround(sb2 * rowsInv) * invB;
+  s.done[p] = 1;
 }
 
 /**
@@ -250,7 +422,7 @@ function blurFusion(
     blurredBackground.push(bb);
     foreground.push(fg);
   }
-  return { foreground, blurredForeground, blurredBackground };
+  return { foreground, blurredForeground, blurredBackground, done: undefined };
 }
 
 /**
@@ -268,8 +440,9 @@ interface PlaneArena {
   columns: Float64Array;
 }
 
-const kept: { planes: Float32Array[]; tmp: Float32Array; columns: Float64Array } = {
+const kept: { planes: Float32Array[]; tmp: Float32Array; columns: Float64Array; done: Uint8Array } = {
   planes: [],
+  done: new Uint8Array(0),
   tmp: new Float32Array(0),
   columns: new Float64Array(0),
 };

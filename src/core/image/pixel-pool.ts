@@ -13,8 +13,8 @@ import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js'
  * loop: a bounded piscina pool. Decoding, resizing, mirroring and encoding are libvips's (sharp),
  * on libuv's thread pool, already off the loop.
  *
- * Memory: a task's inputs are the upload and model-size buffers (copied: a few MB at most) and
- * its outputs are moved back, not copied; the full-size colour and mask are made, used and
+ * Memory: a task's inputs are the upload and model-size buffers, copied once into memory of
+ * their own and moved (transferred) to the worker (Parcel), and its outputs are moved back; the full-size colour and mask are made, used and
  * dropped inside the worker, so a request holds each full-size buffer once, as before. Tasks
  * wait in piscina's queue; how many requests render at once is bounded before that, by the
  * handler's pixel budget (`limits.maxPixelsInProcess`).
@@ -61,46 +61,63 @@ export class PixelPool {
     });
   }
 
-  private async run<T>(name: string, task: unknown): Promise<T> {
-    const { value, threadId } = (await this.piscina.run(task, { name })) as { value: T; threadId: number };
+  private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
+    const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
     this.ranIn.add(threadId);
     return value;
   }
 
   /** The full-size mask of a plan (buildFullSizeMask). */
   async fullSizeMask(plan: MaskPlan, width: number, height: number): Promise<Buffer> {
-    return asBuffer(await this.run<Uint8Array>('fullSizeMask', { plan, width, height }));
+    const parcel = new Parcel();
+    return asBuffer(await this.run<Uint8Array>('fullSizeMask', { plan: parcel.plan(plan), width, height }, parcel));
   }
 
   /** mergeMasks of multi-pass.ts. */
   async mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge']): Promise<Buffer> {
-    return asBuffer(await this.run<Uint8Array>('mergeMasks', { masks, how }));
+    const parcel = new Parcel();
+    return asBuffer(await this.run<Uint8Array>('mergeMasks', { masks: masks.map((mask) => parcel.add(mask)), how }, parcel));
   }
 
   /** upscaleMask of tensor.ts. */
   async upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number): Promise<Buffer> {
-    return asBuffer(await this.run<Uint8Array>('upscaleMask', { src, srcWidth, srcHeight, width, height }));
+    const parcel = new Parcel();
+    return asBuffer(await this.run<Uint8Array>('upscaleMask', { src: parcel.add(src), srcWidth, srcHeight, width, height }, parcel));
   }
 
   /** looksConfidence of multi-pass.ts. */
   looksConfidence(whole: Buffer, w: number, h: number, looks: Look[], laidFrom: number): Promise<number> {
-    return this.run<number>('looksConfidence', { whole, w, h, looks, laidFrom });
+    const parcel = new Parcel();
+    return this.run<number>('looksConfidence', { whole: parcel.add(whole), w, h, looks: looks.map((look) => ({ ...look, mask: parcel.add(look.mask) })), laidFrom }, parcel);
   }
 
   /** workingView of foreground.ts. */
   async workingView(view: ImageView, width: number, height: number): Promise<ImageView> {
-    const small = await this.run<ImageView>('workingView', { view, width, height });
+    const parcel = new Parcel();
+    const small = await this.run<ImageView>('workingView', { view: parcel.view(view), width, height }, parcel);
     return { ...small, rgb: asBuffer(small.rgb), alpha: asBuffer(small.alpha) };
   }
 
   /** objectCrop of multi-pass.ts. */
   objectCrop(mask: Buffer, mw: number, mh: number, width: number, height: number, margin: number, maxArea: number): Promise<Region | null> {
-    return this.run<Region | null>('objectCrop', { mask, mw, mh, width, height, margin, maxArea });
+    const parcel = new Parcel();
+    return this.run<Region | null>('objectCrop', { mask: parcel.add(mask), mw, mh, width, height, margin, maxArea }, parcel);
   }
 
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
   async render(job: RenderJob): Promise<RenderResult> {
-    const result = await this.run<RenderResult | WorkerApiError>('render', job);
+    const parcel = new Parcel();
+    const sent: RenderJob = {
+      ...job,
+      // The upload is decoded again only when segment() did not keep its decode.
+      bytes: job.decoded ? EMPTY : parcel.add(job.bytes),
+      decoded: job.decoded && parcel.add(job.decoded),
+      mask: parcel.plan(job.mask),
+      view: job.view && parcel.view(job.view),
+      hints: job.hints && parcel.add(job.hints),
+      background: job.background && parcel.add(job.background),
+    };
+    const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }
@@ -113,6 +130,42 @@ export class PixelPool {
   /** Ends the workers once the tasks given so far are done (RemoveBgHandler.close() calls it). */
   close(): Promise<void> {
     return this.piscina.close();
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * A task's buffers, each copied once (memcpy) into an ArrayBuffer of its own and moved to the
+ * worker in the task's transfer list. Posting them as they are would make the structured clone
+ * serialize each into a growing message buffer on this thread and copy it again into the
+ * worker's memory; most cannot be moved themselves (sharp's and grpc's are native memory, or a
+ * view into a larger buffer, or the caller's), and the copies start at offset 0, so the worker's
+ * loops read four aligned mask bytes at a time. A buffer sent twice (the mask is both the plan's
+ * and the view's alpha) is copied once.
+ */
+class Parcel {
+  readonly transferList: ArrayBuffer[] = [];
+  private readonly copies = new Map<Buffer, Buffer>();
+
+  add(bytes: Buffer): Buffer {
+    if (bytes.length === 0) return EMPTY;
+    let copy = this.copies.get(bytes);
+    if (!copy) {
+      copy = Buffer.allocUnsafeSlow(bytes.length);
+      bytes.copy(copy);
+      this.copies.set(bytes, copy);
+      this.transferList.push(copy.buffer as ArrayBuffer);
+    }
+    return copy;
+  }
+
+  plan(plan: MaskPlan): MaskPlan {
+    return { ...plan, grey: this.add(plan.grey), parts: plan.parts.map((part) => ({ ...part, mask: this.add(part.mask) })) };
+  }
+
+  view(view: ImageView): ImageView {
+    return { ...view, rgb: this.add(view.rgb), alpha: this.add(view.alpha) };
   }
 }
 
