@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,7 +8,8 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { lastDays } from '../src/core/index.js';
 import { launchChromium } from './helpers/browser.js';
-import { HOLDER, OTHER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
+import { HOLDER, OTHER, type DashboardApp } from './helpers/dashboard-app.js';
+import { SHOTS, startDashboardInChromium } from './helpers/dashboard-browser.js';
 import { startExampleProcess, type ExampleProcess } from './helpers/example-process.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
 import { clearOfUtcMidnight } from './helpers/utc-day.js';
@@ -20,7 +21,6 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * server and model. Each page is saved as a screenshot: test/output/screenshots by default,
  * docs/screenshots with `npm run screenshots` (the ones the README shows).
  */
-const SHOTS = process.env.BGCUT_SCREENSHOT_DIR ?? 'test/output/screenshots';
 
 /**
  * The tests that compare the month's usage or today's row before and after cutouts made through
@@ -58,13 +58,7 @@ describe('dashboard in chromium', () => {
   let photo: Buffer;
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    [app, browser, photo] = await Promise.all([
-      startDashboardApp({ inferenceAddress: inject('inferenceAddress') }),
-      launchChromium(),
-      objectOnTexture(640, 480, 'jpeg').then((image) => image.bytes),
-    ]);
-    await app.handler.ready();
+    ({ app, browser, photo } = await startDashboardInChromium(inject('inferenceAddress')));
   });
   afterAll(async () => {
     await browser?.close();
@@ -356,13 +350,7 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
   let photo: Buffer;
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    [app, browser, photo] = await Promise.all([
-      startDashboardApp({ inferenceAddress: inject('inferenceAddress') }),
-      launchChromium(),
-      objectOnTexture(640, 480, 'jpeg').then((image) => image.bytes),
-    ]);
-    await app.handler.ready();
+    ({ app, browser, photo } = await startDashboardInChromium(inject('inferenceAddress')));
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main as keysCli } from '../src/cli/keys.js';
 import { ActivityRecorder, FileKeyStore, lastDays, RedisKeyStore, type ActivityBatch, type ActivityStore, type KeyAdmin } from '../src/core/index.js';
 import { FileDashboardStore, RedisDashboardStore, verifyPassword, type DashboardStore } from '../src/dashboard/index.js';
@@ -151,8 +151,16 @@ describe.each(redisTopologies)('on $name', (topology) => {
     now = new Date('2026-11-01T00:00:30Z'); // charged in October, recorded just after midnight
     await meter.add('acct_d', '2026-10', 1, 1, 'op3');
     await meter.add('acct_d', '2026-11', 1, 1, 'op4');
-    // Requests (refused ones too) are counted apart, by the activity recorder.
-    await store.addActivity({ daily: [{ accountId: 'acct_d', day: '2026-10-31', count: 5 }], lastUsed: [] });
+    // Requests (refused ones too) are counted apart, by the activity recorder. The store drops the
+    // day 36 days back as it writes, by its own clock: that clock reads the test's moment too
+    // (run on 6 December 2026, a real clock dropped 31 October).
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(now);
+    try {
+      await store.addActivity({ daily: [{ accountId: 'acct_d', day: '2026-10-31', count: 5 }], lastUsed: [] });
+    } finally {
+      vi.useRealTimers();
+    }
     const days = ['2026-10-30', '2026-10-31', '2026-11-01'];
     expect(await store.dailyUsage('acct_d', days)).toEqual([
       { images: 0, megapixels: 0 },
