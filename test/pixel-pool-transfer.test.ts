@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderFullSize, type RenderJob } from '../src/core/image/output.js';
 import { probeImage } from '../src/core/image/pipeline.js';
-import { PixelPool, Spares } from '../src/core/image/pixel-pool.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
@@ -65,20 +65,6 @@ describe('pixel pool tasks move copies of their buffers', () => {
     });
   }
 
-  it('the worker moves the memory of a render\'s inputs back, and the next render copies into it (same output)', async () => {
-    const reused = new PixelPool({ threads: 1 });
-    try {
-      const first = await reused.render(await job(true));
-      // The decode (259200), the view's colour (27648) and the mask (9216): the upload is not sent.
-      expect(reused.spares.size).toBe(259200 + 27648 + 9216);
-      const second = await reused.render(await job(true));
-      expect(reused.spares.size).toBe(259200 + 27648 + 9216);
-      expect(second.body.equals(first.body)).toBe(true);
-    } finally {
-      await reused.close();
-    }
-  });
-
   it('a mask confidence in the worker reads an unaligned mask (a view into a larger message) as the same bytes', async () => {
     const message = Buffer.allocUnsafeSlow(96 * 96 + 7);
     const grey = message.subarray(7);
@@ -87,21 +73,5 @@ describe('pixel pool tasks move copies of their buffers', () => {
     // 1 - 3072 / (3072 + 3072).
     expect(await pool.looksConfidence(grey, 96, 96, [], 0)).toBe(0.5);
     expect(message.length).toBe(96 * 96 + 7);
-  });
-});
-
-describe('spare memory (Spares)', () => {
-  it('hands out the smallest buffer that fits (not more than twice the length) and keeps no more than its limit', () => {
-    const spares = new Spares(100);
-    spares.put([new ArrayBuffer(40), new ArrayBuffer(30), new ArrayBuffer(20), new ArrayBuffer(15)]);
-    // 15 would pass the limit (40 + 30 + 20 + 15 = 105): left out.
-    expect(spares.size).toBe(90);
-    expect(spares.take(25)?.byteLength).toBe(30);
-    expect(spares.take(9)).toBeUndefined(); // 20 and 40 are more than twice 9
-    expect(spares.take(41)).toBeUndefined();
-    expect(spares.take(20)?.byteLength).toBe(20);
-    expect(spares.size).toBe(40);
-    spares.clear();
-    expect(spares.take(40)).toBeUndefined();
   });
 });

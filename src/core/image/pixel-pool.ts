@@ -47,8 +47,6 @@ export class PixelPool {
   private readonly piscina: Piscina;
   /** Thread ids the pool's tasks ran in (a test checks that the pixel work left the main thread). */
   readonly ranIn = new Set<number>();
-  /** Memory the workers moved back after tasks, for the next tasks' copies (Parcel). */
-  readonly spares = new Spares(SPARE_BYTES);
 
   constructor(options: PixelPoolOptions = {}) {
     this.threads = options.threads ?? defaultPixelThreads();
@@ -64,9 +62,8 @@ export class PixelPool {
   }
 
   private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
-    const { value, threadId, spent } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number; spent: ArrayBuffer[] };
+    const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
     this.ranIn.add(threadId);
-    this.spares.put(spent);
     return value;
   }
 
@@ -90,9 +87,8 @@ export class PixelPool {
 
   /** looksConfidence of multi-pass.ts. */
   looksConfidence(whole: Buffer, w: number, h: number, looks: Look[], laidFrom: number): Promise<number> {
-    const parcel = new Parcel(this.spares);
-    const task = { whole: parcel.add(whole), w, h, looks: looks.map((look) => ({ ...look, mask: parcel.add(look.mask) })), laidFrom, spent: parcel.transferList };
-    return this.run<number>('looksConfidence', task, parcel);
+    const parcel = new Parcel();
+    return this.run<number>('looksConfidence', { whole: parcel.add(whole), w, h, looks: looks.map((look) => ({ ...look, mask: parcel.add(look.mask) })), laidFrom }, parcel);
   }
 
   /** workingView of foreground.ts. */
@@ -110,8 +106,8 @@ export class PixelPool {
 
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
   async render(job: RenderJob): Promise<RenderResult> {
-    const parcel = new Parcel(this.spares);
-    const sent: RenderJob & { spent: ArrayBuffer[] } = {
+    const parcel = new Parcel();
+    const sent: RenderJob = {
       ...job,
       // The upload is decoded again only when segment() did not keep its decode.
       bytes: job.decoded ? EMPTY : parcel.add(job.bytes),
@@ -120,7 +116,6 @@ export class PixelPool {
       view: job.view && parcel.view(job.view),
       hints: job.hints && parcel.add(job.hints),
       background: job.background && parcel.add(job.background),
-      spent: parcel.transferList,
     };
     const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
@@ -134,7 +129,6 @@ export class PixelPool {
 
   /** Ends the workers once the tasks given so far are done (RemoveBgHandler.close() calls it). */
   close(): Promise<void> {
-    this.spares.clear();
     return this.piscina.close();
   }
 }
@@ -148,21 +142,17 @@ const EMPTY = Buffer.alloc(0);
  * worker's memory; most cannot be moved themselves (sharp's and grpc's are native memory, or a
  * view into a larger buffer, or the caller's), and the copies start at offset 0, so the worker's
  * loops read four aligned mask bytes at a time. A buffer sent twice (the mask is both the plan's
- * and the view's alpha) is copied once. With `spares`, the copies go into memory an earlier task
- * moved back (Spares) where some fits.
+ * and the view's alpha) is copied once.
  */
 class Parcel {
   readonly transferList: ArrayBuffer[] = [];
   private readonly copies = new Map<Buffer, Buffer>();
 
-  constructor(private readonly spares?: Spares) {}
-
   add(bytes: Buffer): Buffer {
     if (bytes.length === 0) return EMPTY;
     let copy = this.copies.get(bytes);
     if (!copy) {
-      const memory = this.spares?.take(bytes.length);
-      copy = memory ? Buffer.from(memory, 0, bytes.length) : Buffer.allocUnsafeSlow(bytes.length);
+      copy = Buffer.allocUnsafeSlow(bytes.length);
       bytes.copy(copy);
       this.copies.set(bytes, copy);
       this.transferList.push(copy.buffer as ArrayBuffer);
@@ -176,56 +166,6 @@ class Parcel {
 
   view(view: ImageView): ImageView {
     return { ...view, rgb: this.add(view.rgb), alpha: this.add(view.alpha) };
-  }
-}
-
-/**
- * The most memory the pool keeps for reuse between tasks. Each render moves a few MB of copies
- * to a worker (a 1 MP photo: its decode, the model-size view and mask, 7 MB); fresh memory for
- * them costs a page fault per 4 KiB on this thread (the launcher maps every block over 256 KiB
- * on its own, and unmaps it when freed) and counts as new external memory towards V8's next
- * garbage collection. The workers move that memory back with their results and the next copies
- * reuse it: at most this much is kept while idle.
- */
-export const SPARE_BYTES = 16 * 1024 * 1024;
-
-/** ArrayBuffers kept for reuse, at most `maxBytes` in all. */
-export class Spares {
-  private readonly buffers: ArrayBuffer[] = [];
-  private bytes = 0;
-
-  constructor(readonly maxBytes: number) {}
-
-  /** How much memory is kept. */
-  get size(): number {
-    return this.bytes;
-  }
-
-  /** The smallest kept buffer of at least `length` bytes and at most twice that, taken out; else undefined. */
-  take(length: number): ArrayBuffer | undefined {
-    let best = -1;
-    for (let i = 0; i < this.buffers.length; i++) {
-      const size = this.buffers[i]!.byteLength;
-      if (size >= length && size <= 2 * length && (best < 0 || size < this.buffers[best]!.byteLength)) best = i;
-    }
-    if (best < 0) return undefined;
-    const [found] = this.buffers.splice(best, 1);
-    this.bytes -= found!.byteLength;
-    return found;
-  }
-
-  /** Keeps what fits under the limit; the rest is left to the garbage collector. */
-  put(list: readonly ArrayBuffer[] | undefined): void {
-    for (const buffer of list ?? []) {
-      if (buffer.byteLength === 0 || this.bytes + buffer.byteLength > this.maxBytes) continue;
-      this.buffers.push(buffer);
-      this.bytes += buffer.byteLength;
-    }
-  }
-
-  clear(): void {
-    this.buffers.length = 0;
-    this.bytes = 0;
   }
 }
 

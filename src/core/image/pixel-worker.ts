@@ -22,20 +22,16 @@ const buf = (bytes: Uint8Array): Buffer => (Buffer.isBuffer(bytes) ? bytes : Buf
 /**
  * A result and the buffers to move with it. A buffer that is not alone in its memory (a small
  * one from Node's pool) or not movable (made by native code, as sharp's are) is copied instead:
- * into memory of its own when large, so the main thread gets it without a copy there. `spent`:
- * the memory the task's inputs came in (the pool's Parcel), done with now and moved back with
- * the result, for the main thread to copy the next task's inputs into.
+ * into memory of its own when large, so the main thread gets it without a copy there.
  */
-function reply<T>(value: T, buffers: Uint8Array[], spent: ArrayBuffer[] = []): unknown {
+function reply<T>(value: T, buffers: Uint8Array[]): unknown {
   const list: ArrayBuffer[] = [];
   for (const b of buffers) if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !list.includes(b.buffer as ArrayBuffer)) list.push(b.buffer as ArrayBuffer);
-  const back = spent.filter((b) => b.byteLength > 0 && !list.includes(b));
-  const wrapped = { value, threadId, spent: back };
-  if (list.length === 0 && back.length === 0) return wrapped;
-  const transfer = [...list, ...back];
+  const wrapped = { value, threadId };
+  if (list.length === 0) return wrapped;
   return move({
     get [transferableSymbol]() {
-      return transfer;
+      return list;
     },
     get [valueSymbol]() {
       return wrapped;
@@ -68,9 +64,9 @@ export function upscale(task: { src: Uint8Array; srcWidth: number; srcHeight: nu
 }
 export { upscale as upscaleMask };
 
-export function looksConfidence_(task: { whole: Uint8Array; w: number; h: number; looks: Look[]; laidFrom: number; spent?: ArrayBuffer[] }): unknown {
+export function looksConfidence_(task: { whole: Uint8Array; w: number; h: number; looks: Look[]; laidFrom: number }): unknown {
   const looks = task.looks.map((look) => ({ ...look, mask: buf(look.mask) }));
-  return reply(looksConfidence(buf(task.whole), task.w, task.h, looks, task.laidFrom), [], task.spent);
+  return reply(looksConfidence(buf(task.whole), task.w, task.h, looks, task.laidFrom), []);
 }
 export { looksConfidence_ as looksConfidence };
 
@@ -92,7 +88,7 @@ export interface WorkerApiError {
   apiError: { code: ApiError['code']; detail: string; headers: Record<string, string> };
 }
 
-export async function render(job: RenderJob & { spent?: ArrayBuffer[] }): Promise<unknown> {
+export async function render(job: RenderJob): Promise<unknown> {
   let result: RenderResult;
   try {
     result = await renderFullSize({
@@ -106,12 +102,12 @@ export async function render(job: RenderJob & { spent?: ArrayBuffer[] }): Promis
     });
   } catch (error) {
     // A corrupt image found by the full-size decode answers 400 as before, not 500.
-    if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, [], job.spent);
+    if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
   const body = own(result.body);
   const json = result.json && own(result.json);
-  return reply({ ...result, body, json }, json ? [body, json] : [body], job.spent);
+  return reply({ ...result, body, json }, json ? [body, json] : [body]);
 }
 
 export function kernelCalls_(): unknown {
