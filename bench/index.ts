@@ -183,6 +183,10 @@ async function startApi(
       BGCUT_MODEL_PROFILE: preparedModel ? 'isnet' : 'isnet-fp32',
       // A shared machine can slow the model past the default 30 s deadline.
       BGCUT_INFERENCE_TIMEOUT_MS: '120000',
+      // --model X: the server serves X alone, under the name `isnet` (its CLI names a single
+      // built-in so), so the mode table's `isnet-int8` is rightly "not served" there: every pass
+      // runs X anyway. The table is turned off rather than checked and warned about.
+      ...(byTable ? {} : { BGCUT_MODE_MODELS: 'off' }),
       ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,9 +8,11 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { lastDays } from '../src/core/index.js';
 import { launchChromium } from './helpers/browser.js';
-import { HOLDER, OTHER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
+import { HOLDER, OTHER, type DashboardApp } from './helpers/dashboard-app.js';
+import { SHOTS, startDashboardInChromium } from './helpers/dashboard-browser.js';
 import { startExampleProcess, type ExampleProcess } from './helpers/example-process.js';
 import { recordIssuedKeys } from './helpers/log-capture.js';
+import { clearOfUtcMidnight } from './helpers/utc-day.js';
 import { JsonFile } from '../src/dashboard/stores/json-file.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
@@ -19,7 +21,13 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * server and model. Each page is saved as a screenshot: test/output/screenshots by default,
  * docs/screenshots with `npm run screenshots` (the ones the README shows).
  */
-const SHOTS = process.env.BGCUT_SCREENSHOT_DIR ?? 'test/output/screenshots';
+
+/**
+ * The tests that compare the month's usage or today's row before and after cutouts made through
+ * the browser or another process (clocks they cannot set) start at least this long before UTC
+ * midnight (waiting past it otherwise), so they see one day and one month throughout.
+ */
+const ONE_DAY_MS = 120_000;
 
 /**
  * The 29 days before today seeded straight into the store, so the chart in the screenshots has
@@ -27,7 +35,8 @@ const SHOTS = process.env.BGCUT_SCREENSHOT_DIR ?? 'test/output/screenshots';
  * is summed from), written under the file's lock like the store's own writes. Today stays real.
  */
 async function seedHistory(app: DashboardApp): Promise<void> {
-  const earlier = lastDays(30).slice(0, 29);
+  const chartDays = lastDays(30); // once: the history and this month's quota from one clock
+  const earlier = chartDays.slice(0, 29);
   const cutouts = earlier.map((_, i) => Math.max(0, Math.round(9 + 6 * Math.sin(i / 2.5) - (i % 7 >= 5 ? 6 : 0))));
   const refused = earlier.map((_, i) => (i % 4 === 1 ? 1 : i % 9 === 0 ? 2 : 0));
   await app.store.addActivity({ daily: earlier.map((day, i) => ({ accountId: HOLDER.accountId, day, count: cutouts[i]! + refused[i]! })), lastUsed: [] });
@@ -37,7 +46,7 @@ async function seedHistory(app: DashboardApp): Promise<void> {
     const days = (data.usage.days[HOLDER.accountId] ??= {});
     earlier.forEach((day, i) => (days[day] = { images: cutouts[i]!, megapixels: Math.round(cutouts[i]! * 3.1) / 10 }));
     // The quota counter of this month agrees with them (one credit per cutout on this plan).
-    const month = lastDays(1)[0]!.slice(0, 7);
+    const month = chartDays[29]!.slice(0, 7);
     const key = `${HOLDER.accountId}:${month}`;
     data.usage.quota[key] = (data.usage.quota[key] ?? 0) + earlier.reduce((n, day, i) => n + (day.startsWith(month) ? cutouts[i]! : 0), 0);
   });
@@ -49,13 +58,7 @@ describe('dashboard in chromium', () => {
   let photo: Buffer;
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    [app, browser, photo] = await Promise.all([
-      startDashboardApp({ inferenceAddress: inject('inferenceAddress') }),
-      launchChromium(),
-      objectOnTexture(640, 480, 'jpeg').then((image) => image.bytes),
-    ]);
-    await app.handler.ready();
+    ({ app, browser, photo } = await startDashboardInChromium(inject('inferenceAddress')));
   });
   afterAll(async () => {
     await browser?.close();
@@ -156,6 +159,7 @@ describe('dashboard in chromium', () => {
   });
 
   it('Try it: nothing of a result shows before an image is chosen; the cutout appears (transparent corners, opaque centre), downloads, options (quality, background colour, crop) are sent and apply, and tries count on the usage page in credits', async () => {
+    await clearOfUtcMidnight(ONE_DAY_MS);
     const context = await newContext();
     const page = await context.newPage();
     // Records the string fields of every form the page posts (the test's own script, outside the page's CSP).
@@ -241,7 +245,7 @@ describe('dashboard in chromium', () => {
     expect(Number(await page.locator('table.daily tr', { hasText: today }).locator('td').nth(1).textContent())).toBeGreaterThanOrEqual(2);
     await shot(page, 'usage');
     await context.close();
-  }, 180_000);
+  }, 180_000 + ONE_DAY_MS);
 
   it('throttles wrong passwords after 5, refuses a cross-site form post, and sends a page after sign-out to sign-in', async () => {
     const context = await newContext();
@@ -346,13 +350,7 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
   let photo: Buffer;
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    [app, browser, photo] = await Promise.all([
-      startDashboardApp({ inferenceAddress: inject('inferenceAddress') }),
-      launchChromium(),
-      objectOnTexture(640, 480, 'jpeg').then((image) => image.bytes),
-    ]);
-    await app.handler.ready();
+    ({ app, browser, photo } = await startDashboardInChromium(inject('inferenceAddress')));
   });
   afterAll(async () => {
     await browser?.close();
@@ -613,6 +611,7 @@ describe('the example app (npm start), restarted on the same data folder', () =>
   }
 
   it('keeps the keys the holder made and the month\'s usage; the month total, the quota and the daily chart agree before and after', async () => {
+    await clearOfUtcMidnight(ONE_DAY_MS);
     const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-example-'));
     const first = await start(dir);
     let { context, page } = await signIn(first);
@@ -646,5 +645,5 @@ describe('the example app (npm start), restarted on the same data folder', () =>
     expect(await usage(page, second)).toEqual({ images: 3, quota: 3, cutouts: 3, refused: 1 });
     await context.close();
     expect(await second.stop()).toBe(0);
-  }, 180_000);
+  }, 180_000 + ONE_DAY_MS);
 });

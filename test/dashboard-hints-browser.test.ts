@@ -1,33 +1,22 @@
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { launchChromium } from './helpers/browser.js';
-import { HOLDER, startDashboardApp, type DashboardApp } from './helpers/dashboard-app.js';
-import { objectOnTexture } from './helpers/synthetic-image.js';
+import { HOLDER, type DashboardApp } from './helpers/dashboard-app.js';
+import { SHOTS, startDashboardInChromium } from './helpers/dashboard-browser.js';
 
 /**
  * Try it's brush on a phone (390 px wide, touch): strokes drawn with real touch events (CDP's
  * Input.dispatchTouchEvent, which the page sees as pointer events of type touch), the `hints`
  * part the page posts (captured in the page), and the cutout the real API and model return.
  */
-const SHOTS = process.env.BGCUT_SCREENSHOT_DIR ?? 'test/output/screenshots';
-
 describe('Try it brush in chromium on a phone', () => {
   let app: DashboardApp;
   let browser: Browser;
   let photo: Buffer;
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    // 640 x 480: a red disc (centre 320, 264; radius 144) on a woven background.
-    [app, browser, photo] = await Promise.all([
-      startDashboardApp({ inferenceAddress: inject('inferenceAddress') }),
-      launchChromium(),
-      objectOnTexture(640, 480, 'jpeg').then((image) => image.bytes),
-    ]);
-    await app.handler.ready();
+    ({ app, browser, photo } = await startDashboardInChromium(inject('inferenceAddress')));
   });
   afterAll(async () => {
     await browser?.close();

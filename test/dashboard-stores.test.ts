@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main as keysCli } from '../src/cli/keys.js';
 import { ActivityRecorder, FileKeyStore, lastDays, RedisKeyStore, type ActivityBatch, type ActivityStore, type KeyAdmin } from '../src/core/index.js';
 import { FileDashboardStore, RedisDashboardStore, verifyPassword, type DashboardStore } from '../src/dashboard/index.js';
@@ -69,12 +69,13 @@ describe('FileDashboardStore files', () => {
     const before = { text: await readFile(keys.file, 'utf8'), mtimeMs: (await stat(keys.file)).mtimeMs };
     await new Promise((resolve) => setTimeout(resolve, 20)); // an mtime tick apart
     await store.createSession('h1', { accountId: 'a1', email: 'x@example.com', csrfToken: 't', createdAt: new Date().toISOString(), expiresAt: later() });
-    await store.addActivity({ daily: [{ accountId: 'a1', day: lastDays(1)[0]!, count: 4 }], lastUsed: [{ keyId: 'key_1', at: new Date().toISOString() }] });
+    const today = lastDays(1)[0]!; // once: a test that spans midnight still asks about the day it wrote
+    await store.addActivity({ daily: [{ accountId: 'a1', day: today, count: 4 }], lastUsed: [{ keyId: 'key_1', at: new Date().toISOString() }] });
     await store.deleteSession('h1');
     expect({ text: await readFile(keys.file, 'utf8'), mtimeMs: (await stat(keys.file)).mtimeMs }).toEqual(before);
     expect(store.file).toBe(path.join(dir, 'keys.dashboard.json'));
-    expect(JSON.parse(await readFile(store.file, 'utf8')).activity.daily.a1).toEqual({ [lastDays(1)[0]!]: 4 });
-    expect(await store.dailyCounts('a1', lastDays(1))).toEqual([4]);
+    expect(JSON.parse(await readFile(store.file, 'utf8')).activity.daily.a1).toEqual({ [today]: 4 });
+    expect(await store.dailyCounts('a1', [today])).toEqual([4]);
   });
 
   it('reads sessions and activity an older version left in the key file, and moves them out on its first write', async () => {
@@ -123,12 +124,13 @@ describe.each(redisTopologies)('on $name', (topology) => {
     const keyPrefix = `act${n++}`;
     const store = new RedisDashboardStore({ redis: shared.redis, keyPrefix });
     const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000, onError: () => {} });
-    const today = lastDays(1);
+    const now = new Date(); // one clock for the records and the day asked about
+    const today = lastDays(1, now);
     // acct_bad's counts hash is a string: its write fails (WRONGTYPE), acct_good's goes through.
     const badKey = `${keyPrefix}:{a:acct_bad}:daily`;
     await shared.redis.set(badKey, 'not a hash');
-    for (let i = 0; i < 3; i++) recorder.record('acct_good', 'key_g');
-    for (let i = 0; i < 2; i++) recorder.record('acct_bad', 'key_b');
+    for (let i = 0; i < 3; i++) recorder.record('acct_good', 'key_g', now);
+    for (let i = 0; i < 2; i++) recorder.record('acct_bad', 'key_b', now);
     await recorder.flush();
     expect(await store.dailyCounts('acct_good', today)).toEqual([3]);
     await shared.redis.del(badKey);
@@ -149,8 +151,16 @@ describe.each(redisTopologies)('on $name', (topology) => {
     now = new Date('2026-11-01T00:00:30Z'); // charged in October, recorded just after midnight
     await meter.add('acct_d', '2026-10', 1, 1, 'op3');
     await meter.add('acct_d', '2026-11', 1, 1, 'op4');
-    // Requests (refused ones too) are counted apart, by the activity recorder.
-    await store.addActivity({ daily: [{ accountId: 'acct_d', day: '2026-10-31', count: 5 }], lastUsed: [] });
+    // Requests (refused ones too) are counted apart, by the activity recorder. The store drops the
+    // day 36 days back as it writes, by its own clock: that clock reads the test's moment too
+    // (run on 6 December 2026, a real clock dropped 31 October).
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(now);
+    try {
+      await store.addActivity({ daily: [{ accountId: 'acct_d', day: '2026-10-31', count: 5 }], lastUsed: [] });
+    } finally {
+      vi.useRealTimers();
+    }
     const days = ['2026-10-30', '2026-10-31', '2026-11-01'];
     expect(await store.dailyUsage('acct_d', days)).toEqual([
       { images: 0, megapixels: 0 },
@@ -200,8 +210,9 @@ describe('ActivityRecorder', () => {
   it('writes 1000 requests as one batch, and shows pending counts before they are written', async () => {
     const store = countingStore();
     const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
-    const today = lastDays(1);
-    for (let i = 0; i < 1000; i++) recorder.record('acct', i % 2 ? 'key_a' : 'key_b');
+    const now = new Date(); // one clock for the records and the day asked about
+    const today = lastDays(1, now);
+    for (let i = 0; i < 1000; i++) recorder.record('acct', i % 2 ? 'key_a' : 'key_b', now);
     expect(store.writes).toHaveLength(0);
     expect(await recorder.dailyCounts('acct', today)).toEqual([1000]);
     expect(Object.keys(await recorder.lastUsed(['key_a', 'key_b', 'key_c'])).sort()).toEqual(['key_a', 'key_b']);
@@ -209,6 +220,75 @@ describe('ActivityRecorder', () => {
     expect(store.writes).toHaveLength(1);
     expect(store.writes[0]!.daily).toEqual([{ accountId: 'acct', day: today[0], count: 1000 }]);
     expect(await recorder.dailyCounts('acct', today)).toEqual([1000]);
+    await recorder.close();
+  });
+
+  /**
+   * A shared store in memory whose write waits at `writeGate` and whose reads answer at
+   * `readGate` with what was stored when they were sent (or, `late`, when they answer).
+   */
+  function gatedStore() {
+    const daily = new Map<string, number>();
+    const lastUsed: Record<string, string> = {};
+    let openWrite!: () => void;
+    const writeGate = new Promise<void>((resolve) => (openWrite = resolve));
+    const store: ActivityStore & { readGate?: Promise<void>; late: boolean } = {
+      readGate: undefined,
+      late: false,
+      async addActivity(batch) {
+        await writeGate;
+        for (const d of batch.daily) daily.set(`${d.accountId}/${d.day}`, (daily.get(`${d.accountId}/${d.day}`) ?? 0) + d.count);
+        for (const u of batch.lastUsed) if (!(lastUsed[u.keyId]! > u.at)) lastUsed[u.keyId] = u.at;
+      },
+      async dailyCounts(accountId, days) {
+        const sent = days.map((day) => daily.get(`${accountId}/${day}`) ?? 0);
+        await this.readGate;
+        return this.late ? days.map((day) => daily.get(`${accountId}/${day}`) ?? 0) : sent;
+      },
+      async lastUsed(keyIds) {
+        const sent = { ...lastUsed };
+        await this.readGate;
+        return Object.fromEntries(keyIds.flatMap((id) => ((this.late ? lastUsed : sent)[id] ? [[id, (this.late ? lastUsed : sent)[id]!]] : [])));
+      },
+    };
+    return { store, daily, openWrite };
+  }
+
+  it('a read during a write counts the batch in flight once: not lost while it is neither pending nor stored', async () => {
+    const at = new Date('2026-11-26T12:00:00Z');
+    const { store, daily, openWrite } = gatedStore();
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
+    for (let i = 0; i < 3; i++) recorder.record('acct', 'key_a', at);
+    const writing = recorder.flush(); // held at the gate
+    daily.set('acct/2026-11-26', 5); // another instance's batch lands meanwhile
+    const counts = recorder.dailyCounts('acct', ['2026-11-26']);
+    const used = recorder.lastUsed(['key_a']);
+    openWrite();
+    await writing;
+    expect(await counts).toEqual([8]);
+    expect(await used).toEqual({ key_a: at.toISOString() });
+    await recorder.close();
+  });
+
+  it.each([
+    ['as the store was when it was sent (without the batch)', false],
+    ['as the store is when it arrives (with the batch)', true],
+  ])('a read sent before a write and answered after it started, %s, counts the batch once', async (_, late) => {
+    const at = new Date('2026-11-26T12:00:00Z');
+    const { store, openWrite } = gatedStore();
+    const recorder = new ActivityRecorder({ store, flushIntervalMs: 3_600_000 });
+    recorder.record('acct', 'key_a', at);
+    recorder.record('acct', 'key_a', at);
+    let answer!: () => void;
+    store.readGate = new Promise<void>((resolve) => (answer = resolve));
+    store.late = late;
+    const counts = recorder.dailyCounts('acct', ['2026-11-26']);
+    const writing = recorder.flush();
+    answer();
+    store.readGate = undefined;
+    openWrite();
+    await writing;
+    expect(await counts).toEqual([2]);
     await recorder.close();
   });
 

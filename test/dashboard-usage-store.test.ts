@@ -1,10 +1,11 @@
 import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { dayOf, FileKeyStore } from '../src/core/index.js';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { dayOf, FileKeyStore, lastDays } from '../src/core/index.js';
 import { monthOf } from '../src/core/limits/usage-meter.js';
 import { FileDashboardStore } from '../src/dashboard/index.js';
+import { clearOfUtcMidnight } from './helpers/utc-day.js';
 import { emptyUsage, FileUsageStore, type UsageSection } from '../src/dashboard/stores/file-usage.js';
 
 async function freshStore(dir?: string) {
@@ -14,8 +15,14 @@ async function freshStore(dir?: string) {
 }
 
 describe('FileDashboardStore.usage: the month\'s quota and usage without Redis', () => {
-  const month = monthOf(new Date());
-  const today = dayOf(new Date());
+  // The store dates its records by the real clock: these tests (well under 10 s) run on one UTC day.
+  let month: string;
+  let today: string;
+  beforeAll(async () => {
+    await clearOfUtcMidnight(10_000);
+    const now = new Date();
+    [month, today] = [monthOf(now), dayOf(now)];
+  });
 
   it('counts the month as the sum of its days, and a new instance on the same file (a restart) reads the same', async () => {
     const { folder, store } = await freshStore();
@@ -86,5 +93,54 @@ describe('FileDashboardStore.usage: the month\'s quota and usage without Redis',
     expect(await reading).toEqual({ month, images: 6, megapixels: 3 });
     expect(content.days.acct![today]).toEqual({ images: 6, megapixels: 3 });
     await store.close();
+  });
+
+  describe('on a faked clock (Date only: timers stay real)', () => {
+    /** A store over a usage section in memory (`file.content`: the file as every process sees it). */
+    function inMemoryStore(initial: UsageSection = emptyUsage()) {
+      const file = { content: initial };
+      const store = new FileUsageStore({
+        read: async () => structuredClone(file.content),
+        update: async (change) => {
+          const next = structuredClone(file.content);
+          change(next);
+          file.content = next;
+        },
+      }, { flushIntervalMs: 3_600_000 });
+      return { store, file };
+    }
+    const clockAt = (iso: string) => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(new Date(iso));
+    };
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('on 1 March the daily chart\'s 30 days reach back to 31 January: a write keeps that day, and prunes older months', async () => {
+      clockAt('2027-03-01T08:00:00Z'); // a page and a write on 1 March of a non-leap year
+      const days = lastDays(30);
+      expect(days[0]).toBe('2027-01-31');
+      const { store, file } = inMemoryStore({
+        days: { acct: { '2026-12-31': { images: 9, megapixels: 9 }, '2027-01-31': { images: 4, megapixels: 1 }, '2027-02-28': { images: 2, megapixels: 0.5 } } },
+        quota: { 'acct:2026-12': 9, 'acct:2027-02': 2 },
+      });
+      await store.add('acct', '2027-03', 1);
+      await store.flush();
+      expect(Object.keys(file.content.days.acct!).sort()).toEqual(['2027-01-31', '2027-02-28', '2027-03-01']);
+      expect(file.content.quota).toEqual({ 'acct:2027-02': 2 });
+      const chart = (await store.dailyUsage('acct', days))!;
+      expect([chart[0], chart.at(-2), chart.at(-1)]).toEqual([{ images: 4, megapixels: 1 }, { images: 2, megapixels: 0.5 }, { images: 1, megapixels: 1 }]);
+      await store.close();
+    });
+
+    it('a cutout charged in October and recorded just after midnight on 1 November counts on 31 October: in October\'s total and chart', async () => {
+      clockAt('2026-11-01T00:00:00.500Z');
+      const { store, file } = inMemoryStore();
+      await store.add('acct', '2026-10', 1.5);
+      await store.close();
+      expect(file.content.days).toEqual({ acct: { '2026-10-31': { images: 1, megapixels: 1.5 } } });
+      expect(await store.get('acct', '2026-10')).toEqual({ month: '2026-10', images: 1, megapixels: 1.5 });
+    });
   });
 });

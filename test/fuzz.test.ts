@@ -16,9 +16,10 @@ import {
   type FuzzKeys,
 } from './helpers/fuzz.js';
 
-// The short version of `npm run stress`'s fuzzing: a few thousand cases, a fixed seed per run
-// printed on failure by fast-check (re-run one with FUZZ_SEED).
-const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Date.now() % 2 ** 31;
+// The short version of `npm run stress`'s fuzzing: a few thousand cases on one fixed seed, so
+// `npm test` checks the same cases every run (a new seed each run made a pass depend on the
+// clock). New seeds are explored by `npm run stress` (a seed per run, printed) or FUZZ_SEED=N.
+const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20_261_126;
 
 describe('fuzzing the request path (every answer a defined status with a problem+json body)', () => {
   let keys: FuzzKeys;

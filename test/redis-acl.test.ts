@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { describe, expect, inject, it } from 'vitest';
-import { connectRedis, createRemoveBgHandler, hashApiKey, redisReady, RedisKeyStore, type RedisClient } from '../src/core/index.js';
+import { connectRedis, createRemoveBgHandler, dayOf, hashApiKey, redisReady, RedisKeyStore, type RedisClient } from '../src/core/index.js';
 import { RedisIdempotencyStore } from '../src/core/idempotency/redis-store.js';
 import { RedisConcurrencyStore } from '../src/core/limits/concurrency.js';
 import { RedisQuotaStore } from '../src/core/limits/quota-store.js';
@@ -100,8 +100,10 @@ describe('an ACL user with exactly the commands docs/redis.md lists runs every R
       await dashboard.createSession('s'.repeat(64), session);
       expect(await dashboard.findSession('s'.repeat(64))).toEqual(session);
       await dashboard.deleteSessionsOf('acct_acl');
-      await dashboard.addActivity({ daily: [{ accountId: 'acct_acl', day: '2026-11-25', count: 2 }], lastUsed: [{ keyId: record.id, at: new Date().toISOString() }] });
-      expect(await dashboard.dailyCounts('acct_acl', ['2026-11-25'])).toEqual([2]);
+      // Today: a fixed day is dropped by the store's write once it is 36 days old.
+      const today = dayOf(new Date());
+      await dashboard.addActivity({ daily: [{ accountId: 'acct_acl', day: today, count: 2 }], lastUsed: [{ keyId: record.id, at: new Date().toISOString() }] });
+      expect(await dashboard.dailyCounts('acct_acl', [today])).toEqual([2]);
       expect(Object.keys(await dashboard.lastUsed([record.id]))).toEqual([record.id]);
       const throttle = new SignInThrottle({}, redis, 'bgcut');
       const attempt = await throttle.signIn('acl@example.com', '127.0.0.1');

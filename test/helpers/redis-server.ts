@@ -25,41 +25,60 @@ async function freePort(): Promise<number> {
 /**
  * A real redis-server on a free loopback port, without persistence. `.ci/run` installs it.
  * `debugCommand` allows `DEBUG SLEEP` from loopback (Redis 7 refuses DEBUG by default), to pause it.
+ *
+ * A free port found by probing can be taken before redis-server binds it (any outgoing connection
+ * may get it as its source port): the server then exits, and whatever holds the port must not be
+ * mistaken for it. So it is known ready only when the server that answers has the child's pid,
+ * and a child that exits before that is started again on another port.
  */
 export async function startRedis(options: { debugCommand?: boolean } = {}): Promise<RedisServer> {
-  const port = await freePort();
+  let port = 0;
   let child: ChildProcess | undefined;
-  const launch = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.debugCommand ? ['--enable-debug-command', 'local'] : [])], {
+  /** Starts redis-server on `port`; resolves false if it exited first (the port was taken). */
+  const launchOn = async (): Promise<boolean> => {
+    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.debugCommand ? ['--enable-debug-command', 'local'] : [])], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    child = started;
     // Redis's own log goes to the capture that the global teardown scans for keys.
-    child.stdout!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    child.on('error', (error) => {
+    started.stdout!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
+    started.stderr!.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
+    started.on('error', (error) => {
       throw new Error(`cannot start redis-server (is it installed?): ${error.message}`);
     });
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on('error', () => {}); // refused until the server is up: expected
-    for (let i = 0; i < 100; i++) {
+    let exited = false;
+    started.once('exit', () => (exited = true));
+    for (let i = 0; i < 100 && !exited; i++) {
+      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      probe.on('error', () => {}); // refused until the server is up: expected
       try {
         await probe.connect();
-        await probe.ping();
-        probe.disconnect();
-        return;
+        const pid = /process_id:(\d+)/.exec(await probe.info('server'))?.[1];
+        if (Number(pid) === started.pid) return true;
       } catch {
-        await new Promise((r) => setTimeout(r, 50));
+        // not up yet
+      } finally {
+        probe.disconnect();
       }
+      await new Promise((r) => setTimeout(r, 50));
     }
-    throw new Error('redis-server did not start');
+    if (!exited) throw new Error('redis-server did not start');
+    return false;
   };
+  const launch = async () => {
+    if (!(await launchOn())) throw new Error(`redis-server could not bind port ${port} again`);
+  };
+  for (let attempt = 0; ; attempt++) {
+    port = await freePort();
+    if (await launchOn()) break;
+    if (attempt === 4) throw new Error('redis-server exited before it answered, five times (ports taken?)');
+  }
   const stop = () =>
     new Promise<void>((resolve) => {
       if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
       child.once('exit', () => resolve());
       child.kill('SIGKILL');
     });
-  await launch();
   return { port, url: `redis://127.0.0.1:${port}`, stop, restart: launch };
 }
 

@@ -1,4 +1,4 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -265,5 +265,134 @@ describe('key store errors', () => {
     ]);
     expect(new NotFoundError('no key k').name).toBe('NotFoundError');
     expect(new TooManyKeysError(3)).toMatchObject({ name: 'TooManyKeysError', maxActiveKeys: 3, message: 'An account may have at most 3 active keys: revoke one first.' });
+  });
+});
+
+describe('FileKeyStore: a key with an expiry counts against the ceiling until it expires', () => {
+  it('a key expiring later counts; one whose expiry is this very millisecond does not', async () => {
+    // Only Date is frozen (the file lock's own timers run): "now" is the same for every key made here.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(new Date('2026-06-01T12:00:00.000Z'));
+      const now = new Date();
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-'));
+      const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
+      await store.createKey({ accountId: 'acct_later', plan: 'p', expiresAt: new Date(now.getTime() + 1000) });
+      await expect(store.createKey({ accountId: 'acct_later', plan: 'p', maxActiveKeys: 1 })).rejects.toBeInstanceOf(TooManyKeysError);
+      await store.createKey({ accountId: 'acct_now', plan: 'p', expiresAt: now });
+      expect((await store.createKey({ accountId: 'acct_now', plan: 'p', maxActiveKeys: 1 })).record.accountId).toBe('acct_now');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe('FileKeyStore: a missing file, a foreign file, and the refusals', () => {
+  const fileIn = async () => path.join(await mkdtemp(path.join(os.tmpdir(), 'bgcut-auth-unit-')), 'keys.json');
+
+  it('a key file that does not exist yet is an empty store: no key found, no accounts, nothing thrown', async () => {
+    const store = new FileKeyStore({ file: await fileIn(), reloadIntervalMs: 0 });
+    expect(await store.findByHash(hashApiKey(generateApiKey()))).toBeUndefined();
+    expect(await store.listAccounts()).toEqual([]);
+    expect(await store.listKeys('acct_a')).toEqual([]);
+    // Once it exists, the same store finds what is written to it.
+    const { key } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
+    expect((await store.findByHash(hashApiKey(key)))?.account.id).toBe('acct_a');
+  });
+
+  it('readData is the whole file as written', async () => {
+    const file = await fileIn();
+    const store = new FileKeyStore({ file, reloadIntervalMs: 0 });
+    const { record } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
+    expect(await store.readData()).toEqual(JSON.parse(await readFile(file, 'utf8')));
+    expect((await store.readData()).keys.map((k) => k.id)).toEqual([record.id]);
+  });
+
+  it('a file that is not a version 1 key file is refused by name, and left as it was', async () => {
+    const file = await fileIn();
+    for (const text of ['{"version":2,"accounts":[],"keys":[]}', '{"version":1,"accounts":{},"keys":[]}', '{"version":1,"accounts":[]}']) {
+      await writeFile(file, text);
+      const store = new FileKeyStore({ file, reloadIntervalMs: 0 });
+      await expect(store.listAccounts()).rejects.toThrow(`${file} is not a version 1 key file`);
+      await expect(store.createKey({ accountId: 'acct_a', plan: 'p' })).rejects.toThrow(`${file} is not a version 1 key file`);
+      expect(await readFile(file, 'utf8')).toBe(text);
+    }
+  });
+
+  it('an unknown key or account is NotFoundError naming it; a revoked key cannot be rotated', async () => {
+    const store = new FileKeyStore({ file: await fileIn(), reloadIntervalMs: 0 });
+    const { record } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
+    for (const attempt of [() => store.revokeKey('key_nope'), () => store.rotateKey('key_nope', 1000)]) {
+      const error = await attempt().catch((e: Error) => e);
+      expect(error).toBeInstanceOf(NotFoundError);
+      expect((error as Error).message).toBe('no key key_nope');
+    }
+    const noAccount = await store.setAccountStatus('acct_nope', 'suspended').catch((e: Error) => e);
+    expect(noAccount).toBeInstanceOf(NotFoundError);
+    expect((noAccount as Error).message).toBe('no account acct_nope');
+    expect(await store.setAccountStatus('acct_a', 'suspended')).toMatchObject({ id: 'acct_a', status: 'suspended' });
+    const revoked = await store.revokeKey(record.id);
+    expect(revoked).toMatchObject({ id: record.id, revokedAt: expect.any(String) });
+    // Revoking again keeps the first time.
+    expect((await store.revokeKey(record.id)).revokedAt).toBe(revoked.revokedAt);
+    await expect(store.rotateKey(record.id, 1000)).rejects.toThrow(`key ${record.id} is revoked`);
+    expect(await store.listKeys('acct_a')).toHaveLength(1);
+  });
+});
+
+describe('RedisKeyStore: the refusals, revokeOthers, and its subscription', () => {
+  const shared = useRedis();
+
+  it('an unknown key or account is NotFoundError naming it; a revoked key cannot be rotated; a rotated one names its successor', async () => {
+    const store = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'refusals' });
+    for (const attempt of [() => store.revokeKey('key_nope'), () => store.rotateKey('key_nope', 1000)]) {
+      const error = await attempt().catch((e: Error) => e);
+      expect(error).toBeInstanceOf(NotFoundError);
+      expect((error as Error).message).toBe('no key key_nope');
+    }
+    const noAccount = await store.setAccountStatus('acct_nope', 'suspended').catch((e: Error) => e);
+    expect(noAccount).toBeInstanceOf(NotFoundError);
+    expect((noAccount as Error).message).toBe('no account acct_nope');
+    const { record } = await store.createKey({ accountId: 'acct_r', plan: 'p' });
+    const rotated = await store.rotateKey(record.id, 1000);
+    await expect(store.rotateKey(record.id, 1000)).rejects.toEqual(new KeyAlreadyReplacedError(record.id, rotated.record.id));
+    const revoked = await store.revokeKey(rotated.record.id);
+    // Revoking again keeps the first time.
+    expect((await store.revokeKey(rotated.record.id)).revokedAt).toBe(revoked.revokedAt);
+    await expect(store.rotateKey(rotated.record.id, 1000)).rejects.toThrow(`key ${rotated.record.id} is revoked`);
+    expect(await store.listKeys('acct_r')).toHaveLength(2);
+  });
+
+  it('revokeOthers revokes the account\'s other keys (not other accounts\') and is not refused by the ceiling', async () => {
+    const store = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'others' });
+    const first = await store.createKey({ accountId: 'acct_o', plan: 'p' });
+    const second = await store.createKey({ accountId: 'acct_o', plan: 'p' });
+    const elsewhere = await store.createKey({ accountId: 'acct_x', plan: 'p' });
+    await expect(store.createKey({ accountId: 'acct_o', plan: 'p', maxActiveKeys: 2 })).rejects.toBeInstanceOf(TooManyKeysError);
+    const fresh = await store.createKey({ accountId: 'acct_o', plan: 'p', maxActiveKeys: 2, revokeOthers: true });
+    const keys = await store.listKeys('acct_o');
+    expect(keys.filter((k) => !k.revokedAt).map((k) => k.id)).toEqual([fresh.record.id]);
+    expect(keys.filter((k) => k.revokedAt).map((k) => k.id).sort()).toEqual([first.record.id, second.record.id].sort());
+    expect(await store.findByHash(hashApiKey(first.key))).toMatchObject({ key: { revokedAt: expect.any(String) } });
+    expect((await store.listKeys('acct_x'))[0]).toMatchObject({ id: elsewhere.record.id });
+    expect((await store.listKeys('acct_x'))[0]!.revokedAt).toBeNull();
+  });
+
+  it('listening() subscribes: a revocation made through another instance reaches this one\'s cache; close() ends the subscription', async () => {
+    const here = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'listen', cacheTtlMs: 60_000 });
+    const there = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'listen', subscribe: false });
+    const { key, record } = await there.createKey({ accountId: 'acct_l', plan: 'p' });
+    const clients = async () => String(await shared.redis.client('LIST')).trim().split('\n').length;
+    const before = await clients();
+    await here.listening();
+    expect(await clients()).toBe(before + 1);
+    expect((await here.findByHash(hashApiKey(key)))?.key.revokedAt).toBeNull();
+    await there.revokeKey(record.id);
+    // Cached for a minute, yet the message drops it: the next lookup reads the revocation.
+    await vi.waitFor(async () => expect((await here.findByHash(hashApiKey(key)))?.key.revokedAt).toEqual(expect.any(String)), { timeout: 10_000, interval: 20 });
+    await here.close();
+    await vi.waitFor(async () => expect(await clients()).toBe(before), { timeout: 10_000, interval: 20 });
+    // A store that never subscribed closes too.
+    await there.close();
   });
 });

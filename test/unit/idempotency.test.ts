@@ -217,6 +217,28 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
   });
 });
 
+describe('Idempotency-Key: optional file parts and results no longer kept', () => {
+  const hints = (bytes: string, name = 'hints') => ({ [name]: { file: Buffer.from(bytes), filename: 'h.png', declaredType: 'image/png' } });
+  it('other bytes in an optional part, or the part under another name, is another request: 422; the same parts replay', async () => {
+    const deps = depsWith();
+    await run(deps, { order: orderOf({ parts: { ...hints('one'), ...hints('bg', 'bg_image') } }) });
+    expect(await codeOf(run(deps, { order: orderOf({ parts: { ...hints('bg', 'bg_image'), ...hints('one') } }) }))).toBe('replayed');
+    expect(await codeOf(run(deps, { order: orderOf({ parts: { ...hints('two'), ...hints('bg', 'bg_image') } }) }))).toBe('idempotency_key_reused');
+    expect(await codeOf(run(deps, { order: orderOf({ parts: { ...hints('one', 'mask'), ...hints('bg', 'bg_image') } }) }))).toBe('idempotency_key_reused');
+    expect(await codeOf(run(deps, { order: orderOf() }))).toBe('idempotency_key_reused');
+  });
+
+  it('a completed key whose result the store dropped answers 409 idempotency_result_gone (not a second run)', async () => {
+    // Room for one result (each counts its body and 1 KiB): the second pushes the first out.
+    const deps = depsWith(new MemoryIdempotencyStore({ maxBytes: 1500 }));
+    await run(deps, { key: 'first', response: answer('a'.repeat(300)) });
+    await run(deps, { key: 'second', response: answer('b'.repeat(300)) });
+    const gone = await run(deps, { key: 'first' }).catch((e: ApiError) => e);
+    expect(gone).toMatchObject({ code: 'idempotency_result_gone', status: 409 });
+    expect(await codeOf(run(deps, { key: 'second' }))).toBe('replayed');
+  });
+});
+
 describe('MemoryIdempotencyStore', () => {
   const result = { status: 200, headers: {}, body: Buffer.from('x') };
   it('only the claim\'s own token completes or gives it back; giving back an unknown key is a no-op', async () => {
@@ -230,5 +252,65 @@ describe('MemoryIdempotencyStore', () => {
     await store.abandon('nothing', 'x');
     await store.complete('nothing', 'x', result, TIMES);
     expect(await store.claim('nothing', 'fp', 'y', TIMES)).toEqual({ state: 'claimed', token: 'y' });
+  });
+  it('remembers at most maxKeys keys, forgetting the least recently used', async () => {
+    const store = new MemoryIdempotencyStore({ maxKeys: 2 });
+    await store.claim('a', 'fp', 't', TIMES);
+    await store.claim('b', 'fp', 't', TIMES);
+    // Touch a: b is now the least recently used, and the one a third key pushes out.
+    expect((await store.claim('a', 'fp', 't2', TIMES)).state).toBe('in-progress');
+    await store.claim('c', 'fp', 't', TIMES);
+    expect((await store.claim('a', 'fp', 't3', TIMES)).state).toBe('in-progress');
+    expect((await store.claim('b', 'fp', 't3', TIMES)).state).toBe('claimed');
+  });
+
+  it('keeps results up to maxBytes, each counted as its body and 1 KiB', async () => {
+    const sized = (n: number) => ({ status: 200, headers: {}, body: Buffer.alloc(n) });
+    const twoResults = async (second: number) => {
+      // Room for two results of 100 bytes each: 2 × (100 + 1024).
+      const store = new MemoryIdempotencyStore({ maxBytes: 2 * (1024 + 100) });
+      for (const [key, n] of [['a', 100], ['b', second]] as const) {
+        await store.claim(key, 'fp', key, TIMES);
+        await store.complete(key, key, sized(n), TIMES);
+      }
+      return [await store.claim('a', 'fp', 'x', TIMES), await store.claim('b', 'fp', 'x', TIMES)];
+    };
+    // Exactly full: both kept.
+    expect(await twoResults(100)).toEqual([
+      { state: 'done', fingerprint: 'fp', result: sized(100) },
+      { state: 'done', fingerprint: 'fp', result: sized(100) },
+    ]);
+    // One byte over: the least recently used result goes; its key stays done.
+    expect(await twoResults(101)).toEqual([
+      { state: 'done', fingerprint: 'fp', result: undefined },
+      { state: 'done', fingerprint: 'fp', result: sized(101) },
+    ]);
+  });
+
+  // lru-cache reads its own clock (performance.now), which fake timers do not move: these wait
+  // past each time for real, and assert only what must hold once it has passed.
+  const elapsed = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  it('a claim never completed lapses after inProgressTtlMs: the key can be claimed again', async () => {
+    const store = new MemoryIdempotencyStore();
+    const times = { keyTtlMs: 60_000, resultTtlMs: 60_000, inProgressTtlMs: 20 };
+    await store.claim('k', 'fp', 'dead instance', times);
+    await elapsed(60);
+    expect(await store.claim('k', 'fp', 'retry', times)).toEqual({ state: 'claimed', token: 'retry' });
+  });
+
+  it('a completed key lapses after keyTtlMs, and its result after resultTtlMs', async () => {
+    const store = new MemoryIdempotencyStore();
+    const times = { keyTtlMs: 200, resultTtlMs: 20, inProgressTtlMs: 60_000 };
+    const result = { status: 200, headers: {}, body: Buffer.from('x') };
+    for (const key of ['result', 'key']) {
+      await store.claim(key, 'fp', 't', times);
+      await store.complete(key, 't', result, times);
+    }
+    await elapsed(60);
+    // Past the result's time: the result is gone (the key is still done unless this box stalled past its time too).
+    const afterResult = await store.claim('result', 'fp', 'u', times);
+    expect(afterResult.state === 'claimed' || (afterResult.state === 'done' && afterResult.result === undefined)).toBe(true);
+    await elapsed(240);
+    expect(await store.claim('key', 'fp', 'v', times)).toEqual({ state: 'claimed', token: 'v' });
   });
 });

@@ -1,7 +1,7 @@
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
-import { maxBodyBytes, readUpload, type UploadLimits } from '../../src/core/multipart.js';
+import { maxBatchBodyBytes, maxBodyBytes, readBatchUpload, readUpload, type BatchLimits, type UploadLimits } from '../../src/core/multipart.js';
 
 // readUpload alone (no server, no model): each limit's own code, the exact bounds, and the
 // Content-Length pre-check that refuses an oversized upload without reading it.
@@ -132,5 +132,164 @@ describe('readUpload: the whole body is bounded', () => {
     const pending = readUpload(new PassThrough(), { 'content-type': CONTENT_TYPE }, LIMITS, later.signal);
     later.abort();
     expect(await codeOf(pending)).toBe('client_closed');
+  });
+});
+
+// What each refusal says (its detail names the limit and the part), the other form shapes
+// (another file part name, a long field, text standing in for the file), and batches of files.
+const errorOf = (promise: Promise<unknown>) => promise.then(() => undefined, (error: ApiError) => error);
+const readShape = (body: Buffer, shape: Parameters<typeof readUpload>[4], limits = LIMITS) =>
+  readUpload(Readable.from([body]), { 'content-type': CONTENT_TYPE }, limits, new AbortController().signal, shape);
+
+describe('readUpload: what each refusal says', () => {
+  it('each limit\'s detail names the bound and the part', async () => {
+    expect((await errorOf(read(form([file(Buffer.alloc(1001, 1))]))))?.message).toBe('The file is larger than 1000 bytes.');
+    expect((await errorOf(read(form([{ name: 'long', value: 'y'.repeat(21) }, file()]))))?.message).toBe('The field "long" is longer than 20 bytes.');
+    expect((await errorOf(read(form([file()]), LIMITS, { 'content-length': String(maxBodyBytes(LIMITS) + 1) })))?.message).toBe('The upload is larger than 1000 bytes.');
+    const preamble = Buffer.concat([Buffer.alloc(maxBodyBytes(LIMITS) + 1, 0x61), Buffer.from('\r\n'), form([file()])]);
+    expect((await errorOf(read(preamble)))?.message).toBe('The upload is larger than 1000 bytes.');
+    expect((await errorOf(read(form([{ name: 'other', value: Buffer.from('x'), filename: 'x.png' }]))))?.message).toBe('Got a file in "other"; send it in the part named "file".');
+    expect((await errorOf(read(form([{ name: 'file', value: 'text' }]))))?.message).toBe('The part named "file" is a text field, not a file: send it with a filename.');
+    expect((await errorOf(read(form([file(Buffer.alloc(0))]))))?.message).toBe('The part named "file" is empty.');
+    // One file: the catalogue's words ("Send exactly one file ...").
+    expect((await errorOf(read(form([file(), file()]))))?.message).toBe('Send exactly one file, in the part named "file".');
+    const hints = { extraFiles: { hints: 50 } };
+    const hint = (bytes: Buffer): Part => ({ name: 'hints', value: bytes, filename: 'h.png' });
+    expect((await errorOf(readShape(form([file(), hint(Buffer.alloc(51))]), hints)))?.message).toBe('The part "hints" is larger than 50 bytes.');
+    // (Before the file: with it, busboy's count of file parts is reached first, and says so in the catalogue's words.)
+    expect((await errorOf(readShape(form([hint(Buffer.alloc(5)), hint(Buffer.alloc(5)), file()]), hints)))?.message).toBe('Send at most one part named "hints".');
+  });
+
+  it('a field named __proto__ is kept as a field, not taken as the record\'s prototype', async () => {
+    const upload = await read(form([{ name: '__proto__', value: 'p' }, file()]));
+    expect(Object.keys(upload.fields)).toEqual(['__proto__']);
+    expect(upload.fields['__proto__']).toBe('p');
+  });
+
+  it('the content type is matched without regard to case and must have parameters', async () => {
+    const body = form([file(Buffer.from('abc'))]);
+    const withType = (type: string) => readUpload(Readable.from([body]), { 'content-type': type }, LIMITS, new AbortController().signal);
+    expect((await withType(`Multipart/Form-Data; boundary=${BOUNDARY}`)).file.toString()).toBe('abc');
+    expect((await withType(`multipart/form-data ; boundary=${BOUNDARY}`)).file.toString()).toBe('abc');
+    expect(await codeOf(withType('multipart/form-data'))).toBe('not_multipart');
+    expect(await codeOf(withType(`x-multipart/form-data; boundary=${BOUNDARY}`))).toBe('not_multipart');
+    expect(await codeOf(withType(`multipart/mixed; boundary=${BOUNDARY}`))).toBe('not_multipart');
+  });
+
+  it('a Content-Length that is not a number is ignored: the body is counted as it comes', async () => {
+    expect((await read(form([file(Buffer.from('abc'))]), LIMITS, { 'content-length': 'lots' })).file.toString()).toBe('abc');
+  });
+
+  it('a body someone else read first is 500 body_already_read with the help, at once', async () => {
+    const body = Readable.from([form([file()])]);
+    for await (const chunk of body) void chunk;
+    const error = await errorOf(readUpload(body, { 'content-type': CONTENT_TYPE }, LIMITS, new AbortController().signal));
+    expect(error?.code).toBe('body_already_read');
+    expect(error?.message).toContain('was read before bgcut got it');
+  });
+
+  it('file names are read as UTF-8', async () => {
+    const name = 'fötö-写真.png';
+    const body = Buffer.concat([
+      Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="`),
+      Buffer.from(name, 'utf8'),
+      Buffer.from(`"\r\nContent-Type: image/png\r\n\r\nabc\r\n--${BOUNDARY}--\r\n`),
+    ]);
+    expect((await read(body)).filename).toBe(name);
+  });
+
+  it('an abort while the body is read rejects with the signal\'s ApiError and stops reading', async () => {
+    const body = new PassThrough();
+    const controller = new AbortController();
+    const pending = readUpload(body, { 'content-type': CONTENT_TYPE }, LIMITS, controller.signal);
+    body.write(Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\nab`));
+    controller.abort(new ApiError('upload_timeout'));
+    expect(await codeOf(pending)).toBe('upload_timeout');
+    expect(body.listenerCount('data')).toBe(0);
+  });
+});
+
+describe('readUpload: other form shapes', () => {
+  it('another name for the file part (remove.bg\'s image_file): "file" is then an unexpected part', async () => {
+    const shape = { fileField: 'image_file' };
+    const upload = await readShape(form([{ name: 'image_file', value: Buffer.from('abc'), filename: 'p.png' }]), shape);
+    expect(upload.file.toString()).toBe('abc');
+    const error = await errorOf(readShape(form([file()]), shape));
+    expect(error?.code).toBe('unexpected_file_field');
+    expect(error?.message).toBe('Got a file in "file"; send it in the part named "image_file".');
+    expect((await errorOf(readShape(form([{ name: 'image_file', value: 'text' }]), shape)))?.message).toBe('The part named "image_file" is a text field, not a file: send it with a filename.');
+  });
+
+  it('one large field may be up to its own size, others keep maxFieldBytes; the body bound grows by it', async () => {
+    const shape = { largeField: { name: 'image_file_b64', maxBytes: 200 } };
+    const b64 = 'Q'.repeat(200);
+    const upload = await readShape(form([{ name: 'image_file_b64', value: b64 }]), { ...shape, fileAlternatives: ['image_file_b64'] });
+    expect(upload.fields.image_file_b64).toBe(b64);
+    expect(await codeOf(readShape(form([{ name: 'image_file_b64', value: `${b64}Q` }]), { ...shape, fileAlternatives: ['image_file_b64'] }))).toBe('field_too_large');
+    expect(await codeOf(readShape(form([{ name: 'other', value: 'y'.repeat(21) }, file()]), shape))).toBe('field_too_large');
+    // The declared length may be the usual bound plus the large field's size, not one byte more.
+    const headers = (length: number) => ({ 'content-type': CONTENT_TYPE, 'content-length': String(length) });
+    const bound = maxBodyBytes(LIMITS) + 200;
+    expect((await readUpload(Readable.from([form([file()])]), headers(bound), LIMITS, new AbortController().signal, shape)).file.length).toBe(10);
+    expect(await codeOf(readUpload(Readable.from([form([file()])]), headers(bound + 1), LIMITS, new AbortController().signal, shape))).toBe('upload_too_large');
+  });
+
+  it('optional parts raise the body bound by their size and 64 KiB each', async () => {
+    const shape = { extraFiles: { hints: 500, mask: 300 } };
+    const bound = maxBodyBytes(LIMITS) + 500 + 300 + 2 * 64 * 1024;
+    const headers = (length: number) => ({ 'content-type': CONTENT_TYPE, 'content-length': String(length) });
+    expect((await readUpload(Readable.from([form([file()])]), headers(bound), LIMITS, new AbortController().signal, shape)).file.length).toBe(10);
+    expect(await codeOf(readUpload(Readable.from([form([file()])]), headers(bound + 1), LIMITS, new AbortController().signal, shape))).toBe('upload_too_large');
+  });
+
+  it('text standing in for the file: only a named alternative; with none of them it is missing_file', async () => {
+    const shape = { fileAlternatives: ['image_url', 'image_file_b64'] };
+    expect((await readShape(form([{ name: 'image_file_b64', value: 'QUJD' }]), shape)).fields).toEqual({ image_file_b64: 'QUJD' });
+    expect(await codeOf(readShape(form([{ name: 'size', value: 'auto' }]), shape))).toBe('missing_file');
+    expect(await codeOf(readShape(form([{ name: 'size', value: 'auto' }]), {}))).toBe('missing_file');
+    // A file beside the alternative is read as the file.
+    expect((await readShape(form([{ name: 'image_url', value: 'u' }, file(Buffer.from('abc'))]), shape)).file.toString()).toBe('abc');
+  });
+});
+
+describe('readBatchUpload', () => {
+  const BATCH: BatchLimits = { ...LIMITS, maxFiles: 3, maxTotalBytes: 1500 };
+  const batch = (parts: Part[], limits = BATCH, headers: Record<string, string> = {}) =>
+    readBatchUpload(Readable.from([form(parts)]), { 'content-type': CONTENT_TYPE, ...headers }, limits, new AbortController().signal);
+
+  it('maxBatchBodyBytes is all the files, the fields and 64 KiB for each file and one more', () => {
+    expect(maxBatchBodyBytes(BATCH)).toBe(1500 + 3 * 20 + 4 * 64 * 1024);
+  });
+
+  it('reads up to maxFiles files in order, with the fields', async () => {
+    const read3 = await batch([file(Buffer.from('one'), '1.png'), { name: 'format', value: 'png' }, file(Buffer.from('two'), '2.png'), file(Buffer.from('three'), '3.png')]);
+    expect(read3.files.map((f) => [f.filename, f.file.toString()])).toEqual([['1.png', 'one'], ['2.png', 'two'], ['3.png', 'three']]);
+    expect(read3.fields).toEqual({ format: 'png' });
+  });
+
+  it('one more file than maxFiles is too_many_files, saying how many', async () => {
+    const error = await errorOf(batch([file(), file(), file(), file()]));
+    expect(error?.code).toBe('too_many_files');
+    expect(error?.message).toBe('Send at most 3 files, each in a part named "file".');
+  });
+
+  it('each file keeps maxFileBytes; all together maxTotalBytes', async () => {
+    const oneTooBig = await errorOf(batch([file(Buffer.alloc(1001))]));
+    expect([oneTooBig?.code, oneTooBig?.message]).toEqual(['upload_too_large', 'The file is larger than 1000 bytes.']);
+    expect((await batch([file(Buffer.alloc(1000)), file(Buffer.alloc(500))])).files.map((f) => f.file.length)).toEqual([1000, 500]);
+    const together = await errorOf(batch([file(Buffer.alloc(1000)), file(Buffer.alloc(501))]));
+    expect([together?.code, together?.message]).toEqual(['upload_too_large', 'The files are larger than 1500 bytes together.']);
+  });
+
+  it('a declared length over the batch bound is refused unread; at the bound it is read', async () => {
+    const bound = maxBatchBodyBytes(BATCH);
+    expect((await batch([file()], BATCH, { 'content-length': String(bound) })).files).toHaveLength(1);
+    const error = await errorOf(batch([file()], BATCH, { 'content-length': String(bound + 1) }));
+    expect([error?.code, error?.message]).toEqual(['upload_too_large', 'The upload is larger than 1500 bytes.']);
+  });
+
+  it('an empty file among several is missing_file naming which one', async () => {
+    const error = await errorOf(batch([file(Buffer.from('a')), file(Buffer.alloc(0))]));
+    expect([error?.code, error?.message]).toEqual(['missing_file', 'File part 2 named "file" is empty.']);
   });
 });

@@ -400,6 +400,22 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     clients.push(redis);
     return redis;
   };
+  /**
+   * A client (never connected) whose scripts go unanswered, as a timed-out command does, until
+   * `answer()`; then each answers 1. `sent` keeps every script call's arguments.
+   */
+  const scriptedClient = () => {
+    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
+    clients.push(redis);
+    const sent: (string | number)[][] = [];
+    let answering = false;
+    redis.eval = (async (...args: (string | number)[]) => {
+      sent.push(args);
+      if (!answering) throw new Error('Command timed out');
+      return 1;
+    }) as never;
+    return { redis, sent, answer: () => (answering = true) };
+  };
   afterEach(() => {
     for (const client of clients.splice(0)) client.disconnect();
   });
@@ -426,21 +442,14 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
   });
 
   it('a usage record whose reply was lost is sent again when Redis answers, under the same op, with its megapixels', async () => {
-    // A client whose scripts time out (sent, unanswered), then answer: what it was sent is recorded.
-    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
-    clients.push(redis);
-    const sent: (string | number)[][] = [];
-    let answering = false;
-    redis.eval = (async (...args: (string | number)[]) => {
-      sent.push(args.slice(2));
-      if (!answering) throw new Error('Command timed out');
-      return 1;
-    }) as never;
+    // Scripts time out (sent, unanswered), then answer: what it was sent is recorded.
+    const { redis, sent: calls, answer } = scriptedClient();
     const limits = new PlanEnforcer({ plans: PLANS, redis, validate: false });
     await limits.recordUsage('a', 2_500_000, may, 'op-usage');
     expect(limits.hasPendingUsage).toBe(true);
-    answering = true;
+    answer();
     await limits.flushPending();
+    const sent = calls.map((args) => args.slice(2));
     expect(limits.hasPendingUsage).toBe(false);
     expect(sent).toHaveLength(2);
     expect(sent[1]).toEqual(sent[0]);
@@ -451,41 +460,25 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
   });
 
   it('what is pending goes to Redis as soon as its client is ready again, under the keyPrefix; after close() the enforcer stops listening', async () => {
-    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
-    clients.push(redis);
-    const sent: string[] = [];
-    let answering = false;
-    redis.eval = (async (...args: (string | number)[]) => {
-      sent.push(String(args[3]));
-      if (!answering) throw new Error('Command timed out');
-      return 1;
-    }) as never;
+    const { redis, sent, answer } = scriptedClient();
     const limits = new PlanEnforcer({ plans: PLANS, redis, keyPrefix: 'shop', validate: false });
     await limits.recordUsage('a', 1_000_000, may, 'op-1');
-    answering = true;
+    answer();
     redis.emit('ready');
     await expect.poll(() => limits.hasPendingUsage).toBe(false);
-    expect(sent).toEqual(['shop:{a:a}:op:op-1', 'shop:{a:a}:op:op-1']);
+    expect(sent.map((args) => String(args[3]))).toEqual(['shop:{a:a}:op:op-1', 'shop:{a:a}:op:op-1']);
     await limits.close();
     expect(redis.listenerCount('ready')).toBe(0);
   });
 
   it('the next write Redis answers also sends what is pending, without waiting for a reconnect', async () => {
-    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
-    clients.push(redis);
-    const sent: string[] = [];
-    let answering = false;
-    redis.eval = (async (...args: (string | number)[]) => {
-      sent.push(String(args[3]));
-      if (!answering) throw new Error('Command timed out');
-      return 1;
-    }) as never;
+    const { redis, sent, answer } = scriptedClient();
     const limits = new PlanEnforcer({ plans: PLANS, redis, validate: false });
     await limits.recordUsage('a', 1_000_000, may, 'op-lost');
-    answering = true;
+    answer();
     await limits.recordUsage('a', 1_000_000, may, 'op-next');
     await expect.poll(() => limits.hasPendingUsage).toBe(false);
-    expect(sent.map((key) => key.split(':op:')[1])).toEqual(['op-lost', 'op-next', 'op-lost']);
+    expect(sent.map((args) => String(args[3]).split(':op:')[1])).toEqual(['op-lost', 'op-next', 'op-lost']);
     await limits.close();
   });
 

@@ -46,6 +46,8 @@ export class ActivityRecorder {
   private used = new Map<string, string>();
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> | undefined;
+  /** Writes that ended (stored or failed): a store read that overlapped one is not trusted. */
+  private writesEnded = 0;
 
   constructor(options: ActivityRecorderOptions) {
     this.store = options.store;
@@ -66,7 +68,10 @@ export class ActivityRecorder {
 
   /** Writes what is pending; a failed write is merged back for the next one. */
   flush(): Promise<void> {
-    this.flushing ??= this.write().finally(() => (this.flushing = undefined));
+    this.flushing ??= this.write().finally(() => {
+      this.writesEnded++;
+      this.flushing = undefined;
+    });
     return this.flushing;
   }
 
@@ -98,14 +103,31 @@ export class ActivityRecorder {
     }
   }
 
+  /**
+   * A store read that no write of this instance overlapped. During a write its batch is neither
+   * pending nor (until the write lands) stored, so an overlapping read could miss it, or count it
+   * twice if it were added back: such a read waits for the write and reads again. Only after a
+   * few overlapped tries (a flush interval far shorter than a read) does it settle for the last.
+   */
+  private async readStore<T>(read: () => Promise<T>): Promise<T> {
+    let stored!: T;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await this.flushing;
+      const ended = this.writesEnded;
+      stored = await read();
+      if (!this.flushing && this.writesEnded === ended) break;
+    }
+    return stored;
+  }
+
   /** Stored counts plus this instance's pending ones, so a page shows a request at once. */
   async dailyCounts(accountId: string, days: string[]): Promise<number[]> {
-    const stored = await this.store.dailyCounts(accountId, days);
+    const stored = await this.readStore(() => this.store.dailyCounts(accountId, days));
     return days.map((day, i) => (stored[i] ?? 0) + (this.daily.get(`${accountId}\n${day}`)?.count ?? 0));
   }
 
   async lastUsed(keyIds: string[]): Promise<Record<string, string>> {
-    const stored = await this.store.lastUsed(keyIds);
+    const stored = await this.readStore(() => this.store.lastUsed(keyIds));
     for (const keyId of keyIds) {
       const pending = this.used.get(keyId);
       if (pending && !(stored[keyId] && stored[keyId]! > pending)) stored[keyId] = pending;

@@ -79,13 +79,13 @@ export async function authenticate(
 function checkRestrictions(key: KeyRecord, request: AuthRequest): void {
   if (key.allowedIps?.length) {
     if (!request.clientIp || !ipAllowedOrMisconfigured(key, request.clientIp)) {
-      throw new ApiError('ip_not_allowed', { detail: 'This API key may not be used from this address.' });
+      throw new ApiError('ip_not_allowed');
     }
   }
   if (key.allowedOrigins?.length) {
     const origin = request.headers.origin;
     if (typeof origin !== 'string' || !key.allowedOrigins.includes(origin)) {
-      throw new ApiError('origin_not_allowed', { detail: 'This API key may not be used from this origin.' });
+      throw new ApiError('origin_not_allowed');
     }
   }
 }

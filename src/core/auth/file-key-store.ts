@@ -100,8 +100,8 @@ export class FileKeyStore implements KeyAdmin {
       const old = data.keys[index]!;
       if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
       if (old.replacedBy) throw new KeyAlreadyReplacedError(keyId, old.replacedBy);
-      const account = data.accounts.find((a) => a.id === old.accountId)!;
-      const created = newKey({ accountId: old.accountId, plan: account.plan, expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
+      // The plan is the account's, not the key's: newKey does not read it (as in RedisKeyStore).
+      const created = newKey({ accountId: old.accountId, plan: '', expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
       data.keys[index] = { ...expireBy(old, new Date(Date.now() + overlapMs)), replacedBy: created.record.id };
       data.keys.push(created.record);
       result = { ...created, old: data.keys[index]! };

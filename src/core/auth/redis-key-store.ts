@@ -38,19 +38,12 @@ export interface RedisKeyStoreOptions {
 // admins changing one key or account at once cannot undo each other (a revocation racing a
 // rotation, a suspension racing a new key).
 
-/** KEYS: key record. ARGV: 'revoke' | 'expire-by', ISO time. The new record, nil if none, error 'revoked'. */
-const PATCH_KEY = `
+/** KEYS: key record. ARGV: ISO time. Revokes the key at that time unless it is revoked already; the record, nil if none. */
+const REVOKE_KEY = `
 local raw = redis.call('GET', KEYS[1])
 if not raw then return nil end
 local record = cjson.decode(raw)
-local revoked = record.revokedAt ~= nil and record.revokedAt ~= cjson.null
-if ARGV[1] == 'revoke' then
-  if not revoked then record.revokedAt = ARGV[2] end
-else
-  if revoked then return redis.error_reply('revoked') end
-  local current = record.expiresAt
-  if current == nil or current == cjson.null or ARGV[2] < current then record.expiresAt = ARGV[2] end
-end
+if record.revokedAt == nil or record.revokedAt == cjson.null then record.revokedAt = ARGV[1] end
 local out = cjson.encode(record)
 redis.call('SET', KEYS[1], out)
 return out
@@ -303,7 +296,7 @@ export class RedisKeyStore implements KeyAdmin {
 
   async revokeKey(keyId: string): Promise<KeyRecord> {
     const record = await this.getKeyById(keyId);
-    const revoked = await this.patchKey(record, 'revoke', new Date());
+    const revoked = await this.revokeRecord(record, new Date());
     await this.publish({ hash: record.hash });
     return revoked;
   }
@@ -424,11 +417,8 @@ export class RedisKeyStore implements KeyAdmin {
     await Promise.all([this.redis.del(this.k('keyhash', record.hash)), this.redis.del(this.k('keyid', record.id))]).catch(() => {});
   }
 
-  private async patchKey(record: KeyRecord, op: 'revoke' | 'expire-by', at: Date): Promise<KeyRecord> {
-    const raw = await (this.redis.eval(PATCH_KEY, 1, this.recordKey(record.accountId, record.id), op, at.toISOString()) as Promise<string | null>).catch((error: Error) => {
-      if (isScriptError(error, 'revoked')) throw new Error(`key ${record.id} is revoked`);
-      throw error;
-    });
+  private async revokeRecord(record: KeyRecord, at: Date): Promise<KeyRecord> {
+    const raw = (await this.redis.eval(REVOKE_KEY, 1, this.recordKey(record.accountId, record.id), at.toISOString())) as string | null;
     if (!raw) throw new NotFoundError(`no key ${record.id}`);
     return JSON.parse(raw) as KeyRecord;
   }

@@ -50,7 +50,10 @@ export interface Cutout {
 export async function makeCutout(scope: RequestScope, admitted: Admitted, order: Order, deps: CutoutDeps): Promise<Cutout> {
   const { signal } = scope;
   const account = admitted.identity.account;
-  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, undefined, QUALITY_QUOTA_WEIGHT[order.output.quality], order.chargeOp && `${order.chargeOp}:quota`), signal, (late) => late());
+  // One moment for the quota charge and the usage record: a cutout admitted in the last instant
+  // of a month and delivered in the next counts in the month it was charged in, both times.
+  const chargedAt = new Date();
+  const refund = await untilAborted(deps.enforcer.reserveQuota(account.id, account.plan, order.pixels, chargedAt, QUALITY_QUOTA_WEIGHT[order.output.quality], order.chargeOp && `${order.chargeOp}:quota`), signal, (late) => late());
   const quota = scope.hold(refund);
 
   const slot = scope.hold(await deps.inferenceSlots.take(slotsFor(order.output.quality), signal));
@@ -105,7 +108,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
   // Charged for good only if the client is still there to get the cutout.
   signal.throwIfAborted();
   quota.keep();
-  await deps.enforcer.recordUsage(account.id, order.pixels, undefined, order.chargeOp && `${order.chargeOp}:usage`).catch(deps.onInternalError);
+  await deps.enforcer.recordUsage(account.id, order.pixels, chargedAt, order.chargeOp && `${order.chargeOp}:usage`).catch(deps.onInternalError);
   return { rendered, confidence: segmentation.confidence, timings: stageTimings(segmentation, rendered) };
 }
 

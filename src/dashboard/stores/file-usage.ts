@@ -105,8 +105,9 @@ export class FileUsageStore implements LocalUsageStore {
   async add(accountId: string, month: string, megapixels: number, images = 1): Promise<void> {
     this.serving = true;
     const today = dayOf(new Date());
-    // Recorded the moment it is metered: the day is today's, unless the month just turned.
-    const day = today.startsWith(month) ? today : `${month}-01`;
+    // Recorded the moment it is metered: the day is today's, unless the month turned since the
+    // cutout was charged (it counts in that month): then the month's last day.
+    const day = today.startsWith(month) ? today : lastDayOf(month);
     const id = `${accountId}\n${day}`;
     const entry = this.pendingDays.get(id);
     if (entry) {
@@ -235,10 +236,19 @@ export class FileUsageStore implements LocalUsageStore {
   }
 }
 
-/** Keeps this month and the last (the chart's 30 days and the month's total need no more). */
+/** `YYYY-MM-DD` of the last day of `month` (`YYYY-MM`). */
+function lastDayOf(month: string): string {
+  const [year, monthNumber] = month.split('-').map(Number) as [number, number];
+  return dayOf(new Date(Date.UTC(year, monthNumber, 0)));
+}
+
+/**
+ * Keeps this month, the last, and every month the chart's 30 days reach (on 1 March of a
+ * non-leap year they start on 31 January): 31 days back always lies in the last month or
+ * before it, so its month is the oldest kept.
+ */
 function prune(usage: UsageSection): void {
-  const now = new Date();
-  const oldest = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1)).toISOString().slice(0, 7);
+  const oldest = new Date(Date.now() - 31 * 86_400_000).toISOString().slice(0, 7);
   for (const [accountId, days] of Object.entries(usage.days)) {
     for (const day of Object.keys(days)) if (day.slice(0, 7) < oldest) delete days[day];
     if (Object.keys(days).length === 0) delete usage.days[accountId];
