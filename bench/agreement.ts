@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { ISNET_FP32_PROFILE, ISNET_PROFILE, type PreprocessingProfile } from '../src/core/index.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
+import { tensorOf } from '../src/core/image/model-input.js';
 import { fullSizeAlpha, probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
@@ -65,7 +66,7 @@ async function run(variant: string): Promise<{ rows: Row[]; bytesSent: number; b
   // The same model call, counting the tensor bytes that cross the wire.
   const model: MaskModel = async (input, signal) => {
     const out = await base(input, signal);
-    bytesSent = input.byteLength;
+    bytesSent = tensorOf(input).byteLength;
     bytesReceived = out.mask.byteLength;
     return out;
   };

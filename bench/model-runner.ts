@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ISNET_FP32_PROFILE, ISNET_PROFILE } from '../src/core/index.js';
+import { tensorOf } from '../src/core/image/model-input.js';
 import type { MaskModel } from '../src/core/image/pipeline.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
@@ -56,7 +57,7 @@ export function modelRunner(modelNames: string | string[], cacheDir?: string): M
     const key = createHash('sha256')
       .update(modelName)
       .update(size ? `${size.width}x${size.height}` : '')
-      .update(new Uint8Array(input.buffer, input.byteOffset, input.byteLength))
+      .update(new Uint8Array(tensorOf(input).buffer, tensorOf(input).byteOffset, tensorOf(input).byteLength))
       .digest('hex');
     // The file's extension keeps the mask's element type (FP32, or 8/16-bit for prepared models).
     const kind = profileOf(modelName).outputDatatype === 'UINT8' ? 'u8' : 'f32';

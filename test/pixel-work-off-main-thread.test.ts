@@ -26,7 +26,7 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * paths, run directly with a stand-in model (a soft-edged disc: what is tested is where the work
  * runs, not the model), show every kernel did run in the worker.
  */
-const KERNELS = ['upscaleMask', 'splitAlpha', 'pasteBlended', 'estimateForeground', 'foregroundBox', 'composeOpaque', 'composeRgba', 'clearTransparent', 'mergeMasks', 'looksConfidence', 'applyHints'];
+const KERNELS = ['upscaleMask', 'splitAlpha', 'pasteBlended', 'estimateForeground', 'foregroundBox', 'composeOpaque', 'composeRgba', 'clearTransparent', 'mergeMasks', 'looksConfidence', 'applyHints', 'prepareModelInput'];
 
 /** An RGB photo-like image and the same with a transparent left quarter (an input alpha to fold in). */
 async function images() {

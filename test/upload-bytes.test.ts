@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
+import { MessageChannel } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readUpload } from '../src/core/multipart.js';
 import { UploadBytes } from '../src/core/upload-bytes.js';
@@ -50,6 +51,19 @@ describe('upload bytes: a one-file form is gathered as it arrives', () => {
     expect(upload!.fields).toEqual({ format: 'png' });
     // No join as large as the file (busboy may join a few header bytes).
     expect(sizes.filter((n) => n >= file.length)).toEqual([]);
+  });
+
+  it('with a declared length, the file is in shared memory: handed to a worker thread, it is not copied', async () => {
+    const upload = await readUpload(chunked(form.body), { 'content-type': form.contentType, 'content-length': String(form.body.length) }, LIMITS, new AbortController().signal);
+    expect(upload.file.buffer).toBeInstanceOf(SharedArrayBuffer);
+    // What a worker receives views the same memory: a write on one side shows on the other.
+    const { port1, port2 } = new MessageChannel();
+    const received = new Promise<Uint8Array>((resolve) => port2.once('message', resolve));
+    port1.postMessage(upload.file);
+    const there = await received;
+    port1.close();
+    there[0] = (upload.file[0]! + 1) & 0xff;
+    expect(upload.file[0]).toBe(there[0]);
   });
 
   it('without a declared length (chunked transfer), the chunks are joined: the same bytes', async () => {

@@ -3,6 +3,9 @@ import * as protoLoader from '@grpc/proto-loader';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ProtoGrpcType } from './generated/grpc_predict_v2.js';
+import type { GRPCInferenceServiceClient } from './generated/inference/GRPCInferenceService.js';
+import type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
+import { inferRequestSerializer } from './infer-request-message.js';
 
 export type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
 export type { ModelInferResponse, ModelInferResponse__Output } from './generated/inference/ModelInferResponse.js';
@@ -59,3 +62,33 @@ export function loadInferenceProto(): ProtoGrpcType {
 
 export { DATATYPE_BYTES, isDatatype, type Datatype } from './datatypes.js';
 export { CONTENTS_FIELD, elementCount, typedContentsToBytes, typedValueCount } from './tensor-contents.js';
+
+/** protobufjs's encoder of ModelInferRequest, as the .proto file defines it (loaded at run time). */
+export function modelInferRequestEncoder(): grpc.serialize<ModelInferRequest> {
+  return loadInferenceProto().inference.GRPCInferenceService.service.ModelInfer.requestSerialize as grpc.serialize<ModelInferRequest>;
+}
+
+/**
+ * The inference service's client class with ModelInfer's serializer replaced by
+ * inferRequestSerializer: an EncodedInferRequest (a message whose tensor was written into it) is
+ * sent as it is; a request object is encoded by protobufjs as before. Every other method is the
+ * loaded one.
+ */
+export function inferenceClientConstructor(): new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => GRPCInferenceServiceClient {
+  const Service = loadInferenceProto().inference.GRPCInferenceService;
+  const methods = { ...Service.service, ModelInfer: { ...Service.service.ModelInfer, requestSerialize: inferRequestSerializer(modelInferRequestEncoder()) } };
+  return grpc.makeGenericClientConstructor(methods, INFERENCE_SERVICE_NAME) as unknown as new (
+    address: string,
+    credentials: grpc.ChannelCredentials,
+    options?: grpc.ChannelOptions,
+  ) => GRPCInferenceServiceClient;
+}
+
+export {
+  allocateInferMessage,
+  EncodedInferRequest,
+  inferRequestPrefix,
+  inferRequestSerializer,
+  startsWithPrefix,
+  type InferRequestHeader,
+} from './infer-request-message.js';

@@ -7,7 +7,8 @@ import type { BestPasses, Quality, Region } from './passes.js';
 import { openDecoder, segment, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
 import type { PixelPool } from './pixel-pool.js';
 import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
-import { imageToTensor, maskToGrey } from './tensor.js';
+import { modelInput } from './model-input.js';
+import { maskToGrey } from './tensor.js';
 
 export { QUALITIES, type BestPasses, type Quality, type Region } from './passes.js';
 export { pasteBlended } from './full-size-mask.js';
@@ -118,7 +119,8 @@ export async function segmentAtQuality(
   const run = async (rgb: Buffer, w: number, h: number, pass: keyof PassModels = 'whole'): Promise<Buffer> => {
     const model = models[pass];
     const t0 = performance.now();
-    const { mask, serverRunMs } = await model(imageToTensor(rgb, { ...profile, width: w, height: h }), signal, { width: w, height: h });
+    const size = { width: w, height: h };
+    const { mask, serverRunMs } = await model(modelInput(rgb, { ...profile, ...size }, model.prefix?.(size)), signal, size);
     const elapsed = performance.now() - t0;
     modelMs += elapsed;
     inferenceMs += serverRunMs ?? elapsed;

@@ -4,7 +4,10 @@ import { cutoutConfidence } from './confidence.js';
 import type { MaskPlan } from './full-size-mask.js';
 import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
-import { imageToTensor, maskToGrey, type InputTensor, type MaskTensor } from './tensor.js';
+import { prepareModelInput, type ModelInput } from './model-input.js';
+import { maskToGrey, type MaskTensor } from './tensor.js';
+
+export { decodeForModel, decodeRaw, openDecoder } from './decode.js';
 
 export interface ImageLimits {
   /** Largest image accepted, in pixels (width x height), checked from the header before decoding. */
@@ -15,12 +18,14 @@ export interface ImageLimits {
  * Runs the model on its input tensor (as the profile says) and resolves with its mask. `size` is
  * the tensor's width and height: the profile's for a fixed-size model; for a model whose height
  * and width are free, whatever the quality mode asked for (the mask comes back at that size).
+ * `prefix`, when the model has it: the bytes its call at `size` sends before the tensor, so the
+ * tensor can be written straight into the message (model-input.ts) instead of copied there.
  */
-export type MaskModel = (
-  input: InputTensor,
+export type MaskModel = ((
+  input: ModelInput,
   signal: AbortSignal,
   size?: { width: number; height: number },
-) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>;
+) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>) & { prefix?: (size: { width: number; height: number }) => Uint8Array };
 
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
@@ -130,7 +135,6 @@ export async function segment(
     return elapsed;
   };
 
-  const decoder = () => openDecoder(bytes, limits);
   // An upright, opaque JPEG too small for shrink-on-load (sharp shrinks JPEGs on load from half
   // the size up) is decoded once, at full size, and resized from there: the same pixels as two
   // decodes (a rotated or 16-bit source would resize differently, so those decode twice).
@@ -140,24 +144,12 @@ export async function segment(
     !probe.hasAlpha &&
     (probe.orientation ?? 1) === 1 &&
     Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
-  const once = decodeOnce ? await decodeRaw(bytes, probe, limits) : undefined;
-  let modelRgb: Buffer;
-  try {
-    // Straight from the encoded bytes to the model's size: JPEG shrink-on-load makes big photos
-    // cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
-    const input = once
-      ? sharp(once, { raw: { width: probe.width, height: probe.height, channels: 3 } })
-      : probe.hasAlpha
-        ? decoder().flatten({ background: '#ffffff' })
-        : decoder().removeAlpha();
-    modelRgb = await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
-  } catch (error) {
-    throw new ApiError('corrupt_image', { cause: error });
-  }
-  const decodeMs = lap();
-  const input = imageToTensor(modelRgb, profile);
-  const preprocessMs = lap();
-
+  const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce };
+  // In the pool's worker when there is one: the model-size decode's buffer and the tensor's bytes
+  // are made and written there, and only moved to this thread.
+  const { input, rgb: modelRgb, decoded: once, preprocessMs } = pool ? await pool.modelInput(job) : await prepareModelInput(job);
+  // Decoding, with the wait for a worker and the move back.
+  const decodeMs = lap() - preprocessMs;
   const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
   const modelMs = lap();
   const { width, height } = probe;
@@ -186,29 +178,6 @@ export async function segment(
       postprocess: postprocessMs,
     },
   };
-}
-
-/**
- * Every decode of an upload starts here: failOn 'error' refuses truncated data instead of
- * returning a half-grey picture; autoOrient turns the image upright first; toColourspace converts
- * CMYK, grey and ICC-tagged input to sRGB.
- */
-export function openDecoder(bytes: Buffer, limits: ImageLimits) {
-  return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
-}
-
-/** The upright full-size 8-bit sRGB (RGBA when the image has alpha) decode. */
-export async function decodeRaw(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<Buffer> {
-  try {
-    const base = openDecoder(bytes, limits);
-    const { data, info } = await (probe.hasAlpha ? base.ensureAlpha() : base.removeAlpha()).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-    if (info.width !== probe.width || info.height !== probe.height || info.channels !== (probe.hasAlpha ? 4 : 3)) {
-      throw new Error('the decoded image does not match its header');
-    }
-    return data;
-  } catch (error) {
-    throw new ApiError('corrupt_image', { cause: error });
-  }
 }
 
 /**

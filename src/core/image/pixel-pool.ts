@@ -4,6 +4,7 @@ import { ApiError } from '../errors.js';
 import type { Look } from './confidence.js';
 import type { ImageView } from './foreground.js';
 import type { MaskPlan } from './full-size-mask.js';
+import { isFramed, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import type { BestPasses, Region } from './passes.js';
 import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
 
@@ -104,6 +105,19 @@ export class PixelPool {
     return this.run<Region | null>('objectCrop', { mask: parcel.add(mask), mw, mh, width, height, margin, maxArea }, parcel);
   }
 
+  /**
+   * prepareModelInput of model-input.ts: the model-size decode and the tensor, written into the
+   * model call's message when the job has its prefix. The upload goes as render()'s does (shared
+   * memory as it is, else one copy moved); what comes back is moved, not copied.
+   */
+  async modelInput(job: ModelInputJob): Promise<PreparedModelInput> {
+    const parcel = new Parcel();
+    const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', { ...job, bytes: parcel.add(job.bytes) }, parcel);
+    if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
+    const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message) } : result.input;
+    return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
+  }
+
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
   async render(job: RenderJob): Promise<RenderResult> {
     const parcel = new Parcel();
@@ -150,6 +164,8 @@ class Parcel {
 
   add(bytes: Buffer): Buffer {
     if (bytes.length === 0) return EMPTY;
+    // Shared memory (an upload of declared length, upload-bytes.ts) reaches the worker as it is.
+    if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
     let copy = this.copies.get(bytes);
     if (!copy) {
       copy = Buffer.allocUnsafeSlow(bytes.length);

@@ -13,6 +13,7 @@ import { kernelCalls } from './kernel-calls.js';
 import { looksConfidence, mergeMasks, objectCrop } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import type { BestPasses } from './passes.js';
+import { prepareModelInput, tensorOf, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { upscaleMask } from './tensor.js';
 
 export type { RenderJob, RenderResult } from './output.js';
@@ -24,8 +25,8 @@ const buf = (bytes: Uint8Array): Buffer => (Buffer.isBuffer(bytes) ? bytes : Buf
  * one from Node's pool) or not movable (made by native code, as sharp's are) is copied instead:
  * into memory of its own when large, so the main thread gets it without a copy there.
  */
-function reply<T>(value: T, buffers: Uint8Array[]): unknown {
-  const list: ArrayBuffer[] = [];
+function reply<T>(value: T, buffers: Uint8Array[], memory: ArrayBuffer[] = []): unknown {
+  const list: ArrayBuffer[] = [...memory];
   for (const b of buffers) if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !list.includes(b.buffer as ArrayBuffer)) list.push(b.buffer as ArrayBuffer);
   const wrapped = { value, threadId };
   if (list.length === 0) return wrapped;
@@ -108,6 +109,25 @@ export async function render(job: RenderJob): Promise<unknown> {
   const body = own(result.body);
   const json = result.json && own(result.json);
   return reply({ ...result, body, json }, json ? [body, json] : [body]);
+}
+
+export async function modelInput(job: ModelInputJob): Promise<unknown> {
+  let prepared: PreparedModelInput;
+  try {
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix });
+  } catch (error) {
+    if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
+    throw error;
+  }
+  // sharp's buffers cannot move: copied here, in the worker, into memory of their own. The
+  // message (or tensor) is a fresh ArrayBuffer already, moved as it is; an 8-bit NHWC tensor
+  // without a message views the model-size decode, so it is made again over the copy.
+  const rgb = own(prepared.rgb);
+  const decoded = prepared.decoded && own(prepared.decoded);
+  const tensor = tensorOf(prepared.input);
+  const input = tensor.buffer === prepared.rgb.buffer ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
+  const moved = [tensorOf(input).buffer as ArrayBuffer];
+  return reply({ ...prepared, input, rgb, decoded }, decoded ? [rgb, decoded] : [rgb], moved);
 }
 
 export function kernelCalls_(): unknown {

@@ -7,21 +7,33 @@ export type InputTensor = Uint8Array | Float32Array;
 /** A model's mask output: probabilities, or fixed point 0..255 / 0..65535. */
 export type MaskTensor = Float32Array | Uint8Array | Uint16Array;
 
+/** Bytes of the profile's input tensor at its size. */
+export function tensorBytes(profile: PreprocessingProfile): number {
+  return profile.width * profile.height * 3 * ((profile.inputDatatype ?? 'FP32') === 'UINT8' ? 1 : 4);
+}
+
 /**
  * Interleaved RGB bytes (HWC) at the model's size to the profile's input tensor. An 8-bit NHWC
- * model takes the decoder's bytes as they are: no per-pixel work, no copy.
+ * model takes the decoder's bytes as they are: no per-pixel work, no copy. With `into` (the
+ * tensor's place in a request message, tensorBytes() long, 4-byte aligned) the tensor is written
+ * there instead of into memory of its own: an 8-bit NHWC tensor is then one copy of `rgb`.
  */
-export function imageToTensor(rgb: Buffer, profile: PreprocessingProfile): InputTensor {
+export function imageToTensor(rgb: Buffer, profile: PreprocessingProfile, into?: Uint8Array): InputTensor {
   const pixels = profile.width * profile.height;
   if (rgb.length !== pixels * 3) throw new Error(`expected ${pixels * 3} RGB bytes, got ${rgb.length}`);
+  if (into && into.byteLength !== tensorBytes(profile)) throw new Error(`the tensor needs ${tensorBytes(profile)} bytes, its place has ${into.byteLength}`);
   const planar = (profile.inputLayout ?? 'NCHW') === 'NCHW';
   if ((profile.inputDatatype ?? 'FP32') === 'UINT8') {
-    if (!planar) return new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength);
-    const tensor = new Uint8Array(pixels * 3);
+    if (!planar) {
+      if (!into) return new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength);
+      into.set(rgb);
+      return into;
+    }
+    const tensor = into ?? new Uint8Array(pixels * 3);
     for (let c = 0; c < 3; c++) for (let i = 0, j = c; i < pixels; i++, j += 3) tensor[c * pixels + i] = rgb[j]!;
     return tensor;
   }
-  const tensor = new Float32Array(pixels * 3);
+  const tensor = into ? new Float32Array(into.buffer, into.byteOffset, pixels * 3) : new Float32Array(pixels * 3);
   for (let c = 0; c < 3; c++) {
     // value = (px / 255 - mean) / std, folded into one multiply-add per element.
     const scale = 1 / (255 * profile.std[c]!);

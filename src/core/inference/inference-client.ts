@@ -3,20 +3,27 @@ import {
   DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
   MODEL_INFER_SPAN,
+  EncodedInferRequest,
   elementCount,
+  inferenceClientConstructor,
+  inferRequestPrefix,
   isDatatype,
-  loadInferenceProto,
+  modelInferRequestEncoder,
+  startsWithPrefix,
   typedContentsToBytes,
   typedValueCount,
   type Datatype,
   type GRPCInferenceServiceClient,
+  type InferRequestHeader,
+  type ModelInferRequest,
   type ModelInferResponse__Output,
   type ModelMetadataResponse__Output,
 } from '../../protocol/index.js';
 import { ApiError } from '../errors.js';
 import type { MaskModel } from '../image/pipeline.js';
 import { inputShape, maskShape, type PreprocessingProfile } from '../image/profile.js';
-import type { InputTensor, MaskTensor } from '../image/tensor.js';
+import { isFramed, tensorOf, type ModelInput } from '../image/model-input.js';
+import { tensorBytes, type MaskTensor } from '../image/tensor.js';
 import { traceContextHeaders, traceStep } from '../../tracing/otel.js';
 import { LEAST_REQUEST_POLICY, MODEL_METADATA_KEY, registerLeastRequestPolicy } from './least-request-balancer.js';
 
@@ -103,6 +110,8 @@ const serviceConfig = (balancing: Balancing) => ({
  */
 export class InferenceClient {
   private readonly client: GRPCInferenceServiceClient;
+  /** protobufjs's ModelInferRequest encoder: the small fields before a tensor written in place. */
+  private readonly encodeRequest = modelInferRequestEncoder();
   /** Until when every server answered "queue full" (ms since the epoch). */
   private saturatedUntil = 0;
   /** The execution provider each checked model runs on, as the server reports it (bgcut servers do). */
@@ -111,7 +120,8 @@ export class InferenceClient {
   private readonly freeSizes = new Set<string>();
 
   constructor(private readonly options: InferenceClientOptions) {
-    const Service = loadInferenceProto().inference.GRPCInferenceService;
+    // ModelInfer sends a message whose tensor was written into it as it is (infer-request-message.ts).
+    const Service = inferenceClientConstructor();
     registerLeastRequestPolicy();
     const credentials = options.tls
       ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
@@ -149,11 +159,21 @@ export class InferenceClient {
   maskModel(model: string, profile: PreprocessingProfile): MaskModel {
     const input = { name: profile.inputName, datatype: profile.inputDatatype ?? 'FP32' };
     const output = { name: profile.outputName, datatype: profile.outputDatatype ?? 'FP32' };
-    return async (data, signal, size) => {
-      const shape = inputShape(size ? { ...profile, ...size } : profile);
-      const result = await this.infer(model, { ...input, shape, data }, output, signal);
+    const sized = (size?: { width: number; height: number }) => (size ? { ...profile, ...size } : profile);
+    const call = async (data: ModelInput, signal: AbortSignal, size?: { width: number; height: number }) => {
+      const result = await this.infer(model, { ...input, shape: inputShape(sized(size)), data }, output, signal);
       return { mask: result.data, serverRunMs: result.serverRunMs };
     };
+    // The bytes of this model's request at a size, before its tensor: the tensor is then written
+    // behind them, into the message itself (model-input.ts).
+    const prefix = (size: { width: number; height: number }) =>
+      this.requestPrefix(requestHeader(model, { ...input, shape: inputShape(sized(size)) }, output), tensorBytes(sized(size)));
+    return Object.assign(call, { prefix });
+  }
+
+  /** The bytes of a ModelInfer request with `header`'s fields that go before its one raw tensor. */
+  requestPrefix(header: InferRequestHeader, tensorBytes: number): Uint8Array {
+    return inferRequestPrefix(this.encodeRequest, header, tensorBytes);
   }
 
   /**
@@ -171,7 +191,7 @@ export class InferenceClient {
    */
   infer(
     model: string,
-    input: { name: string; datatype: Datatype; shape: number[]; data: InputTensor },
+    input: { name: string; datatype: Datatype; shape: number[]; data: ModelInput },
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
@@ -184,27 +204,36 @@ export class InferenceClient {
 
   private inferCall(
     model: string,
-    input: { name: string; datatype: Datatype; shape: number[]; data: InputTensor },
+    input: { name: string; datatype: Datatype; shape: number[]; data: ModelInput },
     output: { name: string; datatype: Datatype },
     signal: AbortSignal,
   ): Promise<{ shape: number[]; data: MaskTensor; serverRunMs: number | undefined; bytesSent: number; bytesReceived: number }> {
     // The request already ended (a `best` pass after its client left): nothing is sent.
     if (signal.aborted) return Promise.reject(abortReason(signal));
-    // A view of the tensor, not a copy: grpc-js serialises it straight into the message.
-    const raw = Buffer.from(input.data.buffer, input.data.byteOffset, input.data.byteLength);
-    const request = {
-      modelName: model,
-      inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
-      outputs: [{ name: output.name }],
-      rawInputContents: [raw],
-    };
+    const tensor = tensorOf(input.data);
+    const header = requestHeader(model, input, output);
+    let request: ModelInferRequest | EncodedInferRequest;
+    if (isFramed(input.data)) {
+      // Written into its message already: sent as it is, once checked that it was laid out for this call.
+      const { message } = input.data;
+      const prefix = this.requestPrefix(header, tensor.byteLength);
+      if (message.length !== prefix.length + tensor.byteLength || !startsWithPrefix(message, prefix)) {
+        return Promise.reject(new Error('the request message was laid out for another model call'));
+      }
+      request = new EncodedInferRequest(message);
+    } else {
+      // A view of the tensor, not a copy: protobufjs copies it into the message.
+      request = { ...header, rawInputContents: [Buffer.from(tensor.buffer, tensor.byteOffset, tensor.byteLength)] };
+    }
+    const bytesSent = tensor.byteLength;
     const deadline = Date.now() + this.options.timeoutMs;
     type Result = Awaited<ReturnType<InferenceClient['infer']>>;
     // The model for the balancer and the trace context, taken here, inside the call's span.
     const metadata = modelMetadata(model);
     const attempt = (left: number): Promise<Result> =>
       new Promise<Result>((resolve, reject) => {
-        const call = this.client.ModelInfer(request, metadata.clone(), { deadline }, (error, response) => {
+        // The client's ModelInfer serializer takes either (inferenceClientConstructor).
+        const call = this.client.ModelInfer(request as ModelInferRequest, metadata.clone(), { deadline }, (error, response) => {
           signal.removeEventListener('abort', cancel);
           if (error) {
             // That server's queue is full: the balancer puts the next try on another server
@@ -214,7 +243,7 @@ export class InferenceClient {
             return;
           }
           try {
-            resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent: raw.length });
+            resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent });
           } catch (failure) {
             reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
           }
@@ -292,6 +321,15 @@ export class InferenceClient {
         return new ApiError('internal_error', { detail: 'Inference failed.', cause: error });
     }
   }
+}
+
+/** A ModelInfer request's fields other than its tensor's bytes, as bgcut sends them. */
+function requestHeader(model: string, input: { name: string; datatype: Datatype; shape: number[] }, output: { name: string }): InferRequestHeader {
+  return {
+    modelName: model,
+    inputs: [{ name: input.name, datatype: input.datatype, shape: input.shape }],
+    outputs: [{ name: output.name }],
+  };
 }
 
 function modelMetadata(model: string): grpc.Metadata {
