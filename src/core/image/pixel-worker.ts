@@ -1,6 +1,6 @@
 /**
  * The pixel pool's worker (pixel-pool.ts): each export is a task. Buffers arrive as Uint8Array
- * (structured clone) and are wrapped as Buffers without a copy; results are moved back to the
+ * (copies the pool moved here) and are wrapped as Buffers without a copy; results are moved back to the
  * main thread (transferred), not copied.
  */
 import { threadId } from 'node:worker_threads';
