@@ -639,6 +639,8 @@ try {
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};
+    // Wall time of the whole burst (the 16 answers): what the memory bounds cost in time.
+    const walls: Record<string, number[]> = {};
     const statuses = new Set<number>();
     for (let pass = 0; pass < Number(values['memory-passes']); pass++) {
       for (const [name, { env, nodeArgs, build }] of Object.entries(variants)) {
@@ -646,7 +648,9 @@ try {
         try {
           (idles[name] ??= []).push(rssMb(fresh.child.pid!, 'VmRSS'));
           const cpuBefore = cpuMs(fresh.child.pid!);
+          const burstStarted = performance.now();
           const results = await Promise.all(Array.from({ length: 16 }, () => post(fresh.url, big)));
+          (walls[name] ??= []).push((performance.now() - burstStarted) / 1000);
           (cpus[name] ??= []).push((cpuMs(fresh.child.pid!) - cpuBefore) / 16);
           for (const r of results) statuses.add(r.status);
           (peaks[name] ??= []).push(rssMb(fresh.child.pid!, 'VmHWM'));
@@ -659,12 +663,12 @@ try {
       uploads: `16 concurrent ${bigMeta.width}x${bigMeta.height} JPEGs (${(big.length / 1e6).toFixed(1)} MB each${values['memory-image'] ? `, ${path.basename(values['memory-image'])}` : ', synthetic'})`,
       statuses: [...statuses],
       glibcTuning: GLIBC_MALLOC_TUNING,
-      ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round), apiCpuMsPerImage: round(median(cpus[name]!)) }])),
+      ...Object.fromEntries(Object.keys(variants).map((name) => [name, { idleRssMb: round(median(idles[name]!)), peakRssMb: round(median(peaks[name]!)), peaks: peaks[name]!.map(round), apiCpuMsPerImage: round(median(cpus[name]!)), burstWallS: round(median(walls[name]!)) }])),
     };
     console.log(`\nmemory: API process peak RSS under 16 concurrent ${bigMeta.width}x${bigMeta.height} uploads (statuses ${[...statuses].join(',')}), medians of ${values['memory-passes']} fresh processes each`);
-    console.log('| malloc | idle MB | peak MB | API CPU ms per 12 MP image |\n|---|---|---|---|');
+    console.log('| malloc | idle MB | peak MB | API CPU ms per 12 MP image | burst wall s (16 answers) |\n|---|---|---|---|---|');
     for (const name of Object.keys(variants)) {
-      console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) | ${median(cpus[name]!).toFixed(0)} |`);
+      console.log(`| ${name} | ${median(idles[name]!).toFixed(0)} | ${median(peaks[name]!).toFixed(0)} (${peaks[name]!.map((p) => p.toFixed(0)).join(', ')}) | ${median(cpus[name]!).toFixed(0)} | ${median(walls[name]!).toFixed(1)} (${walls[name]!.map((w) => w.toFixed(1)).join(', ')}) |`);
     }
   }
 

@@ -154,6 +154,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // copies), and full-size pixels being decoded, composed and encoded.
   const inferenceSlots = new Budget(config.limits.maxConcurrentInferences);
   const pixelBudget = new Budget(config.limits.maxPixelsInProcess);
+  // And the model's input decodes: each holds libvips buffers of its own while it runs.
+  const decodeBudget = new Budget(config.limits.maxDecodePixels);
   // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
   const pixelPool = new PixelPool({ threads: config.pixelThreads });
   // The workers fall back to sharp on their own; say so once, here, rather than per worker.
@@ -184,6 +186,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     enforcer,
     inferenceSlots,
     pixelBudget,
+    decodeBudget,
     pixelPool,
     profiles: config.inference.models,
     model,
@@ -213,7 +216,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       models: config.inference.models,
       defaultModel: config.inference.modelName,
       maxInputPixels: config.limits.maxInputPixels,
-      cutout: { ...cutoutDeps, inferenceSlots: inferenceSlots.lowPriority() },
+      cutout: { ...cutoutDeps, inferenceSlots: inferenceSlots.lowPriority(), decodeBudget: decodeBudget.lowPriority() },
     }),
     routes: {
       keyStore: config.keyStore,

@@ -2,6 +2,7 @@ import busboy from 'busboy';
 import type { Readable } from 'node:stream';
 import { bodyAlreadyRead, BODY_ALREADY_READ_HELP } from '../util/read-body.js';
 import { ApiError } from './errors.js';
+import { feedInSlices, type SlicedFeed } from './feed-in-slices.js';
 import type { IncomingHeaders } from './http-types.js';
 import { UploadBytes } from './upload-bytes.js';
 
@@ -170,14 +171,14 @@ function readForm(
     let received = 0;
     let fileBytes = 0;
     let settled = false;
+    let feed: SlicedFeed | undefined;
 
     const onAbort = () => fail(signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed'));
     signal.addEventListener('abort', onAbort, { once: true });
 
     function cleanup(): void {
       signal.removeEventListener('abort', onAbort);
-      body.unpipe(parser);
-      body.off('data', countBytes);
+      feed?.stop();
     }
 
     function fail(error: ApiError): void {
@@ -198,7 +199,6 @@ function readForm(
         fail(new ApiError('upload_too_large', { detail: `The upload is larger than ${limits.maxTotalBytes} bytes.` }));
       }
     }
-    body.on('data', countBytes);
 
     parser.on('file', (name, stream, info) => {
       if (name !== fileField && Object.hasOwn(extraFiles, name)) {
@@ -303,6 +303,8 @@ function readForm(
       cleanup();
       resolve({ files: read, fields, ...parts });
     });
-    body.pipe(parser);
+    // Not body.pipe(parser): that parses whatever one turn of the event loop delivers (a whole
+    // photo from a fast client) in one synchronous block; see feed-in-slices.ts.
+    feed = feedInSlices(body, parser, countBytes);
   });
 }

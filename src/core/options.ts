@@ -101,6 +101,13 @@ export interface RequestLimits {
    * is alone. Bounds memory under bursts of large uploads. Default 16 000 000.
    */
   maxPixelsInProcess?: number;
+  /**
+   * Source pixels decoded for the model at once (the model's input is made from the upload by
+   * libvips, which holds about 23 MB for a 12 MP JPEG while it runs, however small the input);
+   * more wait their turn, in arrival order, holding only their upload. A larger single image
+   * waits until it is alone. Default 16 000 000: one 12 MP photo at a time, or sixteen 1 MP ones.
+   */
+  maxDecodePixels?: number;
 }
 
 export interface RemoveBgOptions {
@@ -285,6 +292,7 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxInFlight: limits.maxInFlight ?? 32,
       maxConcurrentInferences: limits.maxConcurrentInferences ?? 4,
       maxPixelsInProcess: limits.maxPixelsInProcess ?? 16_000_000,
+      maxDecodePixels: limits.maxDecodePixels ?? 16_000_000,
     },
     pngCompressionLevel: options.pngCompressionLevel ?? 2,
     pngEncoder: options.pngEncoder ?? 'napi-rs',

@@ -4,7 +4,7 @@ import { cutoutConfidence, type Look } from './confidence.js';
 import { maskConfidence, type MaskPart } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import type { BestPasses, Quality, Region } from './passes.js';
-import { openDecoder, segment, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
+import { openDecoder, segment, type DecodeGate, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
 import type { PixelPool } from './pixel-pool.js';
 import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
 import { modelInput } from './model-input.js';
@@ -105,14 +105,24 @@ export async function segmentAtQuality(
   pool: PixelPool,
   decodeAlongside = true,
   plan?: ModePlan,
+  /** Taken around each decode of the upload (pipeline.ts's DecodeGate). */
+  gate?: DecodeGate,
 ): Promise<Segmentation> {
   const models: PassModels = typeof model === 'function' ? { whole: model, crop: model } : model;
   const sized = plan ? { ...profile, width: plan.size, height: plan.size } : profile;
-  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool);
+  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool, gate);
   const passes = plan?.passes ?? BEST_PASSES;
 
   // The input's own alpha is folded into the mask when the output is rendered, after the merge.
-  const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false, pool);
+  const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false, pool, gate);
+  const decodeRegion = async (region: Region, w: number, h: number): Promise<Buffer> => {
+    const release = gate ? await gate(region.width * region.height, signal) : undefined;
+    try {
+      return await decodeRegionNow(bytes, probe, limits, region, w, h);
+    } finally {
+      release?.();
+    }
+  };
   const started = performance.now();
   let inferenceMs = 0;
   let modelMs = 0;
@@ -139,7 +149,7 @@ export async function segmentAtQuality(
   const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.mask.grey), passes.mirror, passes.mirrorMerge, 'whole');
   // The whole image at other sizes, each brought to the first pass's size to be merged.
   const scaled = (passes.scales ?? []).map(async (size) => {
-    const rgb = await decodeRegion(bytes, probe, limits, { left: 0, top: 0, width, height }, size, size);
+    const rgb = await decodeRegion({ left: 0, top: 0, width, height }, size, size);
     return pool.upscaleMask(await run(rgb, size, size), size, size, mw, mh);
   });
   // Regions depend only on the first pass, so they run alongside the other passes.
@@ -148,7 +158,7 @@ export async function segmentAtQuality(
   const cw = passes.cropSize ?? mw;
   const ch = passes.cropSize ?? mh;
   const regionMasks = regions.map(async (region) => {
-    const rgb = await decodeRegion(bytes, probe, limits, region, cw, ch);
+    const rgb = await decodeRegion(region, cw, ch);
     return passAndMirror(rgb, cw, ch, run(rgb, cw, ch, 'crop'), crop ? passes.cropMirror : false, passes.mirrorMerge, 'crop');
   });
   const [first, ...rest] = await Promise.all([firstPass, ...scaled, ...regionMasks]);
@@ -308,7 +318,7 @@ function rampWidth(region: Region, margin: number): number {
 }
 
 /** A region of the upright image, resized to w x h, as the first pass decodes the whole. */
-async function decodeRegion(bytes: Buffer, probe: Probe, limits: ImageLimits, region: Region, w: number, h: number): Promise<Buffer> {
+async function decodeRegionNow(bytes: Buffer, probe: Probe, limits: ImageLimits, region: Region, w: number, h: number): Promise<Buffer> {
   try {
     const base = probe.hasAlpha ? openDecoder(bytes, limits).flatten({ background: '#ffffff' }) : openDecoder(bytes, limits).removeAlpha();
     const whole = region.left === 0 && region.top === 0 && region.width === probe.width && region.height === probe.height;

@@ -27,6 +27,15 @@ export type MaskModel = ((
   size?: { width: number; height: number },
 ) => Promise<{ mask: MaskTensor; serverRunMs?: number | undefined }>) & { prefix?: (size: { width: number; height: number }) => Uint8Array };
 
+/**
+ * Waits until `pixels` (of the source image) may be decoded now, in arrival order; resolves with
+ * the release, or rejects with the signal's reason. The handler's is its decode budget
+ * (`limits.maxDecodePixels`): a decode for the model holds libvips buffers of its own, about
+ * 23 MB for a 12 MP JPEG however small the model's input, so sixteen large uploads arriving
+ * together are decoded a few at a time rather than all at once.
+ */
+export type DecodeGate = (pixels: number, signal: AbortSignal) => Promise<() => void>;
+
 export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postprocess' | 'encode';
 
 /**
@@ -126,6 +135,8 @@ export async function segment(
   decodeAlongside = true,
   /** Where the confidence count on the model's grid runs (a few ms); without one, in this thread. */
   pool?: PixelPool,
+  /** Taken around the decode (see DecodeGate); without one, the decode starts at once. */
+  gate?: DecodeGate,
 ): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
@@ -145,10 +156,19 @@ export async function segment(
     (probe.orientation ?? 1) === 1 &&
     Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
   const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce };
-  // In the pool's worker when there is one: the model-size decode's buffer and the tensor's bytes
-  // are made and written there, and only moved to this thread.
-  const { input, rgb: modelRgb, decoded: once, preprocessMs } = pool ? await pool.modelInput(job) : await prepareModelInput(job);
-  // Decoding, with the wait for a worker and the move back.
+  // The decode budget (DecodeGate) is held while the model's input is decoded and written, and
+  // let go before the model runs. In the pool's worker when there is one: the model-size
+  // decode's buffer and the tensor's bytes are made and written there, and only moved to this
+  // thread.
+  const release = gate ? await gate(probe.width * probe.height, signal) : undefined;
+  let prepared: Awaited<ReturnType<typeof prepareModelInput>>;
+  try {
+    prepared = pool ? await pool.modelInput(job) : await prepareModelInput(job);
+  } finally {
+    release?.();
+  }
+  const { input, rgb: modelRgb, decoded: once, preprocessMs } = prepared;
+  // Decoding, with the waits for the budget and a worker and the move back.
   const decodeMs = lap() - preprocessMs;
   const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
   const modelMs = lap();

@@ -15,8 +15,8 @@ import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js'
  * on libuv's thread pool, already off the loop.
  *
  * Memory: a task's inputs are the upload and model-size buffers, copied once into memory of
- * their own and moved (transferred) to the worker (Parcel), and its outputs are moved back; the full-size colour and mask are made, used and
- * dropped inside the worker, so a request holds each full-size buffer once, as before. Tasks
+ * their own and moved (transferred) to the worker (Parcel), and its outputs are moved back; the
+ * full-size colour and mask are made, used and dropped inside the worker, so a request holds each full-size buffer once, as before. Tasks
  * wait in piscina's queue; how many requests render at once is bounded before that, by the
  * handler's pixel budget (`limits.maxPixelsInProcess`).
  */

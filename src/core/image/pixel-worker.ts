@@ -1,6 +1,6 @@
 /**
  * The pixel pool's worker (pixel-pool.ts): each export is a task. Buffers arrive as Uint8Array
- * (structured clone) and are wrapped as Buffers without a copy; results are moved back to the
+ * (copies the pool moved here) and are wrapped as Buffers without a copy; results are moved back to the
  * main thread (transferred), not copied.
  */
 import { threadId } from 'node:worker_threads';
@@ -12,6 +12,7 @@ import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
 import { kernelCalls } from './kernel-calls.js';
 import { looksConfidence, mergeMasks, objectCrop } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
+import { collectBeforeRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { upscaleMask } from './tensor.js';
@@ -90,6 +91,8 @@ export interface WorkerApiError {
 }
 
 export async function render(job: RenderJob): Promise<unknown> {
+  // The previous renders' dead buffers go before this one's are made (render-garbage.ts).
+  collectBeforeRender(job.probe.width * job.probe.height);
   let result: RenderResult;
   try {
     result = await renderFullSize({

@@ -1,8 +1,12 @@
 import os from 'node:os';
-import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import type { ConnectionOptions, Queue, Worker } from 'bullmq';
+import { lazyModule } from '../../util/lazy-module.js';
 import { bullmqPrefix } from './bullmq-prefix.js';
 import type { JobQueue, JobWork } from './queue.js';
 import { BullMQDeliveryQueue } from './webhooks/bullmq-delivery-queue.js';
+
+/** bullmq, loaded when a queue is made (lazy-module.ts). */
+const bullmq = lazyModule<typeof import('bullmq')>('bullmq');
 
 export interface BullMQQueueOptions {
   /**
@@ -45,7 +49,7 @@ export class BullMQQueue implements JobQueue {
 
   constructor(private readonly options: BullMQQueueOptions) {
     this.prefix = bullmqPrefix(options.connection, options.prefix);
-    this.queue = new Queue(options.name ?? 'bgcut-jobs', { connection: options.connection, prefix: this.prefix });
+    this.queue = new (bullmq().Queue)(options.name ?? 'bgcut-jobs', { connection: options.connection, prefix: this.prefix });
     this.queue.on('error', (error) => options.onError?.(error));
   }
 
@@ -56,7 +60,7 @@ export class BullMQQueue implements JobQueue {
 
   start(work: JobWork): void {
     const controller = new AbortController();
-    this.worker = new Worker(
+    this.worker = new (bullmq().Worker)(
       this.options.name ?? 'bgcut-jobs',
       async (job) => work((job.data as { jobId: string }).jobId, controller.signal),
       {

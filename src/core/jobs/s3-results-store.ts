@@ -1,5 +1,9 @@
-import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, NoSuchKey, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
+import { lazyModule } from '../../util/lazy-module.js';
 import { checkObjectName, type ResultsStore } from './results-store.js';
+
+/** The S3 client package, loaded when a store is made (lazy-module.ts). */
+const s3 = lazyModule<typeof import('@aws-sdk/client-s3')>('@aws-sdk/client-s3');
 
 export interface S3ResultsStoreOptions {
   bucket: string;
@@ -20,6 +24,7 @@ export class S3ResultsStore implements ResultsStore {
   private readonly prefix: string;
 
   constructor(options: S3ResultsStoreOptions) {
+    const { S3Client } = s3();
     this.s3 = options.client instanceof S3Client ? options.client : new S3Client(options.client);
     this.bucket = options.bucket;
     this.prefix = options.prefix ?? 'bgcut-jobs/';
@@ -27,16 +32,16 @@ export class S3ResultsStore implements ResultsStore {
 
   async put(jobId: string, name: string, data: Buffer): Promise<void> {
     checkObjectName(jobId, name);
-    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key(jobId, name), Body: data }));
+    await this.s3.send(new (s3().PutObjectCommand)({ Bucket: this.bucket, Key: this.key(jobId, name), Body: data }));
   }
 
   async get(jobId: string, name: string): Promise<Buffer | undefined> {
     checkObjectName(jobId, name);
     try {
-      const object = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.key(jobId, name) }));
+      const object = await this.s3.send(new (s3().GetObjectCommand)({ Bucket: this.bucket, Key: this.key(jobId, name) }));
       return Buffer.from(await object.Body!.transformToByteArray());
     } catch (error) {
-      if (error instanceof NoSuchKey || (error as { name?: string }).name === 'NoSuchKey') return undefined;
+      if (error instanceof s3().NoSuchKey || (error as { name?: string }).name === 'NoSuchKey') return undefined;
       throw error;
     }
   }
@@ -49,7 +54,7 @@ export class S3ResultsStore implements ResultsStore {
   async expireAt(jobId: string, at: number): Promise<void> {
     checkObjectName(jobId, 'expiry');
     const old = await this.list(`${this.prefix}expiry/${jobId}/`);
-    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: `${this.prefix}expiry/${jobId}/${Math.round(at)}`, Body: '' }));
+    await this.s3.send(new (s3().PutObjectCommand)({ Bucket: this.bucket, Key: `${this.prefix}expiry/${jobId}/${Math.round(at)}`, Body: '' }));
     await this.deleteKeys(old);
   }
 
@@ -74,7 +79,7 @@ export class S3ResultsStore implements ResultsStore {
     const keys: string[] = [];
     let token: string | undefined;
     do {
-      const page = await this.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
+      const page = await this.s3.send(new (s3().ListObjectsV2Command)({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
       for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key);
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
@@ -84,7 +89,7 @@ export class S3ResultsStore implements ResultsStore {
   private async deleteKeys(keys: string[]): Promise<void> {
     for (let i = 0; i < keys.length; i += 1000) {
       const batch = keys.slice(i, i + 1000);
-      if (batch.length > 0) await this.s3.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }));
+      if (batch.length > 0) await this.s3.send(new (s3().DeleteObjectsCommand)({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }));
     }
   }
 }

@@ -19,6 +19,8 @@ export interface CutoutDeps {
   inferenceSlots: Pick<Budget, 'take'>;
   /** Full-size pixels decoded, composed and encoded at once on this instance. */
   pixelBudget: Budget;
+  /** Source pixels being decoded for the model at once on this instance (image/pipeline.ts's DecodeGate). */
+  decodeBudget: Pick<Budget, 'take'>;
   /** The worker threads that run the pixel loops (image/pixel-pool.ts). */
   pixelPool: PixelPool;
   profiles: Record<string, PreprocessingProfile>;
@@ -82,6 +84,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
         deps.pixelPool,
         Boolean(pixels) && needsFullDecode,
         plan,
+        (units, abort) => deps.decodeBudget.take(units, abort),
       );
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {

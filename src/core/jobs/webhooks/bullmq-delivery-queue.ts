@@ -1,6 +1,10 @@
-import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import type { ConnectionOptions, Queue, Worker } from 'bullmq';
+import { lazyModule } from '../../../util/lazy-module.js';
 import { bullmqPrefix } from '../bullmq-prefix.js';
 import type { DeliveryAttemptFn, DeliveryQueue, ScheduledDelivery } from './delivery-queue.js';
+
+/** bullmq, loaded when a queue is made (lazy-module.ts). */
+const bullmq = lazyModule<typeof import('bullmq')>('bullmq');
 
 export interface BullMQDeliveryQueueOptions {
   /** Redis for BullMQ (its own connections, `maxRetriesPerRequest: null`), as for BullMQQueue. */
@@ -41,7 +45,7 @@ export class BullMQDeliveryQueue implements DeliveryQueue {
   constructor(private readonly options: BullMQDeliveryQueueOptions) {
     this.name = options.name ?? 'bgcut-webhooks';
     this.prefix = bullmqPrefix(options.connection, options.prefix);
-    this.queue = new Queue(this.name, { connection: options.connection, prefix: this.prefix });
+    this.queue = new (bullmq().Queue)(this.name, { connection: options.connection, prefix: this.prefix });
     this.queue.on('error', (error) => options.onError?.(error));
   }
 
@@ -57,7 +61,7 @@ export class BullMQDeliveryQueue implements DeliveryQueue {
 
   start(attempt: DeliveryAttemptFn, retryDelaysMs: number[]): void {
     this.retries = retryDelaysMs.length;
-    this.worker = new Worker(
+    this.worker = new (bullmq().Worker)(
       this.name,
       async (job) => {
         const item = job.data as ScheduledDelivery;

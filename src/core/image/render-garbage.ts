@@ -1,0 +1,51 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { countKernel } from './kernel-calls.js';
+
+/**
+ * A pixel worker's garbage collection between full-size renders. A render allocates its big
+ * buffers outside the JavaScript heap (the full-size decode, mask, colour, sharp's encoded output:
+ * about 100 MB at 12 MP), and the worker's heap itself stays small (about 7 MB), so V8 collects
+ * them only once 64 MB more such memory is held than after its last collection: with renders one
+ * after another, one or two renders' worth of dead buffers stays resident beside the live one.
+ * Collecting before a render once 4 MP have been rendered since the last collection returns it
+ * first (measured: 16 concurrent 12 MP uploads, peak RSS 327 MB against 367-391 MB without;
+ * docs/benchmarks.md, "Memory: what holds it"). It runs in the worker thread (a few ms of a
+ * heap this small), never on the host's event loop.
+ *
+ * V8 hands out its collector only to code started with `--expose-gc`; when the process was not,
+ * the flag is set just long enough to take the function from a new context and then unset, so
+ * nothing else in the host sees a `gc` global.
+ */
+export const COLLECT_AFTER_PIXELS = 4_000_000;
+
+let pixelsSinceCollection = 0;
+let collector: (() => void) | null | undefined;
+
+function gcFunction(): (() => void) | null {
+  if (collector !== undefined) return collector;
+  const exposed = (globalThis as { gc?: () => void }).gc;
+  if (typeof exposed === 'function') return (collector = exposed);
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    collector = vm.runInNewContext('gc') as () => void;
+  } catch {
+    collector = null;
+  } finally {
+    v8.setFlagsFromString('--no-expose-gc');
+  }
+  return typeof collector === 'function' ? collector : (collector = null);
+}
+
+/** Before a render of `pixels` (full-size): collects when enough has been rendered since the last time. */
+export function collectBeforeRender(pixels: number): void {
+  if (pixelsSinceCollection >= COLLECT_AFTER_PIXELS) {
+    const gc = gcFunction();
+    if (gc) {
+      gc();
+      countKernel('collectGarbage');
+    }
+    pixelsSinceCollection = 0;
+  }
+  pixelsSinceCollection += pixels;
+}
