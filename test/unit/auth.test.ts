@@ -20,6 +20,18 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/** Both key stores: revoking or rotating an unknown key, or changing an unknown account, is NotFoundError naming it. */
+async function expectNotFoundNamingIt(store: FileKeyStore | RedisKeyStore): Promise<void> {
+  for (const attempt of [() => store.revokeKey('key_nope'), () => store.rotateKey('key_nope', 1000)]) {
+    const error = await attempt().catch((e: Error) => e);
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as Error).message).toBe('no key key_nope');
+  }
+  const noAccount = await store.setAccountStatus('acct_nope', 'suspended').catch((e: Error) => e);
+  expect(noAccount).toBeInstanceOf(NotFoundError);
+  expect((noAccount as Error).message).toBe('no account acct_nope');
+}
+
 describe('IP allow-lists', () => {
   it.each([
     // [client, list, allowed]
@@ -326,14 +338,7 @@ describe('FileKeyStore: a missing file, a foreign file, and the refusals', () =>
   it('an unknown key or account is NotFoundError naming it; a revoked key cannot be rotated', async () => {
     const store = new FileKeyStore({ file: await fileIn(), reloadIntervalMs: 0 });
     const { record } = await store.createKey({ accountId: 'acct_a', plan: 'p' });
-    for (const attempt of [() => store.revokeKey('key_nope'), () => store.rotateKey('key_nope', 1000)]) {
-      const error = await attempt().catch((e: Error) => e);
-      expect(error).toBeInstanceOf(NotFoundError);
-      expect((error as Error).message).toBe('no key key_nope');
-    }
-    const noAccount = await store.setAccountStatus('acct_nope', 'suspended').catch((e: Error) => e);
-    expect(noAccount).toBeInstanceOf(NotFoundError);
-    expect((noAccount as Error).message).toBe('no account acct_nope');
+    await expectNotFoundNamingIt(store);
     expect(await store.setAccountStatus('acct_a', 'suspended')).toMatchObject({ id: 'acct_a', status: 'suspended' });
     const revoked = await store.revokeKey(record.id);
     expect(revoked).toMatchObject({ id: record.id, revokedAt: expect.any(String) });
@@ -349,14 +354,7 @@ describe('RedisKeyStore: the refusals, revokeOthers, and its subscription', () =
 
   it('an unknown key or account is NotFoundError naming it; a revoked key cannot be rotated; a rotated one names its successor', async () => {
     const store = new RedisKeyStore({ redis: shared.redis, keyPrefix: 'refusals' });
-    for (const attempt of [() => store.revokeKey('key_nope'), () => store.rotateKey('key_nope', 1000)]) {
-      const error = await attempt().catch((e: Error) => e);
-      expect(error).toBeInstanceOf(NotFoundError);
-      expect((error as Error).message).toBe('no key key_nope');
-    }
-    const noAccount = await store.setAccountStatus('acct_nope', 'suspended').catch((e: Error) => e);
-    expect(noAccount).toBeInstanceOf(NotFoundError);
-    expect((noAccount as Error).message).toBe('no account acct_nope');
+    await expectNotFoundNamingIt(store);
     const { record } = await store.createKey({ accountId: 'acct_r', plan: 'p' });
     const rotated = await store.rotateKey(record.id, 1000);
     await expect(store.rotateKey(record.id, 1000)).rejects.toEqual(new KeyAlreadyReplacedError(record.id, rotated.record.id));
