@@ -1,4 +1,4 @@
-import type { TensorData } from './worker-protocol.js';
+import { tensorBytes, type TensorData } from './worker-protocol.js';
 
 /**
  * Dynamic batching (opt-in, `--max-batch N`): calls that wait in a model's queue while its worker
@@ -33,12 +33,13 @@ export function stackInputs(calls: readonly (readonly TensorData[])[]): TensorDa
   const first = calls[0]!;
   return first.map((input, index) => {
     const parts = calls.map((call) => call[index]!);
-    const total = parts.reduce((sum, part) => sum + part.data.byteLength, 0);
+    const total = parts.reduce((sum, part) => sum + tensorBytes(part).byteLength, 0);
     const bytes = new Uint8Array(total);
     let offset = 0;
     for (const part of parts) {
-      bytes.set(new Uint8Array(part.data), offset);
-      offset += part.data.byteLength;
+      const partBytes = tensorBytes(part);
+      bytes.set(partBytes, offset);
+      offset += partBytes.byteLength;
     }
     const batch = parts.reduce((sum, part) => sum + part.shape[0]!, 0);
     return { name: input.name, datatype: input.datatype, shape: [batch, ...input.shape.slice(1)], data: bytes.buffer };
@@ -89,10 +90,11 @@ export function batchSizes(maxBatch: number): number[] {
 export function padInputs(inputs: readonly TensorData[], rows: number): TensorData[] {
   if (rows === 0) return [...inputs];
   return inputs.map((input) => {
-    const rowBytes = input.data.byteLength / input.shape[0]!;
-    const bytes = new Uint8Array(input.data.byteLength + rows * rowBytes);
-    bytes.set(new Uint8Array(input.data));
-    return { ...input, shape: [input.shape[0]! + rows, ...input.shape.slice(1)], data: bytes.buffer };
+    const inputBytes = tensorBytes(input);
+    const rowBytes = inputBytes.byteLength / input.shape[0]!;
+    const bytes = new Uint8Array(inputBytes.byteLength + rows * rowBytes);
+    bytes.set(inputBytes);
+    return { name: input.name, datatype: input.datatype, shape: [input.shape[0]! + rows, ...input.shape.slice(1)], data: bytes.buffer };
   });
 }
 

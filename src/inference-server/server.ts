@@ -21,6 +21,7 @@ import { InferenceMetrics } from './metrics.js';
 import { resolveServedModel } from './families/served-model.js';
 import { fileDigest } from './model-source.js';
 import { batchSizes } from './batching.js';
+import { markingDeserializer, movableTensor } from './received-message.js';
 import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
 import type { TensorData, TensorSpec } from './worker-protocol.js';
 
@@ -378,7 +379,10 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     },
   };
 
-  server.addService(loadInferenceProto().inference.GRPCInferenceService.service, handlers);
+  const Service = loadInferenceProto().inference.GRPCInferenceService.service;
+  // ModelInfer's deserializer marks the received buffers a tensor may move to a worker in.
+  const service = { ...Service, ModelInfer: { ...Service.ModelInfer, requestDeserialize: markingDeserializer(Service.ModelInfer.requestDeserialize) } };
+  server.addService(service, handlers);
   const credentials = config.tls
     ? grpc.ServerCredentials.createSsl(config.tls.clientCa ?? null, [{ cert_chain: config.tls.cert, private_key: config.tls.key }], Boolean(config.tls.clientCa))
     : grpc.ServerCredentials.createInsecure();
@@ -555,8 +559,8 @@ async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: n
 }
 
 /**
- * Checks each input against the model's signature and copies its bytes into a transferable
- * buffer. Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
+ * Checks each input against the model's signature and gives its bytes in a transferable
+ * buffer (the received message's own, or a copy). Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
  */
 function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], maxFreeDim: number): TensorData[] {
   if (request.inputs.length !== specs.length) {
@@ -589,8 +593,14 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], m
     const bytes = raw ? request.rawInputContents[index]! : typedContentsToBytes(spec.datatype, input.contents!, elements);
     const expected = elements * DATATYPE_BYTES[spec.datatype];
     if (bytes.length !== expected) throw new Error(`input ${input.name} needs ${expected} bytes, got ${bytes.length}`);
-    const data = new ArrayBuffer(bytes.length);
-    new Uint8Array(data).set(bytes);
-    return { name: input.name, datatype: spec.datatype, shape, data };
+    // Raw contents move in the received message's own buffer where they can (received-message.ts).
+    const data = raw ? movableTensor(bytes, DATATYPE_BYTES[spec.datatype]) : { data: bytesToArrayBuffer(bytes), byteOffset: 0, byteLength: bytes.length };
+    return { name: input.name, datatype: spec.datatype, shape, ...data };
   });
+}
+
+function bytesToArrayBuffer(bytes: Uint8Array): ArrayBuffer {
+  const data = new ArrayBuffer(bytes.length);
+  new Uint8Array(data).set(bytes);
+  return data;
 }

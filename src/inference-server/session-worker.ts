@@ -69,7 +69,7 @@ async function run(session: ort.InferenceSession, job: RunJob): Promise<void> {
     const feeds: Record<string, ort.Tensor> = {};
     for (const input of job.inputs) {
       const type = ortTypeOf(input.datatype);
-      feeds[input.name] = new ort.Tensor(type, typedArrayFor(type, input.data) as never, input.shape);
+      feeds[input.name] = new ort.Tensor(type, typedArrayFor(type, input.data, input.byteOffset, input.byteLength) as never, input.shape);
     }
     const started = performance.now();
     const results = await session.run(feeds, job.outputNames);

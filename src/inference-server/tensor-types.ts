@@ -29,29 +29,29 @@ export function ortTypeOf(datatype: Datatype): OrtElementType {
 }
 
 /** Typed-array view of raw little-endian bytes for an onnxruntime tensor of `type`. */
-export function typedArrayFor(type: OrtElementType, buffer: ArrayBuffer) {
+export function typedArrayFor(type: OrtElementType, buffer: ArrayBuffer, byteOffset = 0, byteLength = buffer.byteLength - byteOffset) {
   switch (type) {
     case 'bool':
     case 'uint8':
-      return new Uint8Array(buffer);
+      return new Uint8Array(buffer, byteOffset, byteLength / 1);
     case 'int8':
-      return new Int8Array(buffer);
+      return new Int8Array(buffer, byteOffset, byteLength / 1);
     case 'uint16':
     case 'float16':
-      return new Uint16Array(buffer);
+      return new Uint16Array(buffer, byteOffset, byteLength / 2);
     case 'int16':
-      return new Int16Array(buffer);
+      return new Int16Array(buffer, byteOffset, byteLength / 2);
     case 'uint32':
-      return new Uint32Array(buffer);
+      return new Uint32Array(buffer, byteOffset, byteLength / 4);
     case 'int32':
-      return new Int32Array(buffer);
+      return new Int32Array(buffer, byteOffset, byteLength / 4);
     case 'float32':
-      return new Float32Array(buffer);
+      return new Float32Array(buffer, byteOffset, byteLength / 4);
     case 'uint64':
-      return new BigUint64Array(buffer);
+      return new BigUint64Array(buffer, byteOffset, byteLength / 8);
     case 'int64':
-      return new BigInt64Array(buffer);
+      return new BigInt64Array(buffer, byteOffset, byteLength / 8);
     case 'float64':
-      return new Float64Array(buffer);
+      return new Float64Array(buffer, byteOffset, byteLength / 8);
   }
 }

@@ -22,6 +22,17 @@ export interface TensorData {
   shape: number[];
   /** Little-endian row-major bytes; transferred, not copied, between threads. */
   data: ArrayBuffer;
+  /**
+   * Where the tensor lies inside `data`, when `data` holds more (a received gRPC message moved to
+   * the worker whole: received-message.ts); the whole of `data` when absent.
+   */
+  byteOffset?: number;
+  byteLength?: number;
+}
+
+/** The tensor's bytes: a view of `data`, never a copy. */
+export function tensorBytes(tensor: TensorData): Uint8Array {
+  return new Uint8Array(tensor.data, tensor.byteOffset ?? 0, tensor.byteLength ?? tensor.data.byteLength - (tensor.byteOffset ?? 0));
 }
 
 export interface RunJob {
