@@ -58,10 +58,11 @@ export function splitOutputs(outputs: readonly TensorData[], sizes: readonly num
     if (output.shape[0] !== total) {
       throw new Error(`output ${output.name} has batch ${output.shape[0]}, the batch stacked ${total} images`);
     }
-    const rowBytes = output.data.byteLength / total;
+    const outputBytes = tensorBytes(output);
+    const rowBytes = outputBytes.byteLength / total;
     let row = 0;
     sizes.forEach((size, call) => {
-      const data = output.data.slice(row * rowBytes, (row + size) * rowBytes);
+      const data = outputBytes.slice(row * rowBytes, (row + size) * rowBytes).buffer;
       perCall[call]!.push({ name: output.name, datatype: output.datatype, shape: [size, ...output.shape.slice(1)], data });
       row += size;
     });

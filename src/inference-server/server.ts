@@ -12,6 +12,7 @@ import {
   typedContentsToBytes,
   typedValueCount,
   loadInferenceProto,
+  inferResponseSerializer,
   type GRPCInferenceServiceHandlers,
   type ModelInferRequest__Output,
   type ModelInferResponse,
@@ -23,7 +24,7 @@ import { fileDigest } from './model-source.js';
 import { batchSizes } from './batching.js';
 import { markingDeserializer, movableTensor } from './received-message.js';
 import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
-import type { TensorData, TensorSpec } from './worker-protocol.js';
+import { tensorBytes, type TensorData, type TensorSpec } from './worker-protocol.js';
 
 export interface ModelSource {
   /** The name clients ask for. */
@@ -358,7 +359,11 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             // batch_size: images in that session.run (calls queued together share one on accelerators).
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
-            rawOutputContents: result.outputs.map((o) => Buffer.from(o.data)),
+            // Views of the worker's message layout (infer-response-message.ts), not copies.
+            rawOutputContents: result.outputs.map((o) => {
+              const bytes = tensorBytes(o);
+              return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+            }),
           }, result.runMs);
         },
         (error: Error) => {
@@ -381,7 +386,15 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
 
   const Service = loadInferenceProto().inference.GRPCInferenceService.service;
   // ModelInfer's deserializer marks the received buffers a tensor may move to a worker in.
-  const service = { ...Service, ModelInfer: { ...Service.ModelInfer, requestDeserialize: markingDeserializer(Service.ModelInfer.requestDeserialize) } };
+  const service = {
+    ...Service,
+    ModelInfer: {
+      ...Service.ModelInfer,
+      requestDeserialize: markingDeserializer(Service.ModelInfer.requestDeserialize),
+      // Answers whose outputs the worker wrote into a message layout are sent from it (infer-response-message.ts).
+      responseSerialize: inferResponseSerializer(Service.ModelInfer.responseSerialize as grpc.serialize<ModelInferResponse>),
+    },
+  };
   server.addService(service, handlers);
   const credentials = config.tls
     ? grpc.ServerCredentials.createSsl(config.tls.clientCa ?? null, [{ cert_chain: config.tls.cert, private_key: config.tls.key }], Boolean(config.tls.clientCa))

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { markLaidOut } from '../protocol/infer-response-message.js';
 import { batchKey, padInputs, paddedBatchSize, splitOutputs, stackInputs } from './batching.js';
 import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
@@ -234,6 +235,7 @@ export class SessionPool {
             slot.busy = undefined;
             // A worker that gets through a job is healthy: the next crash starts the backoff afresh.
             this.crashesInARow = 0;
+            if (reply.type === 'result' && reply.laidOut && reply.outputs[0]) markLaidOut(reply.outputs[0].data);
             if (reply.type === 'result') busy.job.resolve({ outputs: reply.outputs, runMs: reply.runMs, batchSize: 1 });
             else busy.job.reject(new Error(reply.message));
             this.pump(slot);

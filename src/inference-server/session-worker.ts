@@ -5,6 +5,7 @@
  */
 import ort from 'onnxruntime-node';
 import { parentPort, workerData } from 'node:worker_threads';
+import { layOutOutputs } from '../protocol/infer-response-message.js';
 import { datatypeOf, ortTypeOf, typedArrayFor } from './tensor-types.js';
 import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
@@ -75,18 +76,22 @@ async function run(session: ort.InferenceSession, job: RunJob): Promise<void> {
     const results = await session.run(feeds, job.outputNames);
     if (testRunDelayMs > 0) await new Promise((r) => setTimeout(r, testRunDelayMs));
     const runMs = performance.now() - started;
-    const outputs: TensorData[] = [];
+    const views: Uint8Array[] = [];
+    const specs: Omit<TensorData, 'data'>[] = [];
     for (const name of job.outputNames) {
       const tensor = results[name];
       if (!tensor) throw new Error(`model produced no output ${name}`);
       const datatype = datatypeOf(tensor.type);
       if (!datatype) throw new Error(`output ${name} has unsupported type ${tensor.type}`);
       const view = tensor.data as unknown as ArrayBufferView;
-      // The tensor may view a larger native buffer: copy exactly its bytes into one we can transfer.
-      const data = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength) as ArrayBuffer;
-      outputs.push({ name, datatype, shape: [...tensor.dims], data });
+      views.push(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
+      specs.push({ name, datatype, shape: [...tensor.dims] });
     }
-    post({ type: 'result', id: job.id, outputs, runMs }, outputs.map((o) => o.data));
+    // The tensors may view larger native buffers: their bytes are copied, once, into the answer's
+    // message layout (infer-response-message.ts), one buffer for all, transferred.
+    const { data, spans } = layOutOutputs(views);
+    const outputs: TensorData[] = specs.map((spec, i) => ({ ...spec, data, ...spans[i]! }));
+    post({ type: 'result', id: job.id, outputs, runMs, laidOut: true }, [data]);
   } catch (error) {
     post({ type: 'error', id: job.id, message: error instanceof Error ? error.message : String(error) });
   }

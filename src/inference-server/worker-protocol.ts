@@ -44,6 +44,6 @@ export interface RunJob {
 
 export type WorkerReply =
   | { type: 'ready'; inputs: TensorSpec[]; outputs: TensorSpec[]; provider: string; skipped: { provider: string; error: string }[] }
-  | { type: 'result'; id: number; outputs: TensorData[]; runMs: number }
+  | { type: 'result'; id: number; outputs: TensorData[]; runMs: number; /** Outputs in one layOutOutputs buffer. */ laidOut?: boolean }
   | { type: 'error'; id: number; message: string }
   | { type: 'fatal'; message: string };

@@ -84,6 +84,7 @@ export function inferenceClientConstructor(): new (address: string, credentials:
   ) => GRPCInferenceServiceClient;
 }
 
+export { inferResponseSerializer, layOutOutputs, markLaidOut, RESPONSE_HEADROOM } from './infer-response-message.js';
 export {
   allocateInferMessage,
   EncodedInferRequest,
