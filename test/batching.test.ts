@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // From dist: the pool starts its worker thread from the built session-worker.js.
 import { SessionPool } from '../dist/src/inference-server/session-pool.js';
 import { batchKey, batchSizes, padInputs, paddedBatchSize, splitOutputs, stackInputs } from '../src/inference-server/batching.js';
-import type { TensorData } from '../src/inference-server/worker-protocol.js';
+import { tensorBytes, type TensorData } from '../src/inference-server/worker-protocol.js';
 
 const { onnx } = onnxProto;
 
@@ -61,7 +61,7 @@ describe('dynamic batching', () => {
 
   it('runs calls that queued together in one session.run, each call getting its own image back', async () => {
     const { results, stats } = await runSix(4);
-    expect(results.map((r) => new Uint8Array(r.outputs[0]!.data)[0])).toEqual([10, 20, 30, 40, 50, 60]);
+    expect(results.map((r) => tensorBytes(r.outputs[0]!)[0])).toEqual([10, 20, 30, 40, 50, 60]);
     expect(results.map((r) => r.outputs[0]!.shape)).toEqual(Array(6).fill([1, 1, 1, 1]));
     // The first ran alone, the five that waited as 4 and then 1: three runs, each padded to 4 images.
     expect(results.map((r) => r.batchSize)).toEqual([4, 4, 4, 4, 4, 4]);
@@ -70,13 +70,13 @@ describe('dynamic batching', () => {
 
   it('runs every call alone with maxBatch 1 (the CPU default)', async () => {
     const { results, stats } = await runSix(1);
-    expect(results.map((r) => new Uint8Array(r.outputs[0]!.data)[0])).toEqual([10, 20, 30, 40, 50, 60]);
+    expect(results.map((r) => tensorBytes(r.outputs[0]!)[0])).toEqual([10, 20, 30, 40, 50, 60]);
     expect(stats).toMatchObject({ started: 6, runs: 6 });
   });
 
   it('never stacks images of different sizes', async () => {
     const { results, stats } = await runSix(8, [8, 8, 16, 8, 16, 8]);
-    expect(results.map((r) => new Uint8Array(r.outputs[0]!.data)[0])).toEqual([10, 20, 30, 40, 50, 60]);
+    expect(results.map((r) => tensorBytes(r.outputs[0]!)[0])).toEqual([10, 20, 30, 40, 50, 60]);
     // After the first: the 8x8 calls (2nd, 4th, 6th) as one run, the 16x16 ones (3rd, 5th) as another.
     expect(stats.runs).toBe(3);
   });
