@@ -157,7 +157,10 @@ export async function segmentAtQuality(
   const passAndMirror = async (inputs: PassInputs, w: number, h: number, first: Promise<Buffer> | undefined, merge: BestPasses['mirrorMerge'], pass: keyof PassModels) => {
     const plain = first ?? run(inputs.plain!, w, h, pass);
     if (!inputs.mirrored) return plain;
-    const [a, b] = await Promise.all([plain, run(inputs.mirrored, w, h, pass)]);
+    // The mirror's call starts a turn of the event loop after the plain one's: grpc-js copies each
+    // 3 MiB message once more to frame it, and the two copies in one turn made one long block.
+    const mirrorCall = new Promise<void>((resolve) => setImmediate(resolve)).then(() => run(inputs.mirrored!, w, h, pass));
+    const [a, b] = await Promise.all([plain, mirrorCall]);
     // The mirror's mask is mirrored back in the worker, then merged.
     return pool.mergeMasks([a, b], merge, { width: w, height: h });
   };
