@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -116,6 +117,25 @@ describe('FileKeyStore: its lock', () => {
       expect((await store.listAccounts()).map((a) => a.id)).toEqual(['acct_lock']);
       vi.restoreAllMocks();
     }
+  });
+
+  it('a stale plain lock file that another writer removes first is no error', async () => {
+    const file = await tempFile();
+    const lockPath = `${file}.lock`;
+    await writeFile(lockPath, '');
+    const minuteAgo = Math.floor(Date.now() / 1000) - 60;
+    await utimes(lockPath, minuteAgo, minuteAgo);
+    // The store reads its clock once, after it has found the stale file and before it removes it:
+    // that is when a second writer that found it too removes it first.
+    const store = new FileKeyStore({
+      file,
+      now: () => {
+        rmSync(lockPath, { force: true });
+        return Date.now();
+      },
+    });
+    await store.createKey({ accountId: 'acct_second', plan: 'p' });
+    expect((await store.listAccounts()).map((a) => a.id)).toEqual(['acct_second']);
   });
 
   it('a change whose lock was taken over meanwhile (this writer stalled past the stale time) fails and writes nothing', async () => {

@@ -181,6 +181,19 @@ describe('RedisKeyStore: subscription, races, indexes and listings', () => {
     expect(await store.findByHash(hashApiKey(kept.key))).toBeUndefined();
   });
 
+  it('with maxStaleMs 0 (no serving while Redis is away) a looked-up key is still served from memory for cacheTtlMs', async () => {
+    const p = prefix();
+    const clock = { now: 3_000_000 };
+    const store = make({ keyPrefix: p, cacheTtlMs: 5000, maxStaleMs: 0, subscribe: false, now: () => clock.now });
+    const { key, record } = await store.createKey({ accountId: 'acct_m0', plan: 'p' });
+    expect((await store.findByHash(hashApiKey(key)))?.key.label).toBeUndefined();
+    await rewrite(p, 'acct_m0', record.id, { label: 'changed behind its back' });
+    clock.now += 4999;
+    expect((await store.findByHash(hashApiKey(key)))?.key.label).toBeUndefined();
+    clock.now += 1;
+    expect((await store.findByHash(hashApiKey(key)))?.key.label).toBe('changed behind its back');
+  });
+
   it('unknown keys are not remembered: guessing does not push a known key out of a small cache', async () => {
     const p = prefix();
     const store = make({ keyPrefix: p, cacheMaxEntries: 2, subscribe: false, now: () => 1 });
