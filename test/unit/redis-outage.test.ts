@@ -1,6 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
+import { ConcurrencyLimiter } from '../../src/core/limits/concurrency-limiter.js';
+import type { ConcurrencyStore } from '../../src/core/limits/concurrency.js';
 import { Insurance } from '../../src/core/limits/insurance.js';
 import { PlanEnforcer } from '../../src/core/limits/plan-enforcer.js';
 import type { Plans } from '../../src/core/limits/plans.js';
@@ -508,3 +510,41 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     await limits.close();
   });
 });
+
+describe('ConcurrencyLimiter while the shared concurrency store fails', () => {
+  const failure = (promise: Promise<unknown>) => promise.then(() => undefined, (error: unknown) => error as ApiError);
+  /** A store that records each acquire (account, limit, whether the signal came with it) and fails while `failing`. */
+  function recordingStore(name: string, calls: string[], state = { failing: false }): ConcurrencyStore {
+    return {
+      acquire: async (accountId, limit, options) => {
+        calls.push(`${name} ${accountId} ${limit} signal=${options?.signal ? 'yes' : 'no'}`);
+        if (state.failing) throw new Error('ECONNREFUSED');
+        return { release: async () => {} };
+      },
+      inUse: async () => (name === 'shared' ? 7 : 0),
+    };
+  }
+
+  it('Redis there: the account\'s whole limit from the shared store, with the request\'s signal; inUse from the shared store', async () => {
+    const calls: string[] = [];
+    const limiter = new ConcurrencyLimiter(recordingStore('shared', calls), recordingStore('memory', calls), new Insurance('insurance', 3, true));
+    expect(await limiter.acquire('a', 10, new AbortController().signal)).toBeDefined();
+    expect(calls).toEqual(['shared a 10 signal=yes']);
+    expect(await limiter.inUse('a')).toBe(7);
+  });
+
+  it('insurance with 3 instances: the shared store failing, this instance\'s memory store at a third of the limit, with the signal', async () => {
+    const calls: string[] = [];
+    const limiter = new ConcurrencyLimiter(recordingStore('shared', calls, { failing: true }), recordingStore('memory', calls), new Insurance('insurance', 3, true));
+    expect(await limiter.acquire('a', 10, new AbortController().signal)).toBeDefined();
+    expect(calls).toEqual(['shared a 10 signal=yes', 'memory a 3 signal=yes']);
+  });
+
+  it('fail-closed: 503 naming the concurrency store, and no slot from memory', async () => {
+    const calls: string[] = [];
+    const limiter = new ConcurrencyLimiter(recordingStore('shared', calls, { failing: true }), recordingStore('memory', calls), new Insurance('fail-closed', 3, true));
+    expect(await failure(limiter.acquire('a', 10))).toMatchObject({ status: 503, code: 'service_unavailable', message: 'The concurrency store cannot be reached.' });
+    expect(calls).toEqual(['shared a 10 signal=no']);
+  });
+});
+
