@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryQuotaStore, RedisQuotaStore } from '../../src/core/limits/quota-store.js';
+import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from '../../src/core/limits/quota-store.js';
 import { MemoryUsageMeter, monthOf, redisDailyUsageKey, RedisUsageMeter } from '../../src/core/limits/usage-meter.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisTopologies, useRedisTopology } from '../helpers/redis-topologies.js';
@@ -112,7 +112,7 @@ describe.each(redisTopologies)('RedisQuotaStore on $name', (topology) => {
 
 describe('MemoryQuotaStore', () => {
   it('charges up to the limit exactly; refunds and adjustments never go below 0', async () => {
-    const store = new MemoryQuotaStore();
+    const store: QuotaStore = new MemoryQuotaStore();
     expect(await store.used('k')).toBe(0);
     expect(await store.charge('k', 3, 5)).toBe(true);
     expect(await store.charge('k', 2, 5)).toBe(true);
