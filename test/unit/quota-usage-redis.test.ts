@@ -114,9 +114,9 @@ describe('MemoryQuotaStore', () => {
   it('charges up to the limit exactly; refunds and adjustments never go below 0', async () => {
     const store: QuotaStore = new MemoryQuotaStore();
     expect(await store.used('k')).toBe(0);
-    expect(await store.charge('k', 3, 5)).toBe(true);
-    expect(await store.charge('k', 2, 5)).toBe(true);
-    expect(await store.charge('k', 1, 5)).toBe(false);
+    expect(await store.charge('k', 3, 5, 3600)).toBe(true);
+    expect(await store.charge('k', 2, 5, 3600)).toBe(true);
+    expect(await store.charge('k', 1, 5, 3600)).toBe(false);
     expect(await store.used('k')).toBe(5);
     await store.refund('k', 2, 'op');
     expect(await store.used('k')).toBe(3);
