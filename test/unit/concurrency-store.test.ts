@@ -148,7 +148,12 @@ describe('RedisConcurrencyStore: renewal, loss and release, by the clock', () =>
     const store = new RedisConcurrencyStore(redis, prefix, { leaseMs: 10_000 });
     const lease = (await store.acquire('acct', 1))!;
     zrems.mockRejectedValueOnce(new Error('Connection is closed.')).mockRejectedValueOnce(new Error('Connection is closed.'));
-    await lease.release();
+    await lease.release(); // the first attempt, at 0: fails
+    await vi.advanceTimersByTimeAsync(300); // the retries at 100 (fails) and 300 (sent to Redis)
+    expect(zrems).toHaveBeenCalledTimes(3);
+    // Redis's answer comes over the socket, in real time: wait for it before the fake clock moves on
+    // (moving it 1 s first would time the command out).
+    await zrems.mock.results[2]!.value;
     await vi.advanceTimersByTimeAsync(10_000);
     expect(zrems).toHaveBeenCalledTimes(3);
     expect(await store.inUse('acct')).toBe(0);
