@@ -1,5 +1,4 @@
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { v8Collector } from '../../util/collector.js';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -20,27 +19,11 @@ import { countKernel } from './kernel-calls.js';
 export const COLLECT_AFTER_PIXELS = 4_000_000;
 
 let pixelsSinceCollection = 0;
-let collector: (() => void) | null | undefined;
-
-function gcFunction(): (() => void) | null {
-  if (collector !== undefined) return collector;
-  const exposed = (globalThis as { gc?: () => void }).gc;
-  if (typeof exposed === 'function') return (collector = exposed);
-  try {
-    v8.setFlagsFromString('--expose-gc');
-    collector = vm.runInNewContext('gc') as () => void;
-  } catch {
-    collector = null;
-  } finally {
-    v8.setFlagsFromString('--no-expose-gc');
-  }
-  return typeof collector === 'function' ? collector : (collector = null);
-}
 
 /** Before a render of `pixels` (full-size): collects when enough has been rendered since the last time. */
 export function collectBeforeRender(pixels: number): void {
   if (pixelsSinceCollection >= COLLECT_AFTER_PIXELS) {
-    const gc = gcFunction();
+    const gc = v8Collector();
     if (gc) {
       gc();
       countKernel('collectGarbage');
