@@ -37,7 +37,6 @@ import { removeBgAccount, removeBgAnswer, removeBgError, wantsJson } from './rem
 import { createJobService } from './jobs/service.js';
 import { cutoutImage } from './jobs/image-cutout.js';
 import { JOBS_PATH } from './jobs/http.js';
-import { releaseNow } from '../util/release-now.js';
 
 export type { Route } from './http-types.js';
 
@@ -261,8 +260,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
       const response = dialect.answer(cutout, order, admitted, scope.rateHeaders);
       await idempotent?.complete(response);
-      // An idempotency store may keep the body (to replay it): only without one is it the adapter's alone.
-      return idempotent ? response : { ...response, release: () => void releaseNow(response.body) };
+      return response;
     });
     // Spans only when the app has @opentelemetry/api and a recording SDK (src/tracing/otel.ts).
     return traceRequest('bgcut remove-bg', handled, (response, set) => set({ 'http.response.status_code': response.status }));

@@ -24,13 +24,6 @@ export interface CoreResponse {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
-  /**
-   * Set when nothing but the adapter holds `body` (a cutout, without an idempotency key that
-   * keeps it): call it once the body was written out (the response's `finish`), and its memory
-   * goes back at once instead of at V8's next collection (util/release-now.ts). `body` reads as
-   * empty afterwards. An adapter that cannot tell when the write finished leaves it uncalled.
-   */
-  release?: () => void;
 }
 
 /** One path an adapter mounts, and what answers it. */

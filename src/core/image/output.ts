@@ -145,8 +145,6 @@ export async function renderOutput(
   json?: { filename: string },
   hints?: Buffer,
   background?: Buffer,
-  /** The caller is done with `seg`'s buffers: they move to the worker instead of being copied (PixelPool.render). */
-  giveUp = false,
 ): Promise<Rendered> {
   // The model-size view (or the working-size one a waiting request kept): the worker samples the
   // working size from it (a few ms of loop, not on this thread).
@@ -163,7 +161,7 @@ export async function renderOutput(
     json: json && { filename: json.filename, confidence: seg.confidence },
     hints,
     background,
-  }, giveUp);
+  });
 }
 
 /**

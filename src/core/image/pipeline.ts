@@ -4,10 +4,7 @@ import { cutoutConfidence } from './confidence.js';
 import type { MaskPlan } from './full-size-mask.js';
 import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
-import { isFramed, prepareModelInput, type ModelInput } from './model-input.js';
-import { TENSOR_ALIGNMENT } from '../../protocol/infer-request-message.js';
-import { releaseNow } from '../../util/release-now.js';
-import { collectYoungGarbage } from '../../util/young-garbage.js';
+import { prepareModelInput, type ModelInput } from './model-input.js';
 import { maskToGrey, type MaskTensor } from './tensor.js';
 
 export { decodeForModel, decodeRaw, openDecoder } from './decode.js';
@@ -174,9 +171,6 @@ export async function segment(
   // Decoding, with the waits for the budget and a worker and the move back.
   const decodeMs = lap() - preprocessMs;
   const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
-  // The message (the tensor and its prefix, 3 MB at 1024x1024) was sent and answered: its memory
-  // goes back now, not at V8's next collection of this thread (util/release-now.ts).
-  releaseMessage(input);
   const modelMs = lap();
   const { width, height } = probe;
 
@@ -204,18 +198,6 @@ export async function segment(
       postprocess: postprocessMs,
     },
   };
-}
-
-/**
- * Frees a model call's message once the call settled: a framed input's message is this
- * pipeline's own (made for this one call, in memory of its own but for its alignment padding), and
- * nothing reads it after the answer came back. An unframed tensor may view the model-size decode,
- * which is still used: it is left as it is.
- */
-export function releaseMessage(input: ModelInput): void {
-  if (isFramed(input)) releaseNow(input.message, TENSOR_ALIGNMENT - 1);
-  // grpc-js's framed copy of the message and the answer's receive buffers are dead now too.
-  collectYoungGarbage();
 }
 
 /**

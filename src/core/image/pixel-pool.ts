@@ -118,21 +118,16 @@ export class PixelPool {
     return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
   }
 
-  /**
-   * The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker.
-   * `giveUp`: the caller is done with the segmentation's own buffers (the full-size decode, the
-   * mask, the model-size view): those that have their memory to themselves are moved to the
-   * worker as they are, not copied, and read as empty here afterwards.
-   */
-  async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
-    const parcel = new Parcel(giveUp);
+  /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
+  async render(job: RenderJob): Promise<RenderResult> {
+    const parcel = new Parcel();
     const sent: RenderJob = {
       ...job,
       // The upload is decoded again only when segment() did not keep its decode.
       bytes: job.decoded ? EMPTY : parcel.add(job.bytes),
-      decoded: job.decoded && parcel.add(job.decoded, true),
-      mask: parcel.plan(job.mask, true),
-      view: job.view && parcel.view(job.view, true),
+      decoded: job.decoded && parcel.add(job.decoded),
+      mask: parcel.plan(job.mask),
+      view: job.view && parcel.view(job.view),
       hints: job.hints && parcel.add(job.hints),
       background: job.background && parcel.add(job.background),
     };
@@ -167,34 +162,26 @@ class Parcel {
   readonly transferList: ArrayBuffer[] = [];
   private readonly copies = new Map<Buffer, Buffer>();
 
-  /** `giveUp`: buffers added as `given` that have their memory to themselves move as they are (see PixelPool.render). */
-  constructor(private readonly giveUp = false) {}
-
-  add(bytes: Buffer, given = false): Buffer {
+  add(bytes: Buffer): Buffer {
     if (bytes.length === 0) return EMPTY;
     // Shared memory (an upload of declared length, upload-bytes.ts) reaches the worker as it is.
     if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
     let copy = this.copies.get(bytes);
     if (!copy) {
-      const memory = bytes.buffer;
-      if (this.giveUp && given && bytes.byteOffset === 0 && bytes.byteLength === memory.byteLength && !this.transferList.includes(memory)) {
-        copy = bytes;
-      } else {
-        copy = Buffer.allocUnsafeSlow(bytes.length);
-        bytes.copy(copy);
-      }
+      copy = Buffer.allocUnsafeSlow(bytes.length);
+      bytes.copy(copy);
       this.copies.set(bytes, copy);
       this.transferList.push(copy.buffer as ArrayBuffer);
     }
     return copy;
   }
 
-  plan(plan: MaskPlan, given = false): MaskPlan {
-    return { ...plan, grey: this.add(plan.grey, given), parts: plan.parts.map((part) => ({ ...part, mask: this.add(part.mask, given) })) };
+  plan(plan: MaskPlan): MaskPlan {
+    return { ...plan, grey: this.add(plan.grey), parts: plan.parts.map((part) => ({ ...part, mask: this.add(part.mask) })) };
   }
 
-  view(view: ImageView, given = false): ImageView {
-    return { ...view, rgb: this.add(view.rgb, given), alpha: this.add(view.alpha, given) };
+  view(view: ImageView): ImageView {
+    return { ...view, rgb: this.add(view.rgb), alpha: this.add(view.alpha) };
   }
 }
 

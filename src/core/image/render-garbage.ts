@@ -1,4 +1,5 @@
-import { v8Collector } from '../../util/collector.js';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -19,11 +20,27 @@ import { countKernel } from './kernel-calls.js';
 export const COLLECT_AFTER_PIXELS = 4_000_000;
 
 let pixelsSinceCollection = 0;
+let collector: (() => void) | null | undefined;
+
+function gcFunction(): (() => void) | null {
+  if (collector !== undefined) return collector;
+  const exposed = (globalThis as { gc?: () => void }).gc;
+  if (typeof exposed === 'function') return (collector = exposed);
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    collector = vm.runInNewContext('gc') as () => void;
+  } catch {
+    collector = null;
+  } finally {
+    v8.setFlagsFromString('--no-expose-gc');
+  }
+  return typeof collector === 'function' ? collector : (collector = null);
+}
 
 /** Before a render of `pixels` (full-size): collects when enough has been rendered since the last time. */
 export function collectBeforeRender(pixels: number): void {
   if (pixelsSinceCollection >= COLLECT_AFTER_PIXELS) {
-    const gc = v8Collector();
+    const gc = gcFunction();
     if (gc) {
       gc();
       countKernel('collectGarbage');

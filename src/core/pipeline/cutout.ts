@@ -12,7 +12,6 @@ import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
 import { traceStep } from '../../tracing/otel.js';
 import { outputFilename } from './responses.js';
-import { collectYoungGarbage } from '../../util/young-garbage.js';
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -100,16 +99,13 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     await keepOnlyWhatRenderNeeds(segmentation, order.output, render, deps.pixelPool);
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
-  // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool. The
-  // segmentation's buffers move there (not copied): only its confidence and timings are read after.
+  // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
   const json = order.output.response === 'json' ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) } : undefined;
-  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background, true), {
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.body.length } }],
   });
   await pixels.release();
-  // What the render's hand-offs left behind in this thread goes while it is young (util/young-garbage.ts).
-  collectYoungGarbage();
   deps.checkResult?.(rendered);
 
   // Charged for good only if the client is still there to get the cutout.
