@@ -175,7 +175,10 @@ export async function segment(
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
-  const grey = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
+  // With a pool, the mask goes to two tasks (the confidence count, then the render): copied once
+  // into shared memory here (it may be a view into the gRPC answer), it crosses to both as it is.
+  const answer = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
+  const grey = pool ? inSharedMemory(answer) : answer;
   const confidence = pool ? await pool.looksConfidence(grey, profile.width, profile.height, [], 0) : cutoutConfidence(grey, profile.width, profile.height);
   const postprocessMs = lap();
 
@@ -198,6 +201,14 @@ export async function segment(
       postprocess: postprocessMs,
     },
   };
+}
+
+/** `bytes` in shared memory (as it is when it is there already): the pixel pool's tasks take it without a copy. */
+export function inSharedMemory(bytes: Buffer): Buffer {
+  if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
+  const copy = Buffer.from(new SharedArrayBuffer(bytes.length));
+  bytes.copy(copy);
+  return copy;
 }
 
 /**

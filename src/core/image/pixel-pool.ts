@@ -48,6 +48,11 @@ export class PixelPool {
   private readonly piscina: Piscina;
   /** Thread ids the pool's tasks ran in (a test checks that the pixel work left the main thread). */
   readonly ranIn = new Set<number>();
+  /**
+   * Bytes this thread has copied to send tasks their buffers (Parcel): what shared memory spares
+   * (a test checks that a segmentation's buffers reach the render without a copy).
+   */
+  copiedBytes = 0;
 
   constructor(options: PixelPoolOptions = {}) {
     this.threads = options.threads ?? defaultPixelThreads();
@@ -63,6 +68,7 @@ export class PixelPool {
   }
 
   private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
+    if (parcel) this.copiedBytes += parcel.copiedBytes;
     const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
     this.ranIn.add(threadId);
     return value;
@@ -160,6 +166,7 @@ const EMPTY = Buffer.alloc(0);
  */
 class Parcel {
   readonly transferList: ArrayBuffer[] = [];
+  copiedBytes = 0;
   private readonly copies = new Map<Buffer, Buffer>();
 
   add(bytes: Buffer): Buffer {
@@ -170,6 +177,7 @@ class Parcel {
     if (!copy) {
       copy = Buffer.allocUnsafeSlow(bytes.length);
       bytes.copy(copy);
+      this.copiedBytes += bytes.length;
       this.copies.set(bytes, copy);
       this.transferList.push(copy.buffer as ArrayBuffer);
     }

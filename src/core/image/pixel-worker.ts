@@ -15,6 +15,7 @@ import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectBeforeRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInputJob, type PreparedModelInput } from './model-input.js';
+import { inSharedMemory } from './pipeline.js';
 import { upscaleMask } from './tensor.js';
 
 export type { RenderJob, RenderResult } from './output.js';
@@ -122,15 +123,18 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
-  // sharp's buffers cannot move: copied here, in the worker, into memory of their own. The
+  // sharp's buffers cannot move: copied here, in the worker, once, into shared memory, since
+  // the main thread sends them back to the render (the model-size view for foreground
+  // estimation, the full-size decode) and shared memory crosses without a copy either way. The
   // message (or tensor) is a fresh ArrayBuffer already, moved as it is; an 8-bit NHWC tensor
   // without a message views the model-size decode, so it is made again over the copy.
-  const rgb = own(prepared.rgb);
-  const decoded = prepared.decoded && own(prepared.decoded);
+  const rgb = inSharedMemory(prepared.rgb);
+  const decoded = prepared.decoded && inSharedMemory(prepared.decoded);
   const tensor = tensorOf(prepared.input);
   const input = tensor.buffer === prepared.rgb.buffer ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  const moved = [tensorOf(input).buffer as ArrayBuffer];
-  return reply({ ...prepared, input, rgb, decoded }, decoded ? [rgb, decoded] : [rgb], moved);
+  const memory = tensorOf(input).buffer;
+  const moved = memory instanceof SharedArrayBuffer ? [] : [memory as ArrayBuffer];
+  return reply({ ...prepared, input, rgb, decoded }, [], moved);
 }
 
 export function kernelCalls_(): unknown {
