@@ -16,7 +16,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +39,9 @@ const { values } = parseArgs({
     clients: { type: 'string', default: '1,4,8' },
     size: { type: 'string', default: '1024' },
     only: { type: 'string', default: 'raw,server,e2e' },
+    servers: { type: 'string', default: '2' },
+    'api-processes': { type: 'string', default: '1,4,8,12' },
+    seconds: { type: 'string', default: '10' },
     trace: { type: 'boolean', default: false },
   },
 });
@@ -64,6 +67,22 @@ function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
+/** The process and all its descendants (the launcher's child, the cluster's workers), from /proc. */
+function processTree(root: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      parents.set(Number(entry), Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]));
+    } catch {
+      // ended while listing
+    }
+  }
+  const tree = [root];
+  for (let i = 0; i < tree.length; i++) for (const [pid, ppid] of parents) if (ppid === tree[i]) tree.push(pid);
+  return tree;
+}
+const treeCpuMs = (pids: number[]) => pids.reduce((sum, pid) => { try { return sum + cpuMs(pid); } catch { return sum; } }, 0);
 
 const photo = values.image ? await readFile(values.image) : (await objectOnTexture(1224, 816)).bytes;
 const pixels = await sharp(photo).autoOrient().removeAlpha().resize(size, size, { fit: 'fill', kernel: 'lanczos3' }).raw().toBuffer();
@@ -170,7 +189,7 @@ if (sections.has('e2e')) {
   const server = await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--queue', '64', '--threads', '8']);
   const port = 20000 + Math.floor(Math.random() * 20000);
   const api: ChildProcess = spawn(process.execPath, [fileURLToPath(new URL('../examples/express-app.js', import.meta.url))], {
-    env: { ...process.env, PORT: String(port), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: server.address, BGCUT_MODEL_PROFILE: 'isnet' },
+    env: { ...process.env, PORT: String(port), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: server.address, BGCUT_MODEL_PROFILE: 'isnet', BGCUT_MODELS: modelName, BGCUT_MODE_MODELS: 'off' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   await new Promise<void>((resolve, reject) => {
@@ -220,5 +239,79 @@ if (sections.has('e2e')) {
     api.kill('SIGTERM');
     await server.stop();
   }
+}
+
+// host: one GPU host as it would be deployed: `--servers` inference servers on the GPU (one
+// main thread each receives the ModelInfer calls), and the API as several processes behind one
+// port (examples/cluster.js through bgcut-launch, as `npm start` runs the API), fed by many
+// clients for `--seconds`. Reports images/s of the host and the API tier's CPU per image (every
+// API process's user + system time, from /proc).
+if (sections.has('host')) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-gpu-host-'));
+  const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
+  const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
+  await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 10_000_000, maxConcurrent: 100_000 } } }));
+  const serverCount = Number(values.servers);
+  const servers = [];
+  for (let i = 0; i < serverCount; i++) servers.push(await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--queue', '256', '--threads', '4']));
+  const target = servers.length === 1 ? servers[0]!.address : `ipv4:${servers.map((s) => s.address).join(',')}`;
+  const launcher = fileURLToPath(new URL('../src/runtime/launch.js', import.meta.url));
+  const clusterScript = fileURLToPath(new URL('../examples/cluster.js', import.meta.url));
+  const rows: Record<string, unknown>[] = [];
+  console.log(`\nhost: ${serverCount} inference server(s), API processes behind one port (${Math.round(photo.length / 1024)} KiB JPEG, PNG cutout)\n| API processes | clients | images/s | p50 ms | p99 ms | API CPU ms/image | one-at-a-time p50 / p99 ms |\n|---|---|---|---|---|---|---|`);
+  try {
+    for (const processes of values['api-processes']!.split(',').map(Number)) {
+      const port = 20000 + Math.floor(Math.random() * 20000);
+      const api = spawn(process.execPath, [launcher, clusterScript], {
+        env: { ...process.env, PORT: String(port), BGCUT_API_PROCESSES: String(processes), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: target, BGCUT_MODEL_PROFILE: 'isnet', BGCUT_MODELS: modelName, BGCUT_MODE_MODELS: 'off' },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      await new Promise<void>((resolve, reject) => {
+        let listening = 0;
+        api.stdout!.on('data', (chunk: Buffer) => {
+          listening += (chunk.toString().match(/listening on/g) ?? []).length;
+          if (listening >= processes) resolve();
+        });
+        api.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
+      });
+      const url = `http://127.0.0.1:${port}/v1/remove-bg`;
+      const post = async () => {
+        const form = new FormData();
+        form.append('file', new Blob([photo], { type: 'image/jpeg' }), 'photo.jpg');
+        const started = performance.now();
+        const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
+        await response.arrayBuffer();
+        if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+        return performance.now() - started;
+      };
+      try {
+        const clients = Math.max(8, 4 * processes);
+        // Warm every process (each has its own pixel pool and connections).
+        await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < 3; i++) await post(); }));
+        let single = '';
+        if (processes === 1) {
+          const ms: number[] = [];
+          for (let i = 0; i < runs; i++) ms.push(await post());
+          single = `${round(median(ms))} / ${round(percentile(ms, 99))}`;
+        }
+        const pids = processTree(api.pid!);
+        const cpu0 = treeCpuMs(pids);
+        const ms: number[] = [];
+        const started = performance.now();
+        const until = started + Number(values.seconds) * 1000;
+        await Promise.all(Array.from({ length: clients }, async () => { while (performance.now() < until) ms.push(await post()); }));
+        const seconds = (performance.now() - started) / 1000;
+        const cpuPerImage = (treeCpuMs(pids) - cpu0) / ms.length;
+        const row = { processes, clients, imagesPerSecond: round(ms.length / seconds), p50Ms: round(median(ms)), p99Ms: round(percentile(ms, 99)), apiCpuMsPerImage: round(cpuPerImage), single };
+        rows.push(row);
+        console.log(`| ${processes} | ${clients} | ${row.imagesPerSecond} | ${row.p50Ms} | ${row.p99Ms} | ${row.apiCpuMsPerImage} | ${single} |`);
+      } finally {
+        await new Promise<void>((done) => { api.once('exit', () => done()); api.kill('SIGTERM'); });
+      }
+    }
+  } finally {
+    for (const server of servers) await server.stop();
+  }
+  report.host = { servers: serverCount, rows };
 }
 console.log(`\n${JSON.stringify(report)}`);
