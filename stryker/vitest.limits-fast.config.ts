@@ -1,4 +1,4 @@
 import { unitConfig } from './vitest-base.js';
 
 // limits without the Redis lease tests (seconds each): for a quick run; concurrency.ts is left out of its mutants.
-export default unitConfig(['test/unit/limits.test.ts', 'test/unit/redis-outage.test.ts', 'test/unit/rate-limits-redis.test.ts', 'test/enforcer-options.test.ts', 'test/budget.test.ts', 'test/unit/budget-priority.test.ts', 'test/quota-store-expiry.test.ts']);
+export default unitConfig(['test/unit/limits.test.ts', 'test/unit/redis-outage.test.ts', 'test/unit/rate-limits-redis.test.ts', 'test/enforcer-options.test.ts', 'test/budget.test.ts', 'test/unit/budget-priority.test.ts', 'test/quota-store-expiry.test.ts', 'test/unit/quota-usage-redis.test.ts']);

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Budget } from '../../src/core/limits/budget.js';
 
@@ -24,5 +25,30 @@ describe('Budget: background work (jobs) waits behind synchronous requests', () 
     (await job)();
     expect(slots.tryTake(1, true)).toBeTypeOf('function');
     expect(slots.tryTake(1, true)).toBeUndefined();
+  });
+});
+
+describe('Budget: background work among itself', () => {
+  it('jobs are granted in their arrival order, behind every request', async () => {
+    const slots = new Budget(1);
+    const held = slots.tryTake(1)!;
+    const order: string[] = [];
+    // Each waiter, once granted, notes its name and gives the one unit back for the next.
+    const wait = (name: string, taking: Promise<() => void>) => taking.then((release) => (order.push(name), release()));
+    const all = [wait('job 1', slots.lowPriority().take(1)), wait('request', slots.take(1)), wait('job 2', slots.lowPriority().take(1)), wait('job 3', slots.lowPriority().take(1))];
+    held();
+    await Promise.all(all);
+    expect(order).toEqual(['request', 'job 1', 'job 2', 'job 3']);
+  });
+
+  it('a waiter that leaves on abort stops listening to its signal', async () => {
+    const slots = new Budget(1);
+    const held = slots.tryTake(1)!;
+    const controller = new AbortController();
+    const leaving = slots.take(1, controller.signal);
+    controller.abort(new Error('left'));
+    await expect(leaving).rejects.toThrow('left');
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    held();
   });
 });

@@ -1,6 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
+import { ConcurrencyLimiter } from '../../src/core/limits/concurrency-limiter.js';
+import type { ConcurrencyStore } from '../../src/core/limits/concurrency.js';
 import { Insurance } from '../../src/core/limits/insurance.js';
 import { PlanEnforcer } from '../../src/core/limits/plan-enforcer.js';
 import type { Plans } from '../../src/core/limits/plans.js';
@@ -404,14 +406,14 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
    * A client (never connected) whose scripts go unanswered, as a timed-out command does, until
    * `answer()`; then each answers 1. `sent` keeps every script call's arguments.
    */
-  const scriptedClient = () => {
+  const scriptedClient = (failure = () => new Error('Command timed out')) => {
     const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
     clients.push(redis);
     const sent: (string | number)[][] = [];
     let answering = false;
     redis.eval = (async (...args: (string | number)[]) => {
       sent.push(args);
-      if (!answering) throw new Error('Command timed out');
+      if (!answering) throw failure();
       return 1;
     }) as never;
     return { redis, sent, answer: () => (answering = true) };
@@ -430,7 +432,7 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     const limits = new PlanEnforcer({ plans: PLANS, redis: unreachable(), redisFailureMode: 'fail-closed', validate: false });
     expect(await codeOf(limits.admit('a', 'p'))).toBe('503 service_unavailable retry-after=5');
     expect(await codeOf(limits.reserveQuota('a', 'p', 1, may))).toBe('503 service_unavailable retry-after=5');
-    expect(await failure(limits.standing('a', 'p', may))).toMatchObject({ status: 503, message: 'The usage store cannot be reached.' });
+    expect(await failure(limits.standing('a', 'p', may))).toMatchObject({ status: 503, message: 'The usage store cannot be reached.', headers: { 'retry-after': '5' } });
     // A plan with no concurrency cap reaches the rate limiter, which says what failed.
     const open = new PlanEnforcer({ plans: { o: { requestsPerMinute: 5 } }, redis: unreachable(), validate: false });
     expect(await failure(open.admit('a', 'o'))).toMatchObject({ status: 503, code: 'service_unavailable', message: 'The rate limiter cannot be reached.', headers: { 'retry-after': '5' } });
@@ -456,6 +458,43 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     // KEYS: usage hash, the op's record, the days hash, under the default prefix `bgcut`; ARGV: images 1, 2.5 MP.
     expect(sent[0]!.slice(0, 3)).toEqual([expect.stringMatching(/^bgcut:/), expect.stringMatching(/^bgcut:.*:op:op-usage$/), expect.stringMatching(/^bgcut:/)]);
     expect(sent[0]!.slice(3, 5).map(Number)).toEqual([1, 2.5]);
+    await limits.close();
+  });
+
+  it('usage records ioredis never sent (refused offline) are summed: one write of their images and megapixels, under an op of its own', async () => {
+    const { redis, sent, answer } = scriptedClient(() => new Error("Stream isn't writeable and enableOfflineQueue options is false"));
+    const limits = new PlanEnforcer({ plans: PLANS, redis, validate: false });
+    await limits.recordUsage('a', 1_500_000, may, 'op-a');
+    await limits.recordUsage('a', 2_500_000, may, 'op-b');
+    expect(limits.hasPendingUsage).toBe(true);
+    answer();
+    await limits.flushPending();
+    expect(limits.hasPendingUsage).toBe(false);
+    const flushed = sent.slice(2).map((args) => args.slice(2));
+    expect(flushed).toHaveLength(1);
+    // KEYS: usage hash, op record, days hash; ARGV: 2 images, 4 MP.
+    expect(String(flushed[0]![1])).not.toMatch(/:op:op-[ab]$/);
+    expect(flushed[0]!.slice(3, 5).map(Number)).toEqual([2, 4]);
+    await limits.close();
+  });
+
+  it('a quota charge Redis answers also sends what is pending', async () => {
+    const { redis, sent, answer } = scriptedClient();
+    const limits = new PlanEnforcer({ plans: PLANS, redis, validate: false });
+    await limits.recordUsage('a', 1_000_000, may, 'op-lost');
+    answer();
+    await limits.reserveQuota('a', 'p', 1_000_000, may);
+    await expect.poll(() => limits.hasPendingUsage).toBe(false);
+    expect(sent.filter((args) => String(args[3]).endsWith(':op:op-lost'))).toHaveLength(2);
+    await limits.close();
+  });
+
+  it('without Redis, a local usage store that fails: recordUsage rejects with its error, nothing kept pending', async () => {
+    const broken = new Error('EACCES: usage file');
+    const usageStore = { charge: async () => true, refund: async () => {}, adjust: async () => {}, used: async () => 0, add: async () => Promise.reject(broken), get: async (_a: string, month: string) => ({ month, images: 0, megapixels: 0 }) };
+    const limits = new PlanEnforcer({ plans: PLANS, usageStore });
+    await expect(limits.recordUsage('a', 1_000_000, may)).rejects.toBe(broken);
+    expect(limits.hasPendingUsage).toBe(false);
     await limits.close();
   });
 
@@ -508,3 +547,41 @@ describe('PlanEnforcer with its Redis unreachable (a client of a closed loopback
     await limits.close();
   });
 });
+
+describe('ConcurrencyLimiter while the shared concurrency store fails', () => {
+  const failure = (promise: Promise<unknown>) => promise.then(() => undefined, (error: unknown) => error as ApiError);
+  /** A store that records each acquire (account, limit, whether the signal came with it) and fails while `failing`. */
+  function recordingStore(name: string, calls: string[], state = { failing: false }): ConcurrencyStore {
+    return {
+      acquire: async (accountId, limit, options) => {
+        calls.push(`${name} ${accountId} ${limit} signal=${options?.signal ? 'yes' : 'no'}`);
+        if (state.failing) throw new Error('ECONNREFUSED');
+        return { release: async () => {} };
+      },
+      inUse: async () => (name === 'shared' ? 7 : 0),
+    };
+  }
+
+  it('Redis there: the account\'s whole limit from the shared store, with the request\'s signal; inUse from the shared store', async () => {
+    const calls: string[] = [];
+    const limiter = new ConcurrencyLimiter(recordingStore('shared', calls), recordingStore('memory', calls), new Insurance('insurance', 3, true));
+    expect(await limiter.acquire('a', 10, new AbortController().signal)).toBeDefined();
+    expect(calls).toEqual(['shared a 10 signal=yes']);
+    expect(await limiter.inUse('a')).toBe(7);
+  });
+
+  it('insurance with 3 instances: the shared store failing, this instance\'s memory store at a third of the limit, with the signal', async () => {
+    const calls: string[] = [];
+    const limiter = new ConcurrencyLimiter(recordingStore('shared', calls, { failing: true }), recordingStore('memory', calls), new Insurance('insurance', 3, true));
+    expect(await limiter.acquire('a', 10, new AbortController().signal)).toBeDefined();
+    expect(calls).toEqual(['shared a 10 signal=yes', 'memory a 3 signal=yes']);
+  });
+
+  it('fail-closed: 503 naming the concurrency store, and no slot from memory', async () => {
+    const calls: string[] = [];
+    const limiter = new ConcurrencyLimiter(recordingStore('shared', calls, { failing: true }), recordingStore('memory', calls), new Insurance('fail-closed', 3, true));
+    expect(await failure(limiter.acquire('a', 10))).toMatchObject({ status: 503, code: 'service_unavailable', message: 'The concurrency store cannot be reached.' });
+    expect(calls).toEqual(['shared a 10 signal=no']);
+  });
+});
+

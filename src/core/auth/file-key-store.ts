@@ -19,6 +19,15 @@ export interface FileKeyStoreOptions {
   reloadIntervalMs?: number;
   /** How old a lock must be before a writer that died holding it is taken to be gone. Default 10 000 ms. */
   lockStaleMs?: number;
+  /** The clock, in ms (tests). Default Date.now. */
+  now?: () => number;
+}
+
+interface Snapshot {
+  mtimeMs: number;
+  size: number;
+  byId: Map<string, KeyRecord[]>;
+  accounts: Map<string, Account>;
 }
 
 const EMPTY: KeyFile = { version: 1, accounts: [], keys: [] };
@@ -37,22 +46,24 @@ export class FileKeyStore implements KeyAdmin {
   readonly file: string;
   private readonly reloadIntervalMs: number;
   private readonly lockStaleMs: number;
-  private snapshot: { mtimeMs: number; size: number; byId: Map<string, KeyRecord[]>; accounts: Map<string, Account> } | undefined;
+  private readonly now: () => number;
+  private snapshot: Snapshot | undefined;
   private lastCheck = 0;
-  private loading: Promise<void> | undefined;
+  private loading: Promise<Snapshot> | undefined;
 
   constructor(options: FileKeyStoreOptions) {
     this.file = path.resolve(options.file);
     this.reloadIntervalMs = options.reloadIntervalMs ?? 1000;
     this.lockStaleMs = options.lockStaleMs ?? LOCK_STALE_MS;
+    this.now = options.now ?? (() => Date.now());
   }
 
   async findByHash(hash: string): Promise<KeyLookup | undefined> {
-    await this.refresh();
-    const candidates = this.snapshot?.byId.get(keyIdOf(hash)) ?? [];
+    const snapshot = await this.refresh();
+    const candidates = snapshot.byId.get(keyIdOf(hash)) ?? [];
     const key = candidates.find((k) => hashesEqual(k.hash, hash));
     if (!key) return undefined;
-    const account = this.snapshot?.accounts.get(key.accountId);
+    const account = snapshot.accounts.get(key.accountId);
     return account ? { key, account } : undefined;
   }
 
@@ -65,8 +76,8 @@ export class FileKeyStore implements KeyAdmin {
       const now = created.record.createdAt;
       const active = data.keys.filter((k) => k.accountId === options.accountId && !k.revokedAt && !(k.expiresAt && k.expiresAt <= now));
       // Checked under the file's lock, with the write: parallel creations cannot both pass it.
-      if (!options.revokeOthers && options.maxActiveKeys !== undefined && active.length >= options.maxActiveKeys) {
-        throw new TooManyKeysError(options.maxActiveKeys);
+      if (!options.revokeOthers && active.length >= (options.maxActiveKeys ?? Infinity)) {
+        throw new TooManyKeysError(options.maxActiveKeys!);
       }
       if (options.revokeOthers) {
         for (const other of data.keys) {
@@ -100,8 +111,8 @@ export class FileKeyStore implements KeyAdmin {
       const old = data.keys[index]!;
       if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
       if (old.replacedBy) throw new KeyAlreadyReplacedError(keyId, old.replacedBy);
-      // The plan is the account's, not the key's: newKey does not read it (as in RedisKeyStore).
-      const created = newKey({ accountId: old.accountId, plan: '', expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
+      // No plan: it is the account's, not the key's (as in RedisKeyStore).
+      const created = newKey({ accountId: old.accountId, expiresAt: old.expiresAt ? new Date(old.expiresAt) : null, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
       data.keys[index] = { ...expireBy(old, new Date(Date.now() + overlapMs)), replacedBy: created.record.id };
       data.keys.push(created.record);
       result = { ...created, old: data.keys[index]! };
@@ -160,31 +171,28 @@ export class FileKeyStore implements KeyAdmin {
     return data;
   }
 
-  private async refresh(): Promise<void> {
-    if (Date.now() - this.lastCheck < this.reloadIntervalMs && this.snapshot) return;
+  private async refresh(): Promise<Snapshot> {
+    if (this.now() - this.lastCheck < this.reloadIntervalMs && this.snapshot) return this.snapshot;
     this.loading ??= this.reload().finally(() => {
       this.loading = undefined;
     });
-    await this.loading;
+    return this.loading;
   }
 
-  private async reload(): Promise<void> {
-    this.lastCheck = Date.now();
+  private async reload(): Promise<Snapshot> {
+    this.lastCheck = this.now();
     const info = await stat(this.file).catch(() => undefined);
-    if (!info) {
-      this.snapshot = { mtimeMs: 0, size: 0, byId: new Map(), accounts: new Map() };
-      return;
-    }
-    if (this.snapshot && this.snapshot.mtimeMs === info.mtimeMs && this.snapshot.size === info.size) return;
+    if (!info) return (this.snapshot = { mtimeMs: 0, size: 0, byId: new Map(), accounts: new Map() });
+    if (this.snapshot && this.snapshot.mtimeMs === info.mtimeMs && this.snapshot.size === info.size) return this.snapshot;
     const data = await this.read();
     const byId = new Map<string, KeyRecord[]>();
     for (const key of data.keys) byId.set(key.id, [...(byId.get(key.id) ?? []), key]);
-    this.snapshot = {
+    return (this.snapshot = {
       mtimeMs: info.mtimeMs,
       size: info.size,
       byId,
       accounts: new Map(data.accounts.map((a) => [a.id, a])),
-    };
+    });
   }
 
   private async lock(onCompromised: (error: Error) => void): Promise<() => Promise<void>> {
@@ -200,7 +208,7 @@ export class FileKeyStore implements KeyAdmin {
     // Earlier versions of this store locked with a plain file at this path: once stale, remove it
     // (proper-lockfile's lock is a directory and would retry on such a file until it gives up).
     const info = await stat(lockfilePath).catch(() => undefined);
-    if (info?.isFile() && Date.now() - info.mtimeMs > this.lockStaleMs) await rm(lockfilePath, { force: true });
+    if (info?.isFile() && this.now() - info.mtimeMs > this.lockStaleMs) await rm(lockfilePath, { force: true });
     return lockfile.lock(this.file, options);
   }
 }

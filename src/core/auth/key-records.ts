@@ -7,7 +7,7 @@ import type { CreateKeyOptions, KeyRecord } from './key-store.js';
  * A new key and the record that is stored for it (the record holds only the hash). Throws
  * InvalidAllowListEntryError or InvalidAllowedOriginError.
  */
-export function newKey(options: CreateKeyOptions, now = new Date()): { key: string; record: KeyRecord } {
+export function newKey(options: Omit<CreateKeyOptions, 'plan'>, now = new Date()): { key: string; record: KeyRecord } {
   // Checked before anything is stored: a bad entry would otherwise fail every request with the key.
   validateAllowedIps(options.allowedIps);
   validateAllowedOrigins(options.allowedOrigins);

@@ -167,7 +167,6 @@ export class RedisKeyStore implements KeyAdmin {
   private readonly subscribe: boolean;
   private subscriber: RedisClient | undefined;
   private subscribed: Promise<void> | undefined;
-  private onSubscribed: (() => void) | undefined;
   /** Bumped by every change heard: a lookup that started before one is not cached. */
   private generation = 0;
 
@@ -206,11 +205,12 @@ export class RedisKeyStore implements KeyAdmin {
   private listen(): void {
     const subscriber = this.redis.duplicate();
     this.subscriber = subscriber;
-    this.subscribed ??= new Promise((resolve) => (this.onSubscribed = resolve));
     subscriber.on('error', () => {}); // the main connection reports outages
-    subscriber.on('ready', () => {
-      this.forget();
-      subscriber.subscribe(this.channel).then(() => this.onSubscribed?.(), () => {});
+    this.subscribed = new Promise((resolve) => {
+      subscriber.on('ready', () => {
+        this.forget();
+        subscriber.subscribe(this.channel).then(() => resolve(), () => {});
+      });
     });
     subscriber.on('message', (_channel: string, message: string) => this.apply(message));
     // A Cluster connects by itself; one server was duplicated with its own lazyConnect setting.
@@ -303,9 +303,8 @@ export class RedisKeyStore implements KeyAdmin {
 
   async rotateKey(keyId: string, overlapMs: number): Promise<{ key: string; record: KeyRecord; old: KeyRecord }> {
     const old = await this.getKeyById(keyId);
-    if (old.revokedAt) throw new Error(`key ${keyId} is revoked`);
-    if (old.replacedBy) throw new KeyAlreadyReplacedError(keyId, old.replacedBy);
-    const created = newKey({ accountId: old.accountId, plan: '', allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
+    // A revoked or replaced key is refused by the script (it reads the record again, in the same step).
+    const created = newKey({ accountId: old.accountId, allowedIps: old.allowedIps, allowedOrigins: old.allowedOrigins, label: old.label });
     const { record } = created;
     await this.writeIndexes(old.accountId, record);
     const written = (await this.script(
@@ -360,8 +359,9 @@ export class RedisKeyStore implements KeyAdmin {
       if (legacyAccount && (await this.redis.set(this.accountKey(accountId, 'account'), legacyAccount, 'NX'))) accounts++;
       for (const keyId of await this.redis.smembers(this.k('account-keys', accountId))) {
         const hash = await this.redis.get(this.k('keyid', keyId));
-        // Already migrated: the id now points to its account, not to a hash.
-        if (!hash || hash === accountId || !/^[0-9a-f]{64}$/.test(hash)) continue;
+        // Already migrated: the id points to its account now, not to a hash, and no legacy record
+        // is stored under an account id (nor under an id whose record was lost).
+        if (!hash) continue;
         const raw = await this.redis.get(this.k('key', hash));
         if (!raw) continue;
         await this.redis.set(this.recordKey(accountId, keyId), raw, 'NX');

@@ -5,6 +5,7 @@ import type { MaskPlan } from './full-size-mask.js';
 import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
 import { prepareModelInput, type ModelInput } from './model-input.js';
+import { sharedCopy } from './shared-bytes.js';
 import { maskToGrey, type MaskTensor } from './tensor.js';
 
 export { decodeForModel, decodeRaw, openDecoder } from './decode.js';
@@ -175,10 +176,9 @@ export async function segment(
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
-  // With a pool, the mask goes to two tasks (the confidence count, then the render): copied once
-  // into shared memory here (it may be a view into the gRPC answer), it crosses to both as it is.
-  const answer = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
-  const grey = pool ? inSharedMemory(answer) : answer;
+  // In shared memory (shared-bytes.ts): the confidence count, the working view, `best`'s crop and
+  // merges and the render each take the mask in a worker, and would each copy it here otherwise.
+  const grey = sharedCopy(maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid'));
   const confidence = pool ? await pool.looksConfidence(grey, profile.width, profile.height, [], 0) : cutoutConfidence(grey, profile.width, profile.height);
   const postprocessMs = lap();
 
@@ -201,14 +201,6 @@ export async function segment(
       postprocess: postprocessMs,
     },
   };
-}
-
-/** `bytes` in shared memory (as it is when it is there already): the pixel pool's tasks take it without a copy. */
-export function inSharedMemory(bytes: Buffer): Buffer {
-  if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
-  const copy = Buffer.from(new SharedArrayBuffer(bytes.length));
-  bytes.copy(copy);
-  return copy;
 }
 
 /**

@@ -77,7 +77,8 @@ export function validateEnforcerOptions(options: PlanEnforcerOptions): void {
   if (client.enableOfflineQueue !== false) {
     warn({ code: 'redis-offline-queue', message: 'the Redis client queues commands while disconnected, so requests wait for Redis instead of failing over: create it with connectRedis() or enableOfflineQueue: false' });
   }
-  if (redis instanceof Cluster && Number(redis.options.retryDelayOnFailover ?? 100) > 0) {
+  // ioredis fills in its default (100) for an option left out, and resends only when it is > 0.
+  if (redis instanceof Cluster && Number(redis.options.retryDelayOnFailover) > 0) {
     warn({ code: 'redis-cluster-resends-commands', message: 'the Redis Cluster client sends a command again when its node\'s connection closed before the reply, so a quota or usage write could apply twice: create it with connectRedis() or retryDelayOnFailover: 0' });
   }
   if (!client.commandTimeout) {
