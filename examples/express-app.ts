@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { createDashboardRouter } from '../src/adapters/express-dashboard.js';
 import { createRemoveBgRouter } from '../src/adapters/express.js';
 import type { Dashboard } from '../src/dashboard/index.js';
+import { logAccess } from './access-log.js';
 import { shutDownGracefully } from './graceful-shutdown.js';
 import { exampleProblem, notFoundProblem } from './problems.js';
 import {
@@ -95,7 +96,7 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
       ...(process.env.BGCUT_MODE_MODELS === 'off' ? { modeModels: false } : {}),
       ...modelsFromEnvironment(),
     },
-    onResponse: (entry) => console.log(JSON.stringify({ at: new Date().toISOString(), ...entry })),
+    onResponse: logAccess,
     exposeMetrics: true,
     ...overrides,
   });

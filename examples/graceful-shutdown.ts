@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { RemoveBgHandler } from '../src/core/index.js';
+import { closeAccessLog } from './access-log.js';
 
 /**
  * On SIGTERM or SIGINT: the handler drains first (requests in progress finish; new ones, on any
@@ -22,6 +23,7 @@ export function shutDownGracefully(server: Server, handler: RemoveBgHandler, aft
     });
     clearTimeout(force);
     await after();
+    await closeAccessLog();
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));

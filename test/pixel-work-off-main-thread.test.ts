@@ -9,7 +9,7 @@ import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
 import { probeImage } from '../src/core/image/pipeline.js';
-import { PixelPool } from '../src/core/image/pixel-pool.js';
+import { HAND_OFF_COPY_COUNTED, PixelPool } from '../src/core/image/pixel-pool.js';
 import type { MaskModel } from '../src/core/image/pipeline.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { formRequest, uploadRequest } from './helpers/core-request.js';
@@ -26,7 +26,24 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * paths, run directly with a stand-in model (a soft-edged disc: what is tested is where the work
  * runs, not the model), show every kernel did run in the worker.
  */
-const KERNELS = ['upscaleMask', 'splitAlpha', 'pasteBlended', 'estimateForeground', 'foregroundBox', 'composeOpaque', 'composeRgba', 'clearTransparent', 'mergeMasks', 'looksConfidence', 'applyHints', 'prepareModelInput'];
+const KERNELS = [
+  'upscaleMask',
+  'splitAlpha',
+  'pasteBlended',
+  'estimateForeground',
+  'foregroundBox',
+  'composeOpaque',
+  'composeRgba',
+  'clearTransparent',
+  'mergeMasks',
+  'looksConfidence',
+  'applyHints',
+  'prepareModelInput',
+  // `best`'s crop and mirror passes: the region's decode, its mirror and their tensors.
+  'preparePassInputs',
+  // Writing a tensor (into its message or memory of its own), for any pass.
+  'imageToTensor',
+];
 
 /** An RGB photo-like image and the same with a transparent left quarter (an input alpha to fold in). */
 async function images() {
@@ -107,7 +124,9 @@ describe('full-size pixel work stays off the main thread', () => {
   it('through the handler: every output option, JSON answers and an input with its own alpha, with no pixel kernel run on the main thread', async () => {
     expect(isMainThread).toBe(true);
     const before = mainCounts();
+    const handOffCopies: Record<string, number> = {};
     for (const [name, query] of REQUESTS) {
+      const copiesBefore = kernelCalls.handOffCopy ?? 0;
       const driven =
         query === 'hints'
           ? twoPartRequest(key, inputs.jpeg, { name: 'hints', filename: 'hints.png', data: inputs.hints })
@@ -121,9 +140,17 @@ describe('full-size pixel work stays off the main thread', () => {
       expect(response.status, `${name} ${query}: ${response.body.toString().slice(0, 200)}`).toBe(200);
       const body = query === 'json' ? Buffer.from(JSON.parse(response.body.toString()).data, 'base64') : response.body;
       expect((await sharp(body).metadata()).width, `${name} ${query}`).toBeGreaterThan(0);
+      handOffCopies[`${name} ${query}`] = (kernelCalls.handOffCopy ?? 0) - copiesBefore;
     }
     const after = mainCounts();
     expect(Object.fromEntries(KERNELS.map((k) => [k, after[k]! - before[k]!]))).toEqual(zero);
+    // What goes to the workers (the upload, the model-size view and mask, `best`'s masks, the
+    // working view) is in shared memory, so no hand-off copies a large buffer on the main
+    // thread; only a second file part (hints, bg_image: the caller's bytes) is copied, once, when
+    // it is large enough to be counted.
+    const secondPart: Record<string, Buffer> = { hints: inputs.hints, bg_image: inputs.rgba };
+    const expected = ([name, query]: (typeof REQUESTS)[number]) => [`${name} ${query}`, (secondPart[query]?.length ?? 0) >= HAND_OFF_COPY_COUNTED ? 1 : 0];
+    expect(handOffCopies).toEqual(Object.fromEntries(REQUESTS.map(expected)));
   }, 900_000);
 
   it('the same paths run every kernel in the pool\'s worker (so the check above is not vacuous)', async () => {

@@ -7,7 +7,8 @@ import type { BestPasses, Quality, Region } from './passes.js';
 import { openDecoder, segment, type DecodeGate, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
 import type { PixelPool } from './pixel-pool.js';
 import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
-import { modelInput } from './model-input.js';
+import { modelInput, type ModelInput } from './model-input.js';
+import { sharedCopy } from './shared-bytes.js';
 import { maskToGrey } from './tensor.js';
 
 export { QUALITIES, type BestPasses, type Quality, type Region } from './passes.js';
@@ -115,42 +116,62 @@ export async function segmentAtQuality(
 
   // The input's own alpha is folded into the mask when the output is rendered, after the merge.
   const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false, pool, gate);
-  const decodeRegion = async (region: Region, w: number, h: number): Promise<Buffer> => {
-    const release = gate ? await gate(region.width * region.height, signal) : undefined;
+  const started = performance.now();
+  let inferenceMs = 0;
+  let modelMs = 0;
+  const { width, height } = probe;
+  /**
+   * The model inputs of one pass and/or its mirror, made in `pool`'s worker: the region of the
+   * upload decoded there (under the decode budget) or `rgb` as it is, mirrored by libvips, and
+   * each tensor written straight into its call's message, which is moved here and sent as it is.
+   */
+  const inputsFor = async (source: Region | Buffer, w: number, h: number, pass: keyof PassModels, which: { plain: boolean; mirror: boolean }): Promise<PassInputs> => {
+    const size = { width: w, height: h };
+    const job: PassInputJob = {
+      source: Buffer.isBuffer(source) ? { rgb: source } : { bytes, probe, limits, region: source },
+      profile: { ...profile, ...size },
+      prefix: models[pass].prefix?.(size),
+      ...which,
+    };
+    const release = gate && !Buffer.isBuffer(source) ? await gate(source.width * source.height, signal) : undefined;
     try {
-      return await decodeRegionNow(bytes, probe, limits, region, w, h);
+      return await pool.passInputs(job);
     } finally {
       release?.();
     }
   };
-  const started = performance.now();
-  let inferenceMs = 0;
-  let modelMs = 0;
-  const run = async (rgb: Buffer, w: number, h: number, pass: keyof PassModels = 'whole'): Promise<Buffer> => {
+  const run = async (input: ModelInput, w: number, h: number, pass: keyof PassModels = 'whole'): Promise<Buffer> => {
     const model = models[pass];
     const t0 = performance.now();
     const size = { width: w, height: h };
-    const { mask, serverRunMs } = await model(modelInput(rgb, { ...profile, ...size }, model.prefix?.(size)), signal, size);
+    const { mask, serverRunMs } = await model(input, signal, size);
     const elapsed = performance.now() - t0;
     modelMs += elapsed;
     inferenceMs += serverRunMs ?? elapsed;
     if (mask.length !== w * h) throw new Error(`model returned ${mask.length} mask values`);
-    return maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
+    // Shared: the merges, the crop and the confidence count take it in a worker without a copy here.
+    return sharedCopy(maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid'));
   };
   const { width: mw, height: mh } = sized;
-  /** A pass on `rgb` (w x h), and on its mirror when asked; their merged mask. */
-  const passAndMirror = async (rgb: Buffer, w: number, h: number, first: Promise<Buffer>, mirror: boolean, merge: BestPasses['mirrorMerge'], pass: keyof PassModels) => {
-    if (!mirror) return first;
-    const [a, b] = await Promise.all([first, mirrored(rgb, w, h, 3).then((m) => run(m, w, h, pass)).then((m) => mirrored(m, w, h, 1))]);
-    return pool.mergeMasks([a, b], merge);
+  /** A pass's mask (`first`, or the model's answer to `inputs.plain`), merged with its mirror's when made. */
+  const passAndMirror = async (inputs: PassInputs, w: number, h: number, first: Promise<Buffer> | undefined, merge: BestPasses['mirrorMerge'], pass: keyof PassModels) => {
+    const plain = first ?? run(inputs.plain!, w, h, pass);
+    if (!inputs.mirrored) return plain;
+    // The mirror's call starts a turn of the event loop after the plain one's: grpc-js copies each
+    // 3 MiB message once more to frame it, and the two copies in one turn made one long block.
+    const mirrorCall = new Promise<void>((resolve) => setImmediate(resolve)).then(() => run(inputs.mirrored!, w, h, pass));
+    const [a, b] = await Promise.all([plain, mirrorCall]);
+    // The mirror's mask is mirrored back in the worker, then merged.
+    return pool.mergeMasks([a, b], merge, { width: w, height: h });
   };
 
-  const { width, height } = probe;
-  const firstPass = passAndMirror(seg.model.rgb, mw, mh, Promise.resolve(seg.mask.grey), passes.mirror, passes.mirrorMerge, 'whole');
+  const firstPass = passes.mirror
+    ? inputsFor(seg.model.rgb, mw, mh, 'whole', { plain: false, mirror: true }).then((inputs) => passAndMirror(inputs, mw, mh, Promise.resolve(seg.mask.grey), passes.mirrorMerge, 'whole'))
+    : Promise.resolve(seg.mask.grey);
   // The whole image at other sizes, each brought to the first pass's size to be merged.
   const scaled = (passes.scales ?? []).map(async (size) => {
-    const rgb = await decodeRegion({ left: 0, top: 0, width, height }, size, size);
-    return pool.upscaleMask(await run(rgb, size, size), size, size, mw, mh);
+    const inputs = await inputsFor({ left: 0, top: 0, width, height }, size, size, 'whole', { plain: true, mirror: false });
+    return pool.upscaleMask(await run(inputs.plain!, size, size), size, size, mw, mh);
   });
   // Regions depend only on the first pass, so they run alongside the other passes.
   const crop = passes.cropMaxArea > 0 ? await pool.objectCrop(seg.mask.grey, mw, mh, width, height, passes.cropMargin, passes.cropMaxArea) : null;
@@ -158,8 +179,8 @@ export async function segmentAtQuality(
   const cw = passes.cropSize ?? mw;
   const ch = passes.cropSize ?? mh;
   const regionMasks = regions.map(async (region) => {
-    const rgb = await decodeRegion(region, cw, ch);
-    return passAndMirror(rgb, cw, ch, run(rgb, cw, ch, 'crop'), crop ? passes.cropMirror : false, passes.mirrorMerge, 'crop');
+    const inputs = await inputsFor(region, cw, ch, 'crop', { plain: true, mirror: crop ? passes.cropMirror : false });
+    return passAndMirror(inputs, cw, ch, undefined, passes.mirrorMerge, 'crop');
   });
   const [first, ...rest] = await Promise.all([firstPass, ...scaled, ...regionMasks]);
   const others = rest.slice(0, scaled.length);
@@ -205,8 +226,43 @@ export function looksConfidence(whole: Buffer, w: number, h: number, looks: Look
   return cutoutConfidence(final, w, h, looks);
 }
 
+/** Where a pass's pixels come from: a region of the upload (decoded and resized), or pixels at the pass's size already. */
+export type PassSource = { bytes: Buffer; probe: Probe; limits: ImageLimits; region: Region } | { rgb: Buffer };
+
+/** What preparePassInputs works from: the source, the profile at the call's size, the call's prefix, which inputs. */
+export interface PassInputJob {
+  source: PassSource;
+  profile: PreprocessingProfile;
+  prefix?: Uint8Array | undefined;
+  plain: boolean;
+  mirror: boolean;
+}
+
+/** The inputs asked for: of the pixels as they are, and of their horizontal mirror; `rgb`, the pixels. */
+export interface PassInputs {
+  rgb: Buffer;
+  plain?: ModelInput;
+  mirrored?: ModelInput;
+}
+
+/**
+ * The model inputs of one of `best`'s passes: the pixels (a region decoded, or as given), and
+ * their mirror by libvips, each written into its call's message (modelInput). Run in the pixel
+ * pool's worker (pixel-worker.ts's passInputs): none of it on the host's event loop.
+ */
+export async function preparePassInputs(job: PassInputJob): Promise<PassInputs> {
+  countKernel('preparePassInputs');
+  const { profile } = job;
+  const rgb = 'rgb' in job.source ? job.source.rgb : await decodeRegionNow(job.source.bytes, job.source.probe, job.source.limits, job.source.region, profile.width, profile.height);
+  return {
+    rgb,
+    plain: job.plain ? modelInput(rgb, profile, job.prefix) : undefined,
+    mirrored: job.mirror ? modelInput(await mirrored(rgb, profile.width, profile.height, 3), profile, job.prefix) : undefined,
+  };
+}
+
 /** Horizontal mirror of interleaved 8-bit pixels, by libvips (flop): the same bytes as a loop, off the event loop. */
-async function mirrored(pixels: Buffer, width: number, height: number, channels: 1 | 3): Promise<Buffer> {
+export async function mirrored(pixels: Buffer, width: number, height: number, channels: 1 | 3): Promise<Buffer> {
   const flopped = sharp(pixels, { raw: { width, height, channels } }).flop();
   // One channel in comes back as three unless asked for the one.
   const out = await (channels === 1 ? flopped.extractChannel(0) : flopped).raw().toBuffer();

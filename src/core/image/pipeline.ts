@@ -5,6 +5,7 @@ import type { MaskPlan } from './full-size-mask.js';
 import type { PixelPool } from './pixel-pool.js';
 import type { PreprocessingProfile } from './profile.js';
 import { prepareModelInput, type ModelInput } from './model-input.js';
+import { sharedCopy } from './shared-bytes.js';
 import { maskToGrey, type MaskTensor } from './tensor.js';
 
 export { decodeForModel, decodeRaw, openDecoder } from './decode.js';
@@ -175,7 +176,9 @@ export async function segment(
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
-  const grey = maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid');
+  // In shared memory (shared-bytes.ts): the confidence count, the working view, `best`'s crop and
+  // merges and the render each take the mask in a worker, and would each copy it here otherwise.
+  const grey = sharedCopy(maskToGrey(mask, profile.minMaxNormalize, profile.outputActivation === 'sigmoid'));
   const confidence = pool ? await pool.looksConfidence(grey, profile.width, profile.height, [], 0) : cutoutConfidence(grey, profile.width, profile.height);
   const postprocessMs = lap();
 

@@ -4,9 +4,12 @@ import { ApiError } from '../errors.js';
 import type { Look } from './confidence.js';
 import type { ImageView } from './foreground.js';
 import type { MaskPlan } from './full-size-mask.js';
-import { isFramed, type ModelInputJob, type PreparedModelInput } from './model-input.js';
+import { isFramed, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
+import type { PassInputJob, PassInputs } from './multi-pass.js';
 import type { BestPasses, Region } from './passes.js';
 import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
+import { countKernel } from './kernel-calls.js';
+import { isShared } from './shared-bytes.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -48,6 +51,11 @@ export class PixelPool {
   private readonly piscina: Piscina;
   /** Thread ids the pool's tasks ran in (a test checks that the pixel work left the main thread). */
   readonly ranIn = new Set<number>();
+  /**
+   * Bytes this thread has copied to send tasks their buffers (Parcel): what shared memory spares
+   * (a test checks that a segmentation's buffers reach the render without a copy).
+   */
+  copiedBytes = 0;
 
   constructor(options: PixelPoolOptions = {}) {
     this.threads = options.threads ?? defaultPixelThreads();
@@ -63,6 +71,7 @@ export class PixelPool {
   }
 
   private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
+    if (parcel) this.copiedBytes += parcel.copiedBytes;
     const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
     this.ranIn.add(threadId);
     return value;
@@ -74,10 +83,10 @@ export class PixelPool {
     return asBuffer(await this.run<Uint8Array>('fullSizeMask', { plan: parcel.plan(plan), width, height }, parcel));
   }
 
-  /** mergeMasks of multi-pass.ts. */
-  async mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge']): Promise<Buffer> {
+  /** mergeMasks of multi-pass.ts; with `mirrorLast`, the last mask (that size) is mirrored back first, in the worker. */
+  async mergeMasks(masks: Buffer[], how: BestPasses['mirrorMerge'], mirrorLast?: { width: number; height: number }): Promise<Buffer> {
     const parcel = new Parcel();
-    return asBuffer(await this.run<Uint8Array>('mergeMasks', { masks: masks.map((mask) => parcel.add(mask)), how }, parcel));
+    return asBuffer(await this.run<Uint8Array>('mergeMasks', { masks: masks.map((mask) => parcel.add(mask)), how, mirrorLast }, parcel));
   }
 
   /** upscaleMask of tensor.ts. */
@@ -118,6 +127,19 @@ export class PixelPool {
     return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
   }
 
+  /**
+   * preparePassInputs of multi-pass.ts: `best`'s crop, mirror and scale passes' model inputs,
+   * decoded, mirrored and written into their messages in a worker; the messages are moved here.
+   */
+  async passInputs(job: PassInputJob): Promise<PassInputs> {
+    const parcel = new Parcel();
+    const source = 'rgb' in job.source ? { rgb: parcel.add(job.source.rgb) } : { ...job.source, bytes: parcel.add(job.source.bytes) };
+    const result = await this.run<PassInputs | WorkerApiError>('passInputs', { ...job, source }, parcel);
+    if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
+    const framed = (input: ModelInput | undefined) => (input && isFramed(input) ? { ...input, message: asBuffer(input.message) } : input);
+    return { rgb: EMPTY, plain: framed(result.plain), mirrored: framed(result.mirrored) };
+  }
+
   /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
   async render(job: RenderJob): Promise<RenderResult> {
     const parcel = new Parcel();
@@ -149,6 +171,9 @@ export class PixelPool {
 
 const EMPTY = Buffer.alloc(0);
 
+/** Hand-off copies of at least this many bytes are counted (kernel-calls.ts's `handOffCopy`). */
+export const HAND_OFF_COPY_COUNTED = 64 * 1024;
+
 /**
  * A task's buffers, each copied once (memcpy) into an ArrayBuffer of its own and moved to the
  * worker in the task's transfer list. Posting them as they are would make the structured clone
@@ -160,16 +185,21 @@ const EMPTY = Buffer.alloc(0);
  */
 class Parcel {
   readonly transferList: ArrayBuffer[] = [];
+  copiedBytes = 0;
   private readonly copies = new Map<Buffer, Buffer>();
 
   add(bytes: Buffer): Buffer {
     if (bytes.length === 0) return EMPTY;
-    // Shared memory (an upload of declared length, upload-bytes.ts) reaches the worker as it is.
-    if (bytes.buffer instanceof SharedArrayBuffer) return bytes;
+    // Shared memory (an upload of declared length, upload-bytes.ts; the model-size buffers,
+    // shared-bytes.ts) reaches the worker as it is.
+    if (isShared(bytes)) return bytes;
     let copy = this.copies.get(bytes);
     if (!copy) {
+      // Counted (kernel-calls.ts) when large: a test checks the model-size buffers never take this path.
+      if (bytes.length >= HAND_OFF_COPY_COUNTED) countKernel('handOffCopy');
       copy = Buffer.allocUnsafeSlow(bytes.length);
       bytes.copy(copy);
+      this.copiedBytes += bytes.length;
       this.copies.set(bytes, copy);
       this.transferList.push(copy.buffer as ArrayBuffer);
     }

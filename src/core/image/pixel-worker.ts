@@ -10,11 +10,12 @@ import type { Look } from './confidence.js';
 import { workingView, type ImageView } from './foreground.js';
 import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
 import { kernelCalls } from './kernel-calls.js';
-import { looksConfidence, mergeMasks, objectCrop } from './multi-pass.js';
+import { looksConfidence, mergeMasks, mirrored, objectCrop, preparePassInputs, type PassInputJob, type PassInputs } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectBeforeRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
-import { prepareModelInput, tensorOf, type ModelInputJob, type PreparedModelInput } from './model-input.js';
+import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
+import { isShared, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
 
 export type { RenderJob, RenderResult } from './output.js';
@@ -28,7 +29,8 @@ const buf = (bytes: Uint8Array): Buffer => (Buffer.isBuffer(bytes) ? bytes : Buf
  */
 function reply<T>(value: T, buffers: Uint8Array[], memory: ArrayBuffer[] = []): unknown {
   const list: ArrayBuffer[] = [...memory];
-  for (const b of buffers) if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !list.includes(b.buffer as ArrayBuffer)) list.push(b.buffer as ArrayBuffer);
+  // Shared memory (shared-bytes.ts) reaches the main thread as it is: nothing to move.
+  for (const b of buffers) if (!isShared(b) && b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !list.includes(b.buffer as ArrayBuffer)) list.push(b.buffer as ArrayBuffer);
   const wrapped = { value, threadId };
   if (list.length === 0) return wrapped;
   return move({
@@ -54,15 +56,19 @@ export function fullSizeMask(task: { plan: MaskPlan; width: number; height: numb
   return reply(alpha, [alpha]);
 }
 
-export function mergeMasks_(task: { masks: Uint8Array[]; how: BestPasses['mirrorMerge'] }): unknown {
-  const out = own(mergeMasks(task.masks.map(buf), task.how));
-  return reply(out, [out]);
+// Model-size results that go on to other tasks (merges, the confidence count, the render) come
+// back in shared memory (shared-bytes.ts): handed on from the main thread without a copy there.
+export async function mergeMasks_(task: { masks: Uint8Array[]; how: BestPasses['mirrorMerge']; mirrorLast?: { width: number; height: number } }): Promise<unknown> {
+  const masks = task.masks.map(buf);
+  // The mirror pass's mask, mirrored back by libvips here rather than on the main thread (its
+  // output would be copied there to come here).
+  if (task.mirrorLast) masks.push(await mirrored(masks.pop()!, task.mirrorLast.width, task.mirrorLast.height, 1));
+  return reply(sharedCopy(mergeMasks(masks, task.how)), []);
 }
 export { mergeMasks_ as mergeMasks };
 
 export function upscale(task: { src: Uint8Array; srcWidth: number; srcHeight: number; width: number; height: number }): unknown {
-  const out = own(upscaleMask(buf(task.src), task.srcWidth, task.srcHeight, task.width, task.height));
-  return reply(out, [out]);
+  return reply(sharedCopy(upscaleMask(buf(task.src), task.srcWidth, task.srcHeight, task.width, task.height)), []);
 }
 export { upscale as upscaleMask };
 
@@ -74,9 +80,7 @@ export { looksConfidence_ as looksConfidence };
 
 export async function workingView_(task: { view: ImageView; width: number; height: number }): Promise<unknown> {
   const small = await workingView({ ...task.view, rgb: buf(task.view.rgb), alpha: buf(task.view.alpha) }, task.width, task.height);
-  const rgb = own(small.rgb);
-  const alpha = own(small.alpha);
-  return reply({ ...small, rgb, alpha }, [rgb, alpha]);
+  return reply({ ...small, rgb: sharedCopy(small.rgb), alpha: sharedCopy(small.alpha) }, []);
 }
 export { workingView_ as workingView };
 
@@ -122,16 +126,51 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
-  // sharp's buffers cannot move: copied here, in the worker, into memory of their own. The
-  // message (or tensor) is a fresh ArrayBuffer already, moved as it is; an 8-bit NHWC tensor
-  // without a message views the model-size decode, so it is made again over the copy.
-  const rgb = own(prepared.rgb);
-  const decoded = prepared.decoded && own(prepared.decoded);
-  const tensor = tensorOf(prepared.input);
-  const input = tensor.buffer === prepared.rgb.buffer ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  const moved = [tensorOf(input).buffer as ArrayBuffer];
-  return reply({ ...prepared, input, rgb, decoded }, decoded ? [rgb, decoded] : [rgb], moved);
+  // sharp's buffers cannot move: copied here, in the worker, into shared memory (shared-bytes.ts),
+  // which every later task that reads them (the working view, the render, `best`'s passes) gets
+  // without a copy on the main thread. The message (or tensor) is a fresh ArrayBuffer already,
+  // moved as it is; an 8-bit NHWC tensor without a message views the model-size decode, so it
+  // views the shared copy instead.
+  const rgb = sharedCopy(prepared.rgb);
+  const decoded = prepared.decoded && sharedCopy(prepared.decoded);
+  const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
+  const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
+  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : [tensorOf(input).buffer as ArrayBuffer]);
 }
+
+/**
+ * A model input that can be moved to the main thread: a message or tensor in a fresh ArrayBuffer
+ * as it is; a tensor that views `rgb` (an 8-bit NHWC model without a message) copied out first.
+ */
+function movableInput(input: ModelInput, rgb: Buffer): ModelInput {
+  if (tensorOf(input).buffer !== rgb.buffer) return input;
+  const copy = new Uint8Array(new ArrayBuffer(rgb.length));
+  copy.set(rgb);
+  return copy;
+}
+
+/** `best`'s crop, mirror and scale passes: their model inputs (multi-pass.ts's preparePassInputs), made and written here and moved. */
+export async function passInputs(job: PassInputJob): Promise<unknown> {
+  const source = 'rgb' in job.source ? { rgb: buf(job.source.rgb) } : { ...job.source, bytes: buf(job.source.bytes) };
+  let made: PassInputs;
+  try {
+    made = await preparePassInputs({ ...job, source });
+  } catch (error) {
+    if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
+    throw error;
+  }
+  const out: PassInputs = { rgb: EMPTY };
+  const moved: ArrayBuffer[] = [];
+  for (const which of ['plain', 'mirrored'] as const) {
+    const input = made[which];
+    if (!input) continue;
+    out[which] = movableInput(input, made.rgb);
+    moved.push(tensorOf(out[which]).buffer as ArrayBuffer);
+  }
+  return reply(out, [], moved);
+}
+
+const EMPTY = Buffer.alloc(0);
 
 export function kernelCalls_(): unknown {
   return reply({ ...kernelCalls }, []);

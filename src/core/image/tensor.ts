@@ -19,6 +19,7 @@ export function tensorBytes(profile: PreprocessingProfile): number {
  * there instead of into memory of its own: an 8-bit NHWC tensor is then one copy of `rgb`.
  */
 export function imageToTensor(rgb: Buffer, profile: PreprocessingProfile, into?: Uint8Array): InputTensor {
+  countKernel('imageToTensor');
   const pixels = profile.width * profile.height;
   if (rgb.length !== pixels * 3) throw new Error(`expected ${pixels * 3} RGB bytes, got ${rgb.length}`);
   if (into && into.byteLength !== tensorBytes(profile)) throw new Error(`the tensor needs ${tensorBytes(profile)} bytes, its place has ${into.byteLength}`);
