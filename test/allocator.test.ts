@@ -10,7 +10,7 @@ import { captureOutput } from './helpers/log-capture.js';
 
 const LAUNCH = path.resolve('dist/src/runtime/launch.js');
 const jemalloc = JEMALLOC_PATHS.find((p) => existsSync(p));
-const TUNING = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '262144' };
+const TUNING = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '262144' };
 const onGlibc = () => true;
 const glibcLinux = process.platform === 'linux' && Boolean((process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime);
 
@@ -63,7 +63,7 @@ describe('choosing the API process malloc', () => {
   const lib = path.join(os.tmpdir(), 'libjemalloc.so.2');
   const missing = '/nonexistent/libjemalloc.so.2';
 
-  it('exports the tuning MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144', () => {
+  it('exports the tuning MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144', () => {
     expect(GLIBC_MALLOC_TUNING).toEqual(TUNING);
   });
 
@@ -158,7 +158,7 @@ describe('bgcut-launch', () => {
   it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment and the V8 heap flag by default, passing on its arguments and exit code', async () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '3', 'two words']);
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128`);
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128`);
     expect(report).toEqual({
       allocator: 'glibc tuned',
       ppid: pid,

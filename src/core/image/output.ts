@@ -51,7 +51,11 @@ export interface RenderJob {
   bytes: Buffer;
   probe: Probe;
   limits: ImageLimits;
-  /** The full-size decode segment() made alongside, if any. */
+  /**
+   * The full-size decode segment() made alongside, if any. The render writes it in place: the
+   * pool sends a copy, or the memory itself when it is shared (segment()'s is), which the caller
+   * then gives up.
+   */
   decoded?: Buffer | undefined;
   mask: MaskPlan;
   /** The working-size view for foreground estimation; absent when the output needs none. */
@@ -149,11 +153,15 @@ export async function renderOutput(
   // The model-size view (or the working-size one a waiting request kept): the worker samples the
   // working size from it (a few ms of loop, not on this thread).
   const view = options.channels !== 'alpha' && render.foregroundEstimation && seg.model.width > 0 ? seg.model : undefined;
+  const decoded = seg.rgb.length > 0 ? seg.rgb : undefined;
+  // The render writes the decode in place (foreground colour, composition): in shared memory
+  // (segment()'s, from the pool) it is that same memory, so the segmentation gives it up here.
+  seg.rgb = Buffer.alloc(0);
   return pool.render({
     bytes: seg.bytes,
     probe: seg.probe,
     limits: seg.limits,
-    decoded: seg.rgb.length > 0 ? seg.rgb : undefined,
+    decoded,
     mask: seg.mask,
     view,
     options,

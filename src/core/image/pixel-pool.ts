@@ -51,6 +51,11 @@ export class PixelPool {
   private readonly piscina: Piscina;
   /** Thread ids the pool's tasks ran in (a test checks that the pixel work left the main thread). */
   readonly ranIn = new Set<number>();
+  /**
+   * Bytes this thread has copied to send tasks their buffers (Parcel): what shared memory spares
+   * (a test checks that a segmentation's buffers reach the render without a copy).
+   */
+  copiedBytes = 0;
 
   constructor(options: PixelPoolOptions = {}) {
     this.threads = options.threads ?? defaultPixelThreads();
@@ -66,6 +71,7 @@ export class PixelPool {
   }
 
   private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
+    if (parcel) this.copiedBytes += parcel.copiedBytes;
     const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
     this.ranIn.add(threadId);
     return value;
@@ -179,6 +185,7 @@ export const HAND_OFF_COPY_COUNTED = 64 * 1024;
  */
 class Parcel {
   readonly transferList: ArrayBuffer[] = [];
+  copiedBytes = 0;
   private readonly copies = new Map<Buffer, Buffer>();
 
   add(bytes: Buffer): Buffer {
@@ -192,6 +199,7 @@ class Parcel {
       if (bytes.length >= HAND_OFF_COPY_COUNTED) countKernel('handOffCopy');
       copy = Buffer.allocUnsafeSlow(bytes.length);
       bytes.copy(copy);
+      this.copiedBytes += bytes.length;
       this.copies.set(bytes, copy);
       this.transferList.push(copy.buffer as ArrayBuffer);
     }
