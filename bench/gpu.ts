@@ -1,5 +1,5 @@
 /**
- * npm run bench:gpu [-- --image photo.jpg] [--model isnet | --model isnet=/path/model.onnx] [--providers cuda]
+ * npm run bench:gpu [-- --image photo.jpg] [--only raw,server,e2e,host] [--servers 2] [--api-processes 1,6,12] [--model isnet | --model isnet=/path/model.onnx] [--providers cuda]
  *                     [--runs 20] [--batches 1,4,8] [--clients 1,4,8]
  *
  * What a GPU host needs to know, measured side by side in one run on the host itself:
@@ -8,7 +8,10 @@
  * - server: images per second through the inference server's ModelInfer from 1, 4 and 8
  *   concurrent callers, with dynamic batching (--max-batch 4, the default on an accelerator) and without (--max-batch 1), and the
  *   mean batch the server ran (its `batch_size` response parameter);
- * - e2e: a ~1 MP photo through the whole API (examples/express-app) one request at a time (p50,
+ * - host (asked by name): `--servers` inference servers and `--api-processes` API processes behind one
+ *   port (examples/cluster.js through bgcut-launch), many clients for `--seconds`: images/s of the
+ *   host and the API tier's CPU per image;
+ * - e2e: a ~1 MP photo through the whole API (examples/express-app through bgcut-launch) one request at a time (p50,
  *   p99) and from the largest --clients count at once (images per second), and the API process's CPU per image,
  *   the figure that says how many API cores one GPU needs.
  * The run fails rather than falling back: the server is started with exactly `--providers`.
@@ -188,7 +191,8 @@ if (sections.has('e2e')) {
   await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
   const server = await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--queue', '64', '--threads', '8']);
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const api: ChildProcess = spawn(process.execPath, [fileURLToPath(new URL('../examples/express-app.js', import.meta.url))], {
+  // Through bgcut-launch, as `npm start` runs the API (its malloc settings decide sharp's threads).
+  const api: ChildProcess = spawn(process.execPath, [fileURLToPath(new URL('../src/runtime/launch.js', import.meta.url)), fileURLToPath(new URL('../examples/express-app.js', import.meta.url))], {
     env: { ...process.env, PORT: String(port), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: server.address, BGCUT_MODEL_PROFILE: 'isnet', BGCUT_MODELS: modelName, BGCUT_MODE_MODELS: 'off' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -214,17 +218,18 @@ if (sections.has('e2e')) {
   try {
     const meta = await sharp(photo).metadata();
     for (let i = 0; i < 10; i++) await post();
-    const cpu0 = cpuMs(api.pid!);
+    const pids = processTree(api.pid!);
+    const cpu0 = treeCpuMs(pids);
     const single: number[] = [];
     for (let i = 0; i < runs; i++) single.push(await post());
-    const cpuSingle = (cpuMs(api.pid!) - cpu0) / runs;
+    const cpuSingle = (treeCpuMs(pids) - cpu0) / runs;
     const clients = Math.max(...clientCounts);
     const perClient = runs;
-    const cpu1 = cpuMs(api.pid!);
+    const cpu1 = treeCpuMs(pids);
     const started = performance.now();
     await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < perClient; i++) await post(); }));
     const seconds = (performance.now() - started) / 1000;
-    const cpuConcurrent = (cpuMs(api.pid!) - cpu1) / (clients * perClient);
+    const cpuConcurrent = (treeCpuMs(pids) - cpu1) / (clients * perClient);
     report.e2e = {
       image: `${meta.width}x${meta.height}`,
       p50Ms: round(median(single)),
