@@ -16,6 +16,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
+import { varint } from './varint.js';
 
 /** `raw_input_contents` (field 7), length-delimited (wire type 2): the tag byte before each tensor. */
 const RAW_INPUT_CONTENTS_TAG = (7 << 3) | 2;
@@ -64,17 +65,6 @@ export function startsWithPrefix(message: Uint8Array, prefix: Uint8Array): boole
   if (message.length < prefix.length) return false;
   for (let i = 0; i < prefix.length; i++) if (message[i] !== prefix[i]) return false;
   return true;
-}
-
-/** protobuf's base-128 varint of a non-negative integer (lengths here stay far below 2^53). */
-function varint(value: number): Uint8Array {
-  const bytes: number[] = [];
-  while (value >= 0x80) {
-    bytes.push((value % 0x80) | 0x80);
-    value = Math.floor(value / 0x80);
-  }
-  bytes.push(value);
-  return Uint8Array.from(bytes);
 }
 
 /**

@@ -16,6 +16,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
+import { varint } from './varint.js';
 
 /** `raw_output_contents` (field 6), length-delimited (wire type 2). */
 const RAW_OUTPUT_CONTENTS_TAG = (6 << 3) | 2;
@@ -29,22 +30,12 @@ const OUTPUT_ALIGNMENT = 8;
 /** Buffers laid out by layOutOutputs whose headroom nothing else uses. */
 const laidOut = new WeakSet<ArrayBuffer>();
 
-function varintLength(value: number): number {
-  let length = 1;
-  while (value >= 0x80) {
-    value = Math.floor(value / 0x80);
-    length++;
-  }
-  return length;
-}
+const varintLength = (value: number): number => varint(value).length;
 
 function writeVarint(target: Uint8Array, at: number, value: number): number {
-  while (value >= 0x80) {
-    target[at++] = (value % 0x80) | 0x80;
-    value = Math.floor(value / 0x80);
-  }
-  target[at++] = value;
-  return at;
+  const bytes = varint(value);
+  target.set(bytes, at);
+  return at + bytes.length;
 }
 
 /**
