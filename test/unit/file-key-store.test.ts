@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { hashApiKey } from '../../src/core/auth/api-key.js';
 import { FileKeyStore, type KeyFile } from '../../src/core/auth/file-key-store.js';
+import { expectRevocationSeenAt } from '../helpers/key-store-staleness.js';
 
 /**
  * FileKeyStore alone, on real files: when a reader looks at the file again (its clock injected,
@@ -54,15 +55,7 @@ describe('FileKeyStore: when a reader reads the file again', () => {
     const file = await tempFile();
     const clock = { now: 2_000_000 };
     const reader = new FileKeyStore({ file, reloadIntervalMs: 1000, now: () => clock.now });
-    const writer = new FileKeyStore({ file });
-    const { key, record } = await writer.createKey({ accountId: 'acct_i', plan: 'p' });
-    const start = clock.now;
-    expect((await reader.findByHash(hashApiKey(key)))?.key.revokedAt).toBeNull();
-    await writer.revokeKey(record.id);
-    clock.now = start + 999;
-    expect((await reader.findByHash(hashApiKey(key)))?.key.revokedAt).toBeNull();
-    clock.now = start + 1000;
-    expect((await reader.findByHash(hashApiKey(key)))?.key.revokedAt).toBeTypeOf('string');
+    await expectRevocationSeenAt(reader, new FileKeyStore({ file }), clock, 1000, 'acct_i');
   });
 
   it('when the file\'s size changed though its mtime did not, and when its mtime changed though its size did not', async () => {

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/core/auth/api-key.js';
 import { RedisKeyStore } from '../../src/core/auth/redis-key-store.js';
+import { expectRevocationSeenAt } from '../helpers/key-store-staleness.js';
 import { useRedis } from '../helpers/use-redis.js';
 
 /**
@@ -37,14 +38,7 @@ describe('RedisKeyStore: the lookup cache and the changes it hears', () => {
   it('serves a looked-up key from memory for 5 s by default, without asking Redis; at 5 s it reads Redis again', async () => {
     // No subscription: the revocation's message is not heard, so only the TTL ends the entry.
     const { reader, writer, clock } = pair({ subscribe: false });
-    const { key, record } = await writer.createKey({ accountId: 'acct_c', plan: 'p' });
-    const start = clock.now;
-    expect((await reader.findByHash(hashApiKey(key)))?.key.revokedAt).toBeNull();
-    await writer.revokeKey(record.id);
-    clock.now = start + 4999;
-    expect((await reader.findByHash(hashApiKey(key)))?.key.revokedAt).toBeNull();
-    clock.now = start + 5000;
-    expect((await reader.findByHash(hashApiKey(key)))?.key.revokedAt).toBeTypeOf('string');
+    await expectRevocationSeenAt(reader, writer, clock, 5000, 'acct_c');
   });
 
   it('with cacheTtlMs 0 every lookup reads Redis', async () => {
