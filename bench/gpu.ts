@@ -17,7 +17,7 @@
  * The run fails rather than falling back: the server is started with exactly `--providers`.
  */
 import * as grpc from '@grpc/grpc-js';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -97,6 +97,51 @@ function stacked(n: number) {
   const data = new Uint8Array(n * pixels.length);
   for (let i = 0; i < n; i++) data.set(pixels, i * pixels.length);
   return { name: 'image', datatype: 'UINT8' as const, shape: [n, size, size, 3], data: data.buffer };
+}
+
+/** A key store with one key on a plan without practical limits, for the API processes below. */
+async function benchAccount() {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-gpu-'));
+  const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
+  const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
+  await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 10_000_000, maxConcurrent: 100_000 } } }));
+  return { key, keysFile: path.join(dir, 'keys.json'), plansFile: path.join(dir, 'plans.json') };
+}
+
+/**
+ * An example app through bgcut-launch, as `npm start` runs the API (its malloc settings decide
+ * sharp's threads), on a random port against `inferenceAddress`; resolves once `processes` API
+ * processes say they listen. The API asks for the model the servers serve, on every pass.
+ */
+async function startApi(example: string, account: { key: string; keysFile: string; plansFile: string }, inferenceAddress: string, processes = 1) {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const child = spawn(process.execPath, [fileURLToPath(new URL('../src/runtime/launch.js', import.meta.url)), fileURLToPath(new URL(`../examples/${example}`, import.meta.url))], {
+    env: { ...process.env, PORT: String(port), BGCUT_API_PROCESSES: String(processes), BGCUT_KEYS_FILE: account.keysFile, BGCUT_PLANS_FILE: account.plansFile, BGCUT_INFERENCE_ADDRESS: inferenceAddress, BGCUT_MODEL_PROFILE: 'isnet', BGCUT_MODELS: modelName, BGCUT_MODE_MODELS: 'off' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let listening = 0;
+    // Keeps reading the access log after start, so the pipe never fills.
+    child.stdout!.on('data', (chunk: Buffer) => {
+      listening += (chunk.toString().match(/listening on/g) ?? []).length;
+      if (listening >= processes) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
+  });
+  return {
+    child,
+    /** One POST of the photo; resolves with its wall time in ms, throws on any status but 200. */
+    post: async () => {
+      const form = new FormData();
+      form.append('file', new Blob([photo], { type: 'image/jpeg' }), 'photo.jpg');
+      const started = performance.now();
+      const response = await fetch(`http://127.0.0.1:${port}/v1/remove-bg`, { method: 'POST', headers: { 'x-api-key': account.key }, body: form });
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+      return performance.now() - started;
+    },
+    stop: () => new Promise<void>((done) => { child.once('exit', () => done()); child.kill('SIGTERM'); }),
+  };
 }
 
 // raw: the session as the server runs it (worker thread, same options), batch by batch.
@@ -185,49 +230,22 @@ if (sections.has('server')) {
 
 // e2e: the whole API in front of a batching server.
 if (sections.has('e2e')) {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-gpu-'));
-  const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
-  const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
-  await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
+  const account = await benchAccount();
   const server = await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--queue', '64', '--threads', '8']);
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  // Through bgcut-launch, as `npm start` runs the API (its malloc settings decide sharp's threads).
-  const api: ChildProcess = spawn(process.execPath, [fileURLToPath(new URL('../src/runtime/launch.js', import.meta.url)), fileURLToPath(new URL('../examples/express-app.js', import.meta.url))], {
-    env: { ...process.env, PORT: String(port), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: server.address, BGCUT_MODEL_PROFILE: 'isnet', BGCUT_MODELS: modelName, BGCUT_MODE_MODELS: 'off' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    api.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('listening')) resolve();
-    });
-    api.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
-  });
-  api.stdout!.resume();
-  const url = `http://127.0.0.1:${port}/v1/remove-bg`;
-  const post = async () => {
-    const form = new FormData();
-    form.append('file', new Blob([photo], { type: 'image/jpeg' }), 'photo.jpg');
-    const started = performance.now();
-    const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
-    await response.arrayBuffer();
-    if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
-    return performance.now() - started;
-  };
+  const api = await startApi('express-app.js', account, server.address);
   try {
     const meta = await sharp(photo).metadata();
-    for (let i = 0; i < 10; i++) await post();
-    const pids = processTree(api.pid!);
+    for (let i = 0; i < 10; i++) await api.post();
+    const pids = processTree(api.child.pid!);
     const cpu0 = treeCpuMs(pids);
     const single: number[] = [];
-    for (let i = 0; i < runs; i++) single.push(await post());
+    for (let i = 0; i < runs; i++) single.push(await api.post());
     const cpuSingle = (treeCpuMs(pids) - cpu0) / runs;
     const clients = Math.max(...clientCounts);
     const perClient = runs;
     const cpu1 = treeCpuMs(pids);
     const started = performance.now();
-    await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < perClient; i++) await post(); }));
+    await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < perClient; i++) await api.post(); }));
     const seconds = (performance.now() - started) / 1000;
     const cpuConcurrent = (treeCpuMs(pids) - cpu1) / (clients * perClient);
     report.e2e = {
@@ -241,7 +259,7 @@ if (sections.has('e2e')) {
     console.log(`\nend to end through the API (${meta.width}x${meta.height}, PNG cutout)\n| measure | value |\n|---|---|`);
     for (const [k, v] of Object.entries(report.e2e as object)) console.log(`| ${k} | ${v} |`);
   } finally {
-    api.kill('SIGTERM');
+    await api.stop();
     await server.stop();
   }
 }
@@ -252,66 +270,39 @@ if (sections.has('e2e')) {
 // clients for `--seconds`. Reports images/s of the host and the API tier's CPU per image (every
 // API process's user + system time, from /proc).
 if (sections.has('host')) {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-bench-gpu-host-'));
-  const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
-  const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
-  await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 10_000_000, maxConcurrent: 100_000 } } }));
+  const account = await benchAccount();
   const serverCount = Number(values.servers);
   const servers = [];
   for (let i = 0; i < serverCount; i++) servers.push(await startInferenceProcess(['--providers', providers.join(','), '--model', `${modelName}=${modelSource}`, '--queue', '256', '--threads', '4']));
   const target = servers.length === 1 ? servers[0]!.address : `ipv4:${servers.map((s) => s.address).join(',')}`;
-  const launcher = fileURLToPath(new URL('../src/runtime/launch.js', import.meta.url));
-  const clusterScript = fileURLToPath(new URL('../examples/cluster.js', import.meta.url));
   const rows: Record<string, unknown>[] = [];
   console.log(`\nhost: ${serverCount} inference server(s), API processes behind one port (${Math.round(photo.length / 1024)} KiB JPEG, PNG cutout)\n| API processes | clients | images/s | p50 ms | p99 ms | API CPU ms/image | one-at-a-time p50 / p99 ms |\n|---|---|---|---|---|---|---|`);
   try {
     for (const processes of values['api-processes']!.split(',').map(Number)) {
-      const port = 20000 + Math.floor(Math.random() * 20000);
-      const api = spawn(process.execPath, [launcher, clusterScript], {
-        env: { ...process.env, PORT: String(port), BGCUT_API_PROCESSES: String(processes), BGCUT_KEYS_FILE: path.join(dir, 'keys.json'), BGCUT_PLANS_FILE: path.join(dir, 'plans.json'), BGCUT_INFERENCE_ADDRESS: target, BGCUT_MODEL_PROFILE: 'isnet', BGCUT_MODELS: modelName, BGCUT_MODE_MODELS: 'off' },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      await new Promise<void>((resolve, reject) => {
-        let listening = 0;
-        api.stdout!.on('data', (chunk: Buffer) => {
-          listening += (chunk.toString().match(/listening on/g) ?? []).length;
-          if (listening >= processes) resolve();
-        });
-        api.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
-      });
-      const url = `http://127.0.0.1:${port}/v1/remove-bg`;
-      const post = async () => {
-        const form = new FormData();
-        form.append('file', new Blob([photo], { type: 'image/jpeg' }), 'photo.jpg');
-        const started = performance.now();
-        const response = await fetch(url, { method: 'POST', headers: { 'x-api-key': key }, body: form });
-        await response.arrayBuffer();
-        if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
-        return performance.now() - started;
-      };
+      const api = await startApi('cluster.js', account, target, processes);
       try {
         const clients = Math.max(8, 4 * processes);
         // Warm every process (each has its own pixel pool and connections).
-        await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < 3; i++) await post(); }));
+        await Promise.all(Array.from({ length: clients }, async () => { for (let i = 0; i < 3; i++) await api.post(); }));
         let single = '';
         if (processes === 1) {
           const ms: number[] = [];
-          for (let i = 0; i < runs; i++) ms.push(await post());
+          for (let i = 0; i < runs; i++) ms.push(await api.post());
           single = `${round(median(ms))} / ${round(percentile(ms, 99))}`;
         }
-        const pids = processTree(api.pid!);
+        const pids = processTree(api.child.pid!);
         const cpu0 = treeCpuMs(pids);
         const ms: number[] = [];
         const started = performance.now();
         const until = started + Number(values.seconds) * 1000;
-        await Promise.all(Array.from({ length: clients }, async () => { while (performance.now() < until) ms.push(await post()); }));
+        await Promise.all(Array.from({ length: clients }, async () => { while (performance.now() < until) ms.push(await api.post()); }));
         const seconds = (performance.now() - started) / 1000;
         const cpuPerImage = (treeCpuMs(pids) - cpu0) / ms.length;
         const row = { processes, clients, imagesPerSecond: round(ms.length / seconds), p50Ms: round(median(ms)), p99Ms: round(percentile(ms, 99)), apiCpuMsPerImage: round(cpuPerImage), single };
         rows.push(row);
         console.log(`| ${processes} | ${clients} | ${row.imagesPerSecond} | ${row.p50Ms} | ${row.p99Ms} | ${row.apiCpuMsPerImage} | ${single} |`);
       } finally {
-        await new Promise<void>((done) => { api.once('exit', () => done()); api.kill('SIGTERM'); });
+        await api.stop();
       }
     }
   } finally {
