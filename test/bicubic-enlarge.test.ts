@@ -1,6 +1,10 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { enlargeBicubic } from '../src/core/image/bicubic-enlarge.js';
+import { kernelCalls } from '../src/core/image/kernel-calls.js';
+import { preparePassInputs } from '../src/core/image/multi-pass.js';
+import { decodeForModel, decodeRaw, probeImage } from '../src/core/image/pipeline.js';
+import { ISNET_PROFILE } from '../src/core/image/profile.js';
 
 /**
  * enlargeBicubic must give exactly sharp's bytes for `resize(w, h, { fit: 'fill' })` wherever an
@@ -80,5 +84,52 @@ describe('enlargeBicubic: byte-identical to sharp (libvips) fit fill resizes tha
   it('refuses a shrinking axis and a buffer of the wrong size', () => {
     expect(() => enlargeBicubic(Buffer.alloc(12), 2, 2, 3, 1, 4)).toThrow(RangeError);
     expect(() => enlargeBicubic(Buffer.alloc(11), 2, 2, 3, 4, 4)).toThrow(RangeError);
+  });
+});
+
+/** sharp's one call from encoded bytes, as the request path made the model's input before enlargeBicubic. */
+async function sharpModelInput(bytes: Buffer, hasAlpha: boolean, region?: { left: number; top: number; width: number; height: number }): Promise<Buffer> {
+  const decoder = sharp(bytes, { failOn: 'error', autoOrient: true }).toColourspace('srgb');
+  const opaque = hasAlpha ? decoder.flatten({ background: '#ffffff' }) : decoder.removeAlpha();
+  return (region ? opaque.extract(region) : opaque).resize(ISNET_PROFILE.width, ISNET_PROFILE.height, { fit: 'fill' }).raw().toBuffer();
+}
+
+describe('the model-input decode: the same bytes as the one-call resize, enlarged in JS only where that is exact', () => {
+  const limits = { maxInputPixels: 100e6 };
+  const rgb = picture(900, 600, 3, 5);
+  const encode = (pipeline: sharp.Sharp) => pipeline.toBuffer();
+  const raw = (channels: 1 | 3 | 4, width = 900, height = 600) => sharp(channels === 3 ? rgb : picture(width, height, channels, 9), { raw: { width, height, channels } });
+  // [name, bytes, whether enlargeBicubic runs]
+  const inputs: [string, () => Promise<Buffer>, boolean][] = [
+    ['an 8-bit JPEG, y grows', () => encode(raw(3).jpeg({ quality: 90 })), true],
+    ['a grey JPEG', () => encode(raw(1).jpeg({ quality: 90 })), true],
+    ['an RGBA PNG (flattened first)', () => encode(raw(4).png()), true],
+    // sharp resizes before turning: enlarging the upright pixels would differ, so the one call stays.
+    ['a JPEG with EXIF orientation 6', () => encode(raw(3).jpeg({ quality: 90 }).withMetadata({ orientation: 6 })), false],
+    // resized in 16 bits before the cast to 8: the one call stays.
+    ['a 16-bit PNG', () => encode(raw(3).toColourspace('rgb16').png()), false],
+  ];
+  for (const [name, make, split] of inputs) {
+    it(name, async () => {
+      const bytes = await make();
+      const probe = await probeImage(bytes, limits);
+      const before = kernelCalls.enlargeBicubic ?? 0;
+      const got = await decodeForModel(bytes, probe, limits, ISNET_PROFILE);
+      expect((kernelCalls.enlargeBicubic ?? 0) - before).toBe(split ? 1 : 0);
+      expect(got.equals(await sharpModelInput(bytes, probe.hasAlpha))).toBe(true);
+    });
+  }
+
+  it('from the full-size decode, and a region of best\'s passes', async () => {
+    const bytes = await raw(3).jpeg({ quality: 90 }).toBuffer();
+    const probe = await probeImage(bytes, limits);
+    const decoded = await decodeRaw(bytes, probe, limits);
+    const expected = await sharpModelInput(bytes, false);
+    expect((await decodeForModel(bytes, probe, limits, ISNET_PROFILE, decoded)).equals(expected)).toBe(true);
+    const region = { left: 150, top: 100, width: 500, height: 300 };
+    const before = kernelCalls.enlargeBicubic ?? 0;
+    const pass = await preparePassInputs({ profile: ISNET_PROFILE, source: { bytes, probe, limits, region }, plain: false, mirror: false });
+    expect((kernelCalls.enlargeBicubic ?? 0) - before).toBe(1);
+    expect(pass.rgb.equals(await sharpModelInput(bytes, false, region))).toBe(true);
   });
 });
