@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { enlargeBicubic } from '../src/core/image/bicubic-enlarge.js';
+import { enlargeBicubic, enlargesWithSimd } from '../src/core/image/bicubic-enlarge.js';
 import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { preparePassInputs } from '../src/core/image/multi-pass.js';
 import { decodeForModel, decodeRaw, probeImage } from '../src/core/image/pipeline.js';
@@ -41,11 +41,11 @@ async function sharpFill(src: Buffer, width: number, height: number, channels: 1
 }
 
 /** The split under test: sharp reduces the shrinking axes (if any), enlargeBicubic grows the rest. */
-async function split(src: Buffer, width: number, height: number, channels: 1 | 3, outWidth: number, outHeight: number): Promise<Buffer> {
+async function split(src: Buffer, width: number, height: number, channels: 1 | 3, outWidth: number, outHeight: number, simd: boolean): Promise<Buffer> {
   const w1 = Math.min(width, outWidth);
   const h1 = Math.min(height, outHeight);
   const reduced = w1 === width && h1 === height ? src : await sharpFill(src, width, height, channels, w1, h1);
-  return enlargeBicubic(reduced, w1, h1, channels, outWidth, outHeight);
+  return enlargeBicubic(reduced, w1, h1, channels, outWidth, outHeight, { simd });
 }
 
 /** [width, height, outWidth, outHeight]: small and large factors, odd sizes, 1 -> n, one axis up and the other down or unchanged. */
@@ -64,6 +64,9 @@ const CASES: [number, number, number, number][] = [
   [3, 2, 1000, 3], // tiny to wide
   [640, 480, 300, 1000], // x down a lot, y up
   [500, 90, 501, 1200], // x up by one, y up a lot
+  [5, 40, 6, 41], // rows of 18 samples: the SIMD steps overlap at once
+  [2, 3, 5, 4], // rows too short for SIMD (JavaScript either way)
+  [4, 30, 4, 50], // x unchanged, rows just long enough for the SIMD half-pixel pass (3 channels)
 ];
 
 describe('enlargeBicubic: byte-identical to sharp (libvips) fit fill resizes that enlarge', () => {
@@ -72,14 +75,21 @@ describe('enlargeBicubic: byte-identical to sharp (libvips) fit fill resizes tha
       it(`${width}x${height} -> ${outWidth}x${outHeight}, ${channels} channel(s)`, async () => {
         const src = picture(width, height, channels, width * 31 + height * 7 + channels);
         const expected = await sharpFill(src, width, height, channels, outWidth, outHeight);
-        const got = await split(src, width, height, channels, outWidth, outHeight);
-        expect(got.length).toBe(outWidth * outHeight * channels);
-        let differ = 0;
-        for (let i = 0; i < got.length; i++) if (got[i] !== expected[i]) differ++;
-        expect(differ).toBe(0);
+        // WebAssembly SIMD where the rows are long enough, and the JavaScript loops alone.
+        for (const simd of [true, false]) {
+          const got = await split(src, width, height, channels, outWidth, outHeight, simd);
+          expect(got.length).toBe(outWidth * outHeight * channels);
+          let differ = 0;
+          for (let i = 0; i < got.length; i++) if (got[i] !== expected[i]) differ++;
+          expect(differ, simd ? 'with SIMD' : 'in JavaScript').toBe(0);
+        }
       });
     }
   }
+
+  it('runs the WebAssembly SIMD kernels on this Node (so the SIMD half of each case above is not the JavaScript again)', () => {
+    expect(enlargesWithSimd()).toBe(true);
+  });
 
   it('refuses a shrinking axis and a buffer of the wrong size', () => {
     expect(() => enlargeBicubic(Buffer.alloc(12), 2, 2, 3, 1, 4)).toThrow(RangeError);

@@ -41,6 +41,7 @@
  * Only 8-bit pixels, any number of interleaved channels, no alpha premultiplication (the callers
  * resize opaque RGB; sharp premultiplies an alpha channel before resizing, which is not done here).
  */
+import { BICUBIC_ENLARGE_WASM } from './bicubic-enlarge-wasm.js';
 import { countKernel } from './kernel-calls.js';
 
 /** VIPS_TRANSFORM_SCALE: fractions are quantised to 1/64 of a pixel. */
@@ -125,13 +126,70 @@ function yPositions(m: number, id: number): Float64Array {
   return out;
 }
 
+/** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
+interface WebAssemblyApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object, imports: object) => { exports: unknown };
+  Memory: new (descriptor: { initial: number }) => { buffer: ArrayBuffer };
+}
+const wasm = (globalThis as unknown as { WebAssembly: WebAssemblyApi }).WebAssembly;
+
+/** The SIMD kernels (bicubic-enlarge.wat), compiled once per thread; null where WebAssembly SIMD is missing. */
+let compiled: object | null | undefined;
+function simdModule(): object | null {
+  if (compiled === undefined) {
+    try {
+      compiled = new wasm.Module(Buffer.from(BICUBIC_ENLARGE_WASM, 'base64'));
+    } catch {
+      compiled = null;
+    }
+  }
+  return compiled;
+}
+
+/** Whether this thread runs the SIMD kernels (WebAssembly SIMD compiled); else the JavaScript loops. */
+export function enlargesWithSimd(): boolean {
+  return simdModule() !== null;
+}
+
+interface SimdKernels {
+  halfRows(src: number, mid: number, rows: number, rowLen: number, channels: number): void;
+  rowsFromPlan(mid: number, out: number, rowLen: number, outRows: number, plan: number): void;
+}
+
+const align = (n: number) => (n + 15) & ~15;
+
+/**
+ * The largest memory a thread keeps between calls: the model's input (1024x1024 RGB, from at
+ * most 1024 rows) needs about 12 MiB. A fresh memory costs its page faults and zeroing (about
+ * 6 ms for 11 MiB here, more than the kernels), so it is kept; a bigger job gets one of its own,
+ * dropped after it.
+ */
+const KEPT_MEMORY_BYTES = 16 << 20;
+const PAGE = 65536;
+let kept: { memory: { buffer: ArrayBuffer }; kernels: SimdKernels; bytes: number } | undefined;
+
+function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBuffer }; kernels: SimdKernels } {
+  if (bytes > KEPT_MEMORY_BYTES) {
+    const memory = new wasm.Memory({ initial: Math.ceil(bytes / PAGE) });
+    return { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernels };
+  }
+  if (!kept || kept.bytes < bytes) {
+    const pages = Math.ceil(bytes / PAGE);
+    const memory = new wasm.Memory({ initial: pages });
+    kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernels, bytes: pages * PAGE };
+  }
+  return kept;
+}
+
 /**
  * `src` (width x height, `channels` interleaved 8-bit) enlarged to outWidth x outHeight as
  * libvips 8.18's vips_resize enlarges, for sharp's fit 'fill'. Each axis must grow or stay: an
  * axis that shrinks is sharp's to reduce first (resize to the smaller size with that axis at its
- * target, the growing one unchanged), as vips_resize reduces before it enlarges.
+ * target, the growing one unchanged), as vips_resize reduces before it enlarges. `simd: false`
+ * keeps to the JavaScript loops (the tests compare both ways with sharp).
  */
-export function enlargeBicubic(src: Uint8Array, width: number, height: number, channels: number, outWidth: number, outHeight: number): Buffer {
+export function enlargeBicubic(src: Uint8Array, width: number, height: number, channels: number, outWidth: number, outHeight: number, options: { simd?: boolean } = {}): Buffer {
   countKernel('enlargeBicubic');
   if (![width, height, channels, outWidth, outHeight].every((n) => Number.isInteger(n) && n >= 1)) throw new RangeError('enlargeBicubic: sizes must be positive integers');
   if (outWidth < width || outHeight < height) throw new RangeError(`enlargeBicubic: ${width}x${height} to ${outWidth}x${outHeight} shrinks an axis`);
@@ -147,17 +205,58 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
   const xs = axisTaps(xPositions(outWidth, ia), width);
   const ys = axisTaps(yPositions(outHeight, id), height);
 
-  // Pass 1, along x: every input row, each output column: the rounded (unclipped) row sums.
   const inRow = width * channels;
   const midRow = outWidth * channels;
-  const mid = new Int16Array(height * midRow);
+  const module = options.simd === false || midRow < 16 ? null : simdModule();
+  if (!module) {
+    const mid = new Int16Array(height * midRow);
+    passAlongX(src, mid, width, height, channels, outWidth, xs, 0, outWidth);
+    const out = new Uint8ClampedArray(outHeight * midRow);
+    passAlongY(mid, out, midRow, outHeight, ys);
+    return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+  }
+
+  // The call's memory: [plan | mid (int16) | src | out].
+  const planAt = 0;
+  const midAt = align(outHeight * 32);
+  const srcAt = align(midAt + height * midRow * 2);
+  const outAt = align(srcAt + src.length);
+  const { memory, kernels } = instanceFor(module, outAt + outHeight * midRow);
+  const mid = new Int16Array(memory.buffer, midAt, height * midRow);
+  if (xs.halfShift && inRow >= 3 * channels + 8) {
+    new Uint8Array(memory.buffer, srcAt, src.length).set(src);
+    kernels.halfRows(srcAt, midAt, height, inRow, channels);
+    // The edge columns (0, 1 and the last), whose stencils the copied border clamps.
+    passAlongX(src, mid, width, height, channels, outWidth, xs, 0, 2);
+    passAlongX(src, mid, width, height, channels, outWidth, xs, width - 1, width);
+  } else {
+    passAlongX(src, mid, width, height, channels, outWidth, xs, 0, outWidth);
+  }
+  const plan = new Int32Array(memory.buffer, planAt, outHeight * 8);
+  for (let y = 0; y < outHeight; y++) {
+    for (let k = 0; k < 4; k++) {
+      plan[y * 8 + k] = ys.taps[y * 4 + k]!;
+      plan[y * 8 + 4 + k] = COEFFICIENTS[ys.weights[y]! + k]!;
+    }
+  }
+  kernels.rowsFromPlan(midAt, outAt, midRow, outHeight, planAt);
+  return Buffer.from(new Uint8Array(memory.buffer, outAt, outHeight * midRow));
+}
+
+/**
+ * Pass 1, along x: every input row, output columns x0 .. x1 - 1: the rounded (unclipped) sums
+ * of each row's 4 taps, kept for pass 2.
+ */
+function passAlongX(src: Uint8Array, mid: Int16Array, width: number, height: number, channels: number, outWidth: number, xs: AxisTaps, x0: number, x1: number): void {
+  const inRow = width * channels;
+  const midRow = outWidth * channels;
   for (let r = 0; r < height; r++) {
     const s0 = r * inRow;
     const m0 = r * midRow;
     if (xs.halfShift) {
       // Weights (-256, 2304, 2304, -256): sum = 256 * (9 (b + c) - (a + d)), so
       // (sum + 2048) >> 12 is (9 (b + c) - (a + d) + 8) >> 4.
-      for (let x = 0; x < outWidth; x++) {
+      for (let x = x0; x < x1; x++) {
         const xa = Math.max(0, x - 2) * channels;
         const xb = Math.max(0, x - 1) * channels;
         const xc = x * channels;
@@ -167,7 +266,7 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
         }
       }
     } else {
-      for (let x = 0; x < outWidth; x++) {
+      for (let x = x0; x < x1; x++) {
         const w = xs.weights[x]!;
         const c0 = COEFFICIENTS[w]!;
         const c1 = COEFFICIENTS[w + 1]!;
@@ -184,9 +283,10 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
       }
     }
   }
+}
 
-  // Pass 2, along y: each output row from 4 rows of pass 1, rounded, clipped by the clamped array.
-  const out = new Uint8ClampedArray(outHeight * midRow);
+/** Pass 2, along y: each output row from 4 rows of pass 1, rounded, clipped by the clamped array. */
+function passAlongY(mid: Int16Array, out: Uint8ClampedArray, midRow: number, outHeight: number, ys: AxisTaps): void {
   for (let y = 0; y < outHeight; y++) {
     const r0 = ys.taps[y * 4]! * midRow;
     const r1 = ys.taps[y * 4 + 1]! * midRow;
@@ -206,5 +306,4 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
       }
     }
   }
-  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
