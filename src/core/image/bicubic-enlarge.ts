@@ -265,6 +265,23 @@ function passAlongX(src: Uint8Array, mid: Int16Array, width: number, height: num
           mid[m0 + xc + z] = (9 * (src[s0 + xb + z]! + src[s0 + xc + z]!) - (src[s0 + xa + z]! + src[s0 + xd + z]!) + 8) >> 4;
         }
       }
+    } else if (channels === 3) {
+      // RGB spelled out: the per-channel loop costs more than its arithmetic here.
+      for (let x = x0; x < x1; x++) {
+        const w = xs.weights[x]!;
+        const c0 = COEFFICIENTS[w]!;
+        const c1 = COEFFICIENTS[w + 1]!;
+        const c2 = COEFFICIENTS[w + 2]!;
+        const c3 = COEFFICIENTS[w + 3]!;
+        const t0 = s0 + xs.taps[x * 4]! * 3;
+        const t1 = s0 + xs.taps[x * 4 + 1]! * 3;
+        const t2 = s0 + xs.taps[x * 4 + 2]! * 3;
+        const t3 = s0 + xs.taps[x * 4 + 3]! * 3;
+        const o = m0 + x * 3;
+        mid[o] = (c0 * src[t0]! + c1 * src[t1]! + c2 * src[t2]! + c3 * src[t3]! + ROUND_BY) >> INTERPOLATE_SHIFT;
+        mid[o + 1] = (c0 * src[t0 + 1]! + c1 * src[t1 + 1]! + c2 * src[t2 + 1]! + c3 * src[t3 + 1]! + ROUND_BY) >> INTERPOLATE_SHIFT;
+        mid[o + 2] = (c0 * src[t0 + 2]! + c1 * src[t1 + 2]! + c2 * src[t2 + 2]! + c3 * src[t3 + 2]! + ROUND_BY) >> INTERPOLATE_SHIFT;
+      }
     } else {
       for (let x = x0; x < x1; x++) {
         const w = xs.weights[x]!;
