@@ -25,8 +25,6 @@ function stream(): SonicBoom | undefined {
   if (!out) {
     out = new SonicBoom({ fd: process.stdout.fd, sync: false });
     out.on('error', stopLogging);
-    // The example's own stdout lines (console.log at start and shutdown) meet the same broken pipe.
-    process.stdout.on('error', onStdoutError);
     // What is still gathered when the process exits (process.exit after a graceful shutdown).
     process.once('exit', () => {
       try {
@@ -43,6 +41,9 @@ function onStdoutError(error: NodeJS.ErrnoException): void {
   if (error.code !== 'EPIPE') throw error;
   stopLogging(error);
 }
+// The example's own stdout lines (console.log at start and shutdown) meet the same broken pipe,
+// whether or not an access-log line found it first.
+process.stdout.on('error', onStdoutError);
 
 /** Stops the log for good: what is gathered is dropped, later lines are not written. */
 function stopLogging(error: NodeJS.ErrnoException): void {
