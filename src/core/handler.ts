@@ -20,6 +20,7 @@ import { untilAborted } from '../util/abortable.js';
 import { admit } from './pipeline/admission.js';
 import { makeCutout, type CutoutDeps } from './pipeline/cutout.js';
 import { idempotentRequest, type IdempotencyDeps } from './pipeline/idempotency.js';
+import type { JsonAnswerRequest } from './pipeline/json-answer.js';
 import { MemoryIdempotencyStore } from './idempotency/store.js';
 import { RedisIdempotencyStore } from './idempotency/redis-store.js';
 import { takeOrder } from './pipeline/order.js';
@@ -112,6 +113,8 @@ interface Dialect {
   readInput?: InputReader;
   queryOptions?: boolean;
   checkResult?: (rendered: Cutout['rendered']) => void;
+  /** The JSON answer the render's worker makes for this dialect (CutoutDeps.jsonAnswer). */
+  jsonAnswer?: JsonAnswerRequest | null;
   answer(cutout: Cutout, order: Order, admitted: Admitted, rateHeaders: Record<string, string>): CoreResponse;
 }
 
@@ -256,7 +259,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       setStepAttributes({ 'bgcut.model': order.modelName, 'bgcut.input.pixels': order.pixels });
       const replayed = await idempotent?.claim(order);
       if (replayed) return replayed;
-      const cutout = await makeCutout(scope, admitted, order, dialect.checkResult ? { ...cutoutDeps, checkResult: dialect.checkResult } : cutoutDeps);
+      const cutout = await makeCutout(scope, admitted, order, dialect === bgcutDialect ? cutoutDeps : { ...cutoutDeps, checkResult: dialect.checkResult, jsonAnswer: dialect.jsonAnswer });
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
       const response = dialect.answer(cutout, order, admitted, scope.rateHeaders);
       await idempotent?.complete(response);
@@ -279,6 +282,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   /** remove.bg's request and answer over the same steps (src/core/removebg). */
   function removeBg(request: CoreRequest): Promise<CoreResponse> {
     let mapped: RemoveBgRequest | undefined;
+    const json = wantsJson(request.headers.accept);
     const dialect: Dialect = {
       route: '/v1.0/removebg',
       queryOptions: false,
@@ -290,13 +294,15 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       checkResult: (rendered) => {
         if (!rendered.foreground) throw new ApiError('unknown_foreground');
       },
+      // remove.bg's JSON answer is made by the render's worker, beside the image (removebg/result-json.ts).
+      jsonAnswer: json ? { shape: 'removebg' } : null,
       answer: (cutout, order, admitted, rateHeaders) => {
         const weight = QUALITY_QUOTA_WEIGHT[order.output.quality];
         const credits = admitted.plan.monthlyQuota ? quotaCost(admitted.plan.monthlyQuota, order.pixels, weight) : weight;
-        return removeBgAnswer(cutout, { json: wantsJson(request.headers.accept), reportedType: mapped?.reportedType, credits, rateHeaders });
+        return removeBgAnswer(cutout, { json, reportedType: mapped?.reportedType, credits, rateHeaders });
       },
     };
-    // remove.bg's JSON answer is made here from the image: the core is asked for the image alone.
+    // remove.bg's Accept means its own JSON answer (jsonAnswer above), not bgcut's response=json.
     const { accept: _accept, ...headers } = request.headers;
     return handle({ ...request, headers }, undefined, dialect).then(removeBgError);
   }

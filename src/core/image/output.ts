@@ -1,6 +1,6 @@
 import sharp, { type Sharp } from 'sharp';
 import { DEFAULT_OUTPUT, marginPixels, type OutputOptions, type Rgba } from '../output-options.js';
-import { cutoutJson } from '../pipeline/cutout-json.js';
+import { jsonAnswer, jsonAnswerSpec, type JsonAnswerRequest, type JsonAnswerSpec } from '../pipeline/json-answer.js';
 import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
@@ -43,7 +43,7 @@ export interface Rendered {
   height: number;
   /** The foreground's box in the output's coordinates; null when nothing was found. */
   foreground: Box | null;
-  /** `response=json`: the whole JSON body (cutout-json.ts), made beside the image. */
+  /** The JSON answer asked for (`response=json`'s or remove.bg's: pipeline/json-answer.ts), made beside the image. */
   json?: Buffer | undefined;
   /** Milliseconds: the full-size decode (when the render made it), the pixel work, the encode. */
   timings: { decode: number; postprocess: number; encode: number };
@@ -65,8 +65,8 @@ export interface RenderJob {
   view?: ImageView | undefined;
   options: OutputOptions;
   render: RenderOptions;
-  /** `response=json`: also make the JSON body, with this file name and confidence. */
-  json?: { filename: string; confidence: number } | undefined;
+  /** Also make this JSON answer (pipeline/json-answer.ts), which holds the image in base64. */
+  json?: JsonAnswerSpec | undefined;
   /** The request's `hints` part (hints.ts), checked by probeHints. */
   hints?: Buffer | undefined;
   /** `bg_image` / `bg_image_url`: the photo to put behind the cutout (checked from its header). */
@@ -142,14 +142,14 @@ export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: Output
  * transparency, crop, size, format. With no foreground at all, the result is the whole image,
  * fully transparent (or all background colour), and `foreground` is null. The work runs in a
  * worker of `pool` (renderFullSize): this thread sends model-size buffers and the upload, and
- * gets the encoded image back. `json`: also make the `response=json` body there.
+ * gets the encoded image back. `json`: also make that JSON answer there (pipeline/json-answer.ts).
  */
 export async function renderOutput(
   seg: Segmentation,
   options: OutputOptions,
   render: RenderOptions,
   pool: PixelPool,
-  json?: { filename: string },
+  json?: JsonAnswerRequest,
   hints?: Buffer,
   background?: Buffer,
 ): Promise<Rendered> {
@@ -169,7 +169,7 @@ export async function renderOutput(
     view,
     options,
     render,
-    json: json && { filename: json.filename, confidence: seg.confidence },
+    json: json && jsonAnswerSpec(json, seg.confidence),
     hints,
     background,
   });
@@ -342,7 +342,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     foreground,
     timings: { decode: decodeMs, postprocess, encode: 0 },
   };
-  if (job.json) rendered.json = cutoutJson(rendered, job.json.filename, job.json.confidence);
+  if (job.json) rendered.json = jsonAnswer(job.json, rendered);
   rendered.timings.encode = performance.now() - started - postprocess;
   return rendered;
 }

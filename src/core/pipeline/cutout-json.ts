@@ -1,10 +1,10 @@
 import type { Rendered } from '../image/output.js';
+import { jsonWithBase64 } from './json-with-base64.js';
 
 /**
  * The `response=json` body: the cutout's facts and the image in base64. Made by the render's
- * worker thread, beside the image (a 24 MP PNG is tens of MB of base64, and encoding, quoting
- * and copying it would block the event loop for tens of milliseconds). The same bytes as
- * JSON.stringify of the object: base64 needs no escaping, so it is written between the quotes.
+ * worker thread, beside the image (json-with-base64.ts): the same bytes as JSON.stringify of the
+ * object.
  */
 export function cutoutJson(rendered: Pick<Rendered, 'body' | 'contentType' | 'width' | 'height' | 'foreground'>, filename: string, confidence: number): Buffer {
   const head = JSON.stringify({
@@ -18,11 +18,5 @@ export function cutoutJson(rendered: Pick<Rendered, 'body' | 'contentType' | 'wi
     data: '',
   });
   // `head` ends with `"data":""}`: the data goes between the last two quotes.
-  const prefix = head.slice(0, -2);
-  const data = rendered.body.toString('base64');
-  const out = Buffer.allocUnsafeSlow(prefix.length + data.length + 2);
-  let at = out.write(prefix, 0, 'utf8');
-  at += out.write(data, at, 'latin1');
-  at += out.write('"}', at, 'latin1');
-  return at === out.length ? out : out.subarray(0, at);
+  return jsonWithBase64(head, head.length - 2, rendered.body);
 }

@@ -11,6 +11,7 @@ import { untilAborted } from '../../util/abortable.js';
 import type { Order } from './order.js';
 import type { RequestScope } from './request-scope.js';
 import { traceStep } from '../../tracing/otel.js';
+import type { JsonAnswerRequest } from './json-answer.js';
 import { outputFilename } from './responses.js';
 
 export interface CutoutDeps {
@@ -35,6 +36,11 @@ export interface CutoutDeps {
   onInternalError: (error: unknown) => void;
   /** A last check of the result before it is charged (remove.bg's 400 `unknown_foreground`): a throw refunds the quota. */
   checkResult?: ((rendered: Rendered) => void) | undefined;
+  /**
+   * The JSON answer a dialect makes in place of `response=json`'s (remove.bg's, json-answer.ts),
+   * or null for the image alone; undefined: as the order's `response` says.
+   */
+  jsonAnswer?: JsonAnswerRequest | null | undefined;
 }
 
 export interface Cutout {
@@ -100,7 +106,13 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     pixels = scope.hold(await deps.pixelBudget.take(order.pixels, signal));
   }
   // Encoding is the last step of renderOutput; the full-size work runs in the pixel pool.
-  const json = order.output.response === 'json' ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) } : undefined;
+  // The JSON answer is made in the render's worker, beside the image (json-answer.ts).
+  const json =
+    deps.jsonAnswer !== undefined
+      ? (deps.jsonAnswer ?? undefined)
+      : order.output.response === 'json'
+        ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) }
+        : undefined;
   const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.bodyBytes ?? out.body.length } }],

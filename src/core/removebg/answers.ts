@@ -3,6 +3,7 @@ import type { ErrorCode, ProblemDetails } from '../errors.js';
 import type { CoreResponse } from '../http-types.js';
 import type { Cutout } from '../pipeline/cutout.js';
 import { jsonResponse } from '../pipeline/responses.js';
+import { removeBgResultJson } from './result-json.js';
 
 /**
  * remove.bg's answers from bgcut's: the result (binary, or JSON with `Accept: application/json`)
@@ -41,15 +42,9 @@ export function removeBgAnswer(cutout: Cutout, context: AnswerContext): CoreResp
     'x-foreground-height': String(box.height),
   };
   if (context.json) {
-    return jsonResponse(200, headers, {
-      data: {
-        result_b64: rendered.body.toString('base64'),
-        foreground_top: box.top,
-        foreground_left: box.left,
-        foreground_width: box.width,
-        foreground_height: box.height,
-      },
-    });
+    // Made in the render's worker (the dialect's jsonAnswer): the image itself stayed there.
+    const body = rendered.json ?? removeBgResultJson(rendered);
+    return { status: 200, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) }, body };
   }
   return {
     status: 200,
