@@ -5,7 +5,6 @@ import { ModelVerifier } from './inference/model-verifier.js';
 import type { MaskModel } from './image/pipeline.js';
 import type { PreprocessingProfile } from './image/profile.js';
 import { PixelPool } from './image/pixel-pool.js';
-import { applyLibvipsCache } from './image/libvips-cache.js';
 import { fastPngEncoderAvailable, fastPngEncoderError } from './image/png-encoder.js';
 import { authenticate, type Identity } from './auth/authenticate.js';
 import type { Account } from './auth/key-store.js';
@@ -159,8 +158,6 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   const decodeBudget = new Budget(config.limits.maxDecodePixels);
   // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
   const pixelPool = new PixelPool({ threads: config.pixelThreads });
-  // libvips's operation cache is the process's; off (libvips-cache.ts). The pool's threads set it too.
-  applyLibvipsCache();
   // The workers fall back to sharp on their own; say so once, here, rather than per worker.
   if (config.pngEncoder === 'napi-rs' && !fastPngEncoderAvailable()) {
     console.warn(`bgcut: @napi-rs/image did not load (${String(fastPngEncoderError())}); PNGs are encoded by sharp`);

@@ -17,10 +17,6 @@ import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
-import { applyLibvipsCache } from './libvips-cache.js';
-
-// This thread's load of sharp turned libvips's process-wide cache back on.
-applyLibvipsCache();
 
 export type { RenderJob, RenderResult } from './output.js';
 
