@@ -65,36 +65,4 @@ describe('a segmentation reaches its render without copies on this thread', () =
     expect(rendered.body.equals(here.body)).toBe(true);
     expect(rendered.foreground).toEqual(here.foreground);
   });
-
-  it('an 8-bit NHWC tensor written into its message in the worker is the model-size view: one buffer in shared memory, not a second copy', async () => {
-    const { bytes } = await objectOnTexture(480, 360);
-    const probe = await probeImage(bytes, limits);
-    // A model whose call has a prefix: the worker writes the tensor into the call's message.
-    const prefix = Uint8Array.from([10, 5, 105, 115, 110, 101, 116]);
-    const sent: Uint8Array[] = [];
-    const framedModel: MaskModel = Object.assign(
-      async (input: Parameters<MaskModel>[0], signal: AbortSignal, size?: { width: number; height: number }) => {
-        if ('message' in input) sent.push(input.message);
-        return discModel(input, signal, size);
-      },
-      { prefix: () => prefix },
-    );
-    const copiesBefore = (await pool.workerKernelCalls()).sharedCopy ?? 0;
-    const seg = await segment(bytes, probe, ISNET_PROFILE, framedModel, limits, new AbortController().signal, true, pool);
-    const copies = ((await pool.workerKernelCalls()).sharedCopy ?? 0) - copiesBefore;
-    expect(sent).toHaveLength(1);
-    const message = sent[0]!;
-    expect(message.buffer).toBeInstanceOf(SharedArrayBuffer);
-    expect(Buffer.from(message.subarray(0, prefix.length)).equals(Buffer.from(prefix))).toBe(true);
-    // The model-size view is the tensor inside the message sent: the same memory.
-    expect(seg.model.rgb.buffer).toBe(message.buffer);
-    expect(seg.model.rgb.byteOffset - message.byteOffset).toBe(prefix.length);
-    expect(seg.model.rgb.length).toBe(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
-    // The worker copied one buffer into shared memory (the full-size decode), not the model view too.
-    expect(copies).toBe(1);
-    // The same pixels as sharp's model-size decode, made without the pool.
-    const local = await segmented(bytes, false);
-    expect(seg.model.rgb.equals(local.model.rgb)).toBe(true);
-    expect(seg.rgb.equals(local.rgb)).toBe(true);
-  });
 });

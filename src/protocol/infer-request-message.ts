@@ -49,14 +49,12 @@ export function inferRequestPrefix(encodeRequest: grpc.serialize<ModelInferReque
 
 /**
  * A message buffer of `prefix` then room for the tensor, in a fresh ArrayBuffer of its own (so a
- * worker can transfer it), or with `shared` a SharedArrayBuffer (that every thread can read as it
- * is): `message` is what is sent, `tensor` the bytes to fill, at an offset aligned to
- * TENSOR_ALIGNMENT (the memory starts with up to 7 unused bytes for that).
+ * worker can transfer it): `message` is what is sent, `tensor` the bytes to fill, at an offset
+ * aligned to TENSOR_ALIGNMENT (the ArrayBuffer starts with up to 7 unused bytes for that).
  */
-export function allocateInferMessage(prefix: Uint8Array, tensorBytes: number, shared = false): { message: Buffer; tensor: Uint8Array } {
+export function allocateInferMessage(prefix: Uint8Array, tensorBytes: number): { message: Buffer; tensor: Uint8Array } {
   const pad = (TENSOR_ALIGNMENT - (prefix.length % TENSOR_ALIGNMENT)) % TENSOR_ALIGNMENT;
-  const size = pad + prefix.length + tensorBytes;
-  const memory = shared ? new SharedArrayBuffer(size) : new ArrayBuffer(size);
+  const memory = new ArrayBuffer(pad + prefix.length + tensorBytes);
   const message = Buffer.from(memory, pad, prefix.length + tensorBytes);
   message.set(prefix, 0);
   return { message, tensor: new Uint8Array(memory, pad + prefix.length, tensorBytes) };

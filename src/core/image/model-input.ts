@@ -31,14 +31,11 @@ export const tensorOf = (input: ModelInput): InputTensor => (isFramed(input) ? i
  * model's call puts before its tensor), the tensor is written once, into a fresh message buffer
  * behind them; without, into memory of its own (or none, for an 8-bit NHWC model).
  */
-export function modelInput(rgb: Buffer, profile: PreprocessingProfile, prefix?: Uint8Array, shared = false): ModelInput {
+export function modelInput(rgb: Buffer, profile: PreprocessingProfile, prefix?: Uint8Array): ModelInput {
   if (!prefix) return imageToTensor(rgb, profile);
-  const { message, tensor } = allocateInferMessage(prefix, tensorBytes(profile), shared);
+  const { message, tensor } = allocateInferMessage(prefix, tensorBytes(profile));
   return { message, tensor: imageToTensor(rgb, profile, tensor) };
 }
-
-/** Whether the profile's tensor is the interleaved 8-bit image itself, byte for byte (8-bit NHWC). */
-export const tensorIsImage = (profile: PreprocessingProfile): boolean => profile.inputDatatype === 'UINT8' && profile.inputLayout === 'NHWC';
 
 /** What prepareModelInput works from: the accepted upload, and the model call's prefix when it has one. */
 export interface ModelInputJob {
@@ -55,10 +52,7 @@ export interface ModelInputJob {
 /** The model's input for an upload, and what was made on the way. */
 export interface PreparedModelInput {
   input: ModelInput;
-  /**
-   * The image at the model's size (interleaved RGB). When the tensor is these bytes (an 8-bit
-   * NHWC model) written into a message, a view of the tensor in the message: one buffer, not two.
-   */
+  /** The image at the model's size (interleaved RGB). */
   rgb: Buffer;
   /** The upright full-size decode, when decodeOnce made it. */
   decoded?: Buffer | undefined;
@@ -72,15 +66,12 @@ export interface PreparedModelInput {
  * worker (pixel-worker.ts), so the tensor's bytes are written there and only moved to the host's
  * main thread, or here when it has no pool.
  */
-export async function prepareModelInput(job: ModelInputJob, memory: { sharedMessage?: boolean } = {}): Promise<PreparedModelInput> {
+export async function prepareModelInput(job: ModelInputJob): Promise<PreparedModelInput> {
   countKernel('prepareModelInput');
   const started = performance.now();
   const decoded = job.decodeOnce ? await decodeRaw(job.bytes, job.probe, job.limits) : undefined;
-  const decodedForModel = await decodeForModel(job.bytes, job.probe, job.limits, job.profile, decoded);
+  const rgb = await decodeForModel(job.bytes, job.probe, job.limits, job.profile, decoded);
   const decodeMs = performance.now() - started;
-  // `sharedMessage` (the pixel pool's worker): the message in shared memory, which the model's
-  // view of the image below then is too, for the later tasks that read it (shared-bytes.ts).
-  const input = modelInput(decodedForModel, job.profile, job.prefix, memory.sharedMessage);
-  const rgb = isFramed(input) && tensorIsImage(job.profile) ? Buffer.from(input.tensor.buffer, input.tensor.byteOffset, input.tensor.byteLength) : decodedForModel;
+  const input = modelInput(rgb, job.profile, job.prefix);
   return { input, rgb, decoded, decodeMs, preprocessMs: performance.now() - started - decodeMs };
 }

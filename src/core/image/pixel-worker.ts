@@ -14,7 +14,7 @@ import { looksConfidence, mergeMasks, mirrored, objectCrop, preparePassInputs, t
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectBeforeRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
-import { isFramed, prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
+import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
 
@@ -121,24 +121,21 @@ export async function render(job: RenderJob): Promise<unknown> {
 export async function modelInput(job: ModelInputJob): Promise<unknown> {
   let prepared: PreparedModelInput;
   try {
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, { sharedMessage: true });
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix });
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
   // sharp's buffers cannot move: copied here, in the worker, into shared memory (shared-bytes.ts),
   // which every later task that reads them (the working view, the render, `best`'s passes) gets
-  // without a copy on the main thread. The message is in shared memory already, and so is the
-  // model-size view when it views the tensor in it (an 8-bit NHWC model): neither is copied. A
-  // tensor of its own (no message) is a fresh ArrayBuffer, moved as it is; an 8-bit NHWC tensor
-  // without a message views the model-size decode, so it views the shared copy instead.
+  // without a copy on the main thread. The message (or tensor) is a fresh ArrayBuffer already,
+  // moved as it is; an 8-bit NHWC tensor without a message views the model-size decode, so it
+  // views the shared copy instead.
   const rgb = sharedCopy(prepared.rgb);
   const decoded = prepared.decoded && sharedCopy(prepared.decoded);
-  const tensor = tensorOf(prepared.input);
-  const viewsRgb = !isFramed(prepared.input) && tensor.buffer === prepared.rgb.buffer;
+  const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  const moved = viewsRgb || tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer];
-  return reply({ ...prepared, input, rgb, decoded }, [], moved);
+  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : [tensorOf(input).buffer as ArrayBuffer]);
 }
 
 /**

@@ -1,5 +1,3 @@
-import { countKernel } from './kernel-calls.js';
-
 /**
  * Model-size buffers that several pixel-pool tasks read (the model's view of the image, the mask
  * on the model's grid) are kept in shared memory: a SharedArrayBuffer crosses to a worker as it
@@ -11,10 +9,9 @@ export function isShared(bytes: Uint8Array): boolean {
   return bytes.buffer instanceof SharedArrayBuffer;
 }
 
-/** `bytes` in shared memory of its own: as it is when already shared, else one copy (counted: kernel-calls.ts). */
+/** `bytes` in shared memory of its own: as it is when already shared, else one copy. */
 export function sharedCopy(bytes: Buffer): Buffer {
   if (bytes.length === 0 || isShared(bytes)) return bytes;
-  countKernel('sharedCopy');
   const copy = Buffer.from(new SharedArrayBuffer(bytes.length));
   bytes.copy(copy);
   return copy;
