@@ -65,7 +65,11 @@ export interface HostRow {
   controlEventLoop: { maxMs: number; p99Ms: number; p50Ms: number };
   /** With `attribution`: the API's longest blocks in this cell and what ran in them. */
   blocks?: Block[];
+  /** With `attribution`: the API's main-thread garbage collections in this cell (host-probe.ts). */
+  gc?: GcFigures;
 }
+
+type GcFigures = { count: number; major: number; ms: number; longest: { ms: number; kind: string; flags: string; externalMb: number }[] };
 
 function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -114,7 +118,7 @@ async function post(url: string, key: string, image: Buffer, query: string, json
 }
 
 /** The event-loop figures host-probe.ts wrote since the last signal (then it starts again). */
-type ProbeFigures = { maxMs: number; p99Ms: number; p50Ms: number; profile?: string };
+type ProbeFigures = { maxMs: number; p99Ms: number; p50Ms: number; profile?: string; gc?: GcFigures };
 async function readProbe(child: ChildProcess, file: string): Promise<ProbeFigures> {
   const before = await readFile(file, 'utf8').catch(() => '');
   child.kill('SIGUSR2');
@@ -157,10 +161,10 @@ async function cell(api: HostApi, probeFile: string, control: { url: string; chi
   );
   done = true;
   await sampler;
-  const { profile, ...eventLoop } = await readProbe(api.child, probeFile);
-  const controlEventLoop = await readProbe(control.child, control.file);
+  const { profile, gc, ...eventLoop } = await readProbe(api.child, probeFile);
+  const { gc: _controlGc, ...controlEventLoop } = await readProbe(control.child, control.file);
   const blocks = profile ? longestBlocks(JSON.parse(await readFile(profile, 'utf8')) as CpuProfile, 3) : undefined;
-  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop, ...(blocks ? { blocks } : {}) };
+  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop, ...(blocks ? { blocks } : {}), ...(gc ? { gc } : {}) };
 }
 
 export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
@@ -220,5 +224,9 @@ function printRow(r: HostRow): void {
   // Attribution: the cell's longest blocks by the profile, each with what ran most in it.
   for (const b of r.blocks ?? []) {
     console.log(`|  | block | ${b.ms} ms wall, ${b.sampledMs} ms ran | ${b.self.map((f) => `${f.frame} ${f.ms}`).join('; ')} | ${b.stack.slice(-4).join(' > ')} | | | | |`);
+  }
+  if (r.gc) {
+    const longest = r.gc.longest.map((g) => `${g.ms} ms ${g.kind} (${g.flags}, external ${g.externalMb} MB after)`).join('; ');
+    console.log(`|  | gc | ${r.gc.count} collections, ${r.gc.major} major, ${r.gc.ms} ms | longest: ${longest} | | | | | |`);
   }
 }

@@ -1,7 +1,11 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
+import { startExampleProcess } from './helpers/example-process.js';
 
 /**
  * The example's access log (examples/access-log.ts) writes its lines from libuv's thread pool,
@@ -46,4 +50,31 @@ describe('example access log', () => {
     const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as { seq: number; status: number; at: string });
     expect(lines.map((l) => l.seq)).toEqual(Array.from({ length: LINES }, (_, i) => i));
   }, 90_000);
+
+  it('keeps the example API serving when its stdout reader goes away (EPIPE on the log), says so once on stderr, and still shuts down with 0', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-log-pipe-'));
+    const example = await startExampleProcess(dir, inject('inferenceAddress'));
+    try {
+      const models = async () => (await fetch(`${example.url}/v1/models`, { signal: AbortSignal.timeout(10_000) })).status;
+      expect(await models()).toBe(200);
+      // `npm start | head -1`: head has read its line and exits.
+      example.closeStdout();
+      // Each answer writes an access-log line; the first write after the close fails with EPIPE
+      // (from the thread pool, a moment later): wait for the log to say it stopped.
+      const notice = /access log: stdout failed \(EPIPE\)/g;
+      for (let i = 0; i < 200 && !notice.test(example.output()); i++) {
+        expect(await models()).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(example.output().match(notice)?.length, 'the stderr notice, once').toBe(1);
+      // Still serving after the pipe broke, and more lines do not repeat the notice.
+      for (let i = 0; i < 5; i++) expect(await models()).toBe(200);
+      expect(example.output().match(notice)?.length).toBe(1);
+      // Its shutdown message to the same broken stdout does not crash it either.
+      expect(await example.stop()).toBe(0);
+    } finally {
+      example.kill();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

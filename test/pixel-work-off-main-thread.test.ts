@@ -43,6 +43,8 @@ const KERNELS = [
   'preparePassInputs',
   // Writing a tensor (into its message or memory of its own), for any pass.
   'imageToTensor',
+  // The growing axes of the model-input resize (a photo under the model's size), for any pass.
+  'enlargeBicubic',
 ];
 
 /** An RGB photo-like image and the same with a transparent left quarter (an input alpha to fold in). */

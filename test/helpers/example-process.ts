@@ -8,6 +8,12 @@ export interface ExampleProcess {
   demoKey: string;
   email: string;
   password: string;
+  /** Its stdout and stderr so far (holds the demo key: compare, never print). */
+  output(): string;
+  /** The reader of its stdout goes away (as `npm start | head -1` once head exits): its next stdout write fails with EPIPE. */
+  closeStdout(): void;
+  /** SIGKILL (a test's clean-up when SIGTERM found it hung). */
+  kill(): void;
   /** SIGTERM, as a person pressing Ctrl+C; resolves with the exit code once it has shut down. */
   stop(): Promise<number | null>;
 }
@@ -34,12 +40,15 @@ export function startExampleProcess(dataDir: string, inferenceAddress: string): 
       const signIn = /sign in as (\S+) \/ (\S+)\)/.exec(log);
       if (url && demoKey && signIn) {
         child.stdout!.off('data', onData);
-        child.stdout!.resume();
+        child.stdout!.on('data', (more: Buffer) => (log += more.toString()));
         resolve({
           url,
           demoKey,
           email: signIn[1]!,
           password: signIn[2]!,
+          output: () => log,
+          closeStdout: () => child.stdout!.destroy(),
+          kill: () => void child.kill('SIGKILL'),
           stop: async () => {
             if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
             return exited;

@@ -4,6 +4,7 @@
  */
 import sharp from 'sharp';
 import { ApiError } from '../errors.js';
+import { enlargesExactly, resizeFillRgb } from './fill-resize.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import type { PreprocessingProfile } from './profile.js';
 
@@ -28,7 +29,8 @@ export async function decodeForModel(bytes: Buffer, probe: Probe, limits: ImageL
       : probe.hasAlpha
         ? openDecoder(bytes, limits).flatten({ background: '#ffffff' })
         : openDecoder(bytes, limits).removeAlpha();
-    return await input.resize(profile.width, profile.height, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
+    // A growing axis (a photo under the model's size) is enlarged in JS, the same bytes (fill-resize.ts).
+    return await resizeFillRgb(input, probe.width, probe.height, profile.width, profile.height, decoded !== undefined || enlargesExactly(probe));
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

@@ -1,6 +1,7 @@
 import sharp from 'sharp';
 import { ApiError } from '../errors.js';
 import { cutoutConfidence, type Look } from './confidence.js';
+import { enlargesExactly, resizeFillRgb } from './fill-resize.js';
 import { maskConfidence, type MaskPart } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import type { BestPasses, Quality, Region } from './passes.js';
@@ -378,7 +379,7 @@ async function decodeRegionNow(bytes: Buffer, probe: Probe, limits: ImageLimits,
   try {
     const base = probe.hasAlpha ? openDecoder(bytes, limits).flatten({ background: '#ffffff' }) : openDecoder(bytes, limits).removeAlpha();
     const whole = region.left === 0 && region.top === 0 && region.width === probe.width && region.height === probe.height;
-    return await (whole ? base : base.extract(region)).resize(w, h, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
+    return await resizeFillRgb(whole ? base : base.extract(region), region.width, region.height, w, h, enlargesExactly(probe));
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

@@ -34,7 +34,10 @@ export interface RenderOptions {
 }
 
 export interface Rendered {
+  /** The encoded image; empty when `json` was made (the JSON holds it: only the JSON reaches the main thread). */
   body: Buffer;
+  /** The encoded image's length in bytes (also when `body` was left in the worker). */
+  bodyBytes?: number;
   contentType: string;
   extension: string;
   width: number;

@@ -80,6 +80,10 @@ export interface Probe {
   hasAlpha: boolean;
   /** EXIF orientation, 1 (upright as stored) when none. */
   orientation?: number;
+  /** libvips's band format of the decoded pixels ('uchar' for 8-bit), from the header. */
+  depth?: string;
+  /** libvips's colour space of the decoded pixels ('srgb', 'b-w', 'rgb16', 'cmyk', ...), from the header. */
+  space?: string;
 }
 
 /** Reads the header only: type (sniffed from the bytes), upright size; refuses too many pixels before any decode. */
@@ -113,6 +117,8 @@ export async function probeImage(bytes: Buffer, limits: ImageLimits): Promise<Pr
     format: meta.format === 'heif' ? 'avif' : meta.format,
     hasAlpha: Boolean(meta.hasAlpha),
     orientation: meta.orientation ?? 1,
+    depth: meta.depth,
+    space: meta.space,
   };
 }
 

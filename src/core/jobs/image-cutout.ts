@@ -47,7 +47,8 @@ export async function cutoutImage(job: JobSpec, n: number, attempt: number, imag
   const maxOutputPixels = checkImageSize(plan, pixels, output);
   const order: Order = {
     upload: { file: image.file, filename: image.filename, declaredType: '', fields: job.fields },
-    output,
+    // A job keeps the image itself (its result is the image, whatever `response` said).
+    output: { ...output, response: 'image' },
     modelName,
     probe,
     pixels,
