@@ -67,6 +67,8 @@ const CASES: [number, number, number, number][] = [
   [5, 40, 6, 41], // rows of 18 samples: the SIMD steps overlap at once
   [2, 3, 5, 4], // rows too short for SIMD (JavaScript either way)
   [4, 30, 4, 50], // x unchanged, rows just long enough for the SIMD half-pixel pass (3 channels)
+  [6, 20, 16, 30], // x up, rows of exactly 16 samples with 1 channel: SIMD along x, clamped taps at both ends
+  [13, 11, 29, 11], // x up, y unchanged: 87 samples per RGB row, the last step of 8 overlapping
 ];
 
 describe('enlargeBicubic: byte-identical to sharp (libvips) fit fill resizes that enlarge', () => {
@@ -76,8 +78,12 @@ describe('enlargeBicubic: byte-identical to sharp (libvips) fit fill resizes tha
         const src = picture(width, height, channels, width * 31 + height * 7 + channels);
         const expected = await sharpFill(src, width, height, channels, outWidth, outHeight);
         // WebAssembly SIMD where the rows are long enough, and the JavaScript loops alone.
+        // Where x grows and a row holds at least 16 samples, the SIMD run must take colsFromPlan.
+        const alongX = outWidth > width && outWidth * channels >= 16;
         for (const simd of [true, false]) {
+          const before = kernelCalls['enlargeBicubic.simdAlongX'] ?? 0;
           const got = await split(src, width, height, channels, outWidth, outHeight, simd);
+          expect((kernelCalls['enlargeBicubic.simdAlongX'] ?? 0) - before, 'SIMD along x ran').toBe(simd && alongX ? 1 : 0);
           expect(got.length).toBe(outWidth * outHeight * channels);
           let differ = 0;
           for (let i = 0; i < got.length; i++) if (got[i] !== expected[i]) differ++;

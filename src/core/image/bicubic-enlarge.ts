@@ -153,6 +153,7 @@ export function enlargesWithSimd(): boolean {
 }
 
 interface SimdKernels {
+  colsFromPlan(src: number, mid: number, rows: number, inRow: number, midRow: number, plan: number, groups: number): void;
   halfRows(src: number, mid: number, rows: number, rowLen: number, channels: number): void;
   rowsFromPlan(mid: number, out: number, rowLen: number, outRows: number, plan: number): void;
 }
@@ -216,9 +217,11 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
     return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
   }
 
-  // The call's memory: [plan | mid (int16) | src | out].
+  // The call's memory: [plan | x plan | mid (int16) | src | out].
   const planAt = 0;
-  const midAt = align(outHeight * 32);
+  const xGroups = xs.halfShift ? 0 : Math.ceil(midRow / 8);
+  const xPlanAt = align(outHeight * 32);
+  const midAt = align(xPlanAt + xGroups * X_STEP_BYTES);
   const srcAt = align(midAt + height * midRow * 2);
   const outAt = align(srcAt + src.length);
   const { memory, kernels } = instanceFor(module, outAt + outHeight * midRow);
@@ -229,6 +232,10 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
     // The edge columns (0, 1 and the last), whose stencils the copied border clamps.
     passAlongX(src, mid, width, height, channels, outWidth, xs, 0, 2);
     passAlongX(src, mid, width, height, channels, outWidth, xs, width - 1, width);
+  } else if (writeXPlan(memory.buffer, xPlanAt, xs, channels, midRow)) {
+    new Uint8Array(memory.buffer, srcAt, src.length).set(src);
+    kernels.colsFromPlan(srcAt, midAt, height, inRow, midRow, xPlanAt, xGroups);
+    countKernel('enlargeBicubic.simdAlongX');
   } else {
     passAlongX(src, mid, width, height, channels, outWidth, xs, 0, outWidth);
   }
@@ -241,6 +248,60 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
   }
   kernels.rowsFromPlan(midAt, outAt, midRow, outHeight, planAt);
   return Buffer.from(new Uint8Array(memory.buffer, outAt, outHeight * midRow));
+}
+
+/** One step of colsFromPlan's plan: 8 output samples (bicubic-enlarge.wat describes the layout). */
+const X_STEP_BYTES = 144;
+
+/**
+ * colsFromPlan's plan for a growing x axis, written at `at`: per step of 8 output samples (the
+ * last step overlapping the one before where midRow is not a multiple of 8), two 16-byte windows
+ * of the input row and the swizzle masks and weights that pick each sample's 4 (clamped) taps
+ * from them. False, with nothing to run, where some 4 consecutive samples' taps span more than 16
+ * bytes (more than 4 channels; an enlarging axis moves at most one pixel per output pixel, so 1-4
+ * channels always fit): the JavaScript pass does those.
+ */
+function writeXPlan(buffer: ArrayBuffer, at: number, xs: AxisTaps, channels: number, midRow: number): boolean {
+  const groups = Math.ceil(midRow / 8);
+  const words = new Int32Array(buffer, at, groups * (X_STEP_BYTES / 4));
+  const bytes = new Uint8Array(buffer, at, groups * X_STEP_BYTES);
+  const halves = new Int16Array(buffer, at, groups * (X_STEP_BYTES / 2));
+  for (let g = 0; g < groups; g++) {
+    const start = Math.min(g * 8, midRow - 8);
+    const q = g * X_STEP_BYTES;
+    words[q / 4] = start;
+    words[q / 4 + 3] = 0;
+    for (let half = 0; half < 2; half++) {
+      const first = start + half * 4;
+      let base = Infinity;
+      let top = -1;
+      for (let j = first; j < first + 4; j++) {
+        const x = Math.floor(j / channels);
+        const z = j - x * channels;
+        for (let k = 0; k < 4; k++) {
+          const b = xs.taps[x * 4 + k]! * channels + z;
+          base = Math.min(base, b);
+          top = Math.max(top, b);
+        }
+      }
+      if (top - base > 15) return false;
+      words[q / 4 + 1 + half] = base;
+      const masks = q + 16 + half * 64;
+      for (let e = 0; e < 4; e++) {
+        const j = first + e;
+        const x = Math.floor(j / channels);
+        const z = j - x * channels;
+        for (let k = 0; k < 4; k++) {
+          // taps 0, 1 in the first mask and weight vector, 2, 3 in the second; int16 pair e.
+          const mask = masks + (k >> 1) * 16 + e * 4 + (k & 1) * 2;
+          bytes[mask] = xs.taps[x * 4 + k]! * channels + z - base;
+          bytes[mask + 1] = 0x80;
+          halves[(mask + 32) / 2] = COEFFICIENTS[xs.weights[x]! + k]!;
+        }
+      }
+    }
+  }
+  return true;
 }
 
 /**

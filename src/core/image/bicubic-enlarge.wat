@@ -1,4 +1,4 @@
-;; The two hot loops of bicubic-enlarge.ts in WebAssembly SIMD, 8 or 16 samples per step (the
+;; The three hot loops of bicubic-enlarge.ts in WebAssembly SIMD, 8 or 16 samples per step (the
 ;; same integer arithmetic as the JavaScript, which stays the reference and does the edges).
 ;; Compiled by scripts/build-bicubic-wasm.mjs (wabt's wat2wasm) into bicubic-enlarge-wasm.ts; edit here.
 (module
@@ -42,6 +42,54 @@
             (v128.store (i32.add (local.get $m) (i32.shl (local.get $i) (i32.const 1))) (local.get $v))
             (br_if $done (local.get $final))
             (local.set $i (i32.add (local.get $i) (i32.const 8)))
+            (br $step)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $row))))
+
+  ;; Pass 1 for an axis that grows (along x, the 4-tap Catmull-Rom along each row): for each of
+  ;; `rows` rows (`inRow` bytes at `src`, `midRow` int16 at `mid`), `groups` steps of 8 output
+  ;; samples each from a plan of 144 bytes per step, the same for every row:
+  ;;   [start, base0, base1, pad] (i32: the step's first sample; two 16-byte windows of the row),
+  ;;   then per window (samples start..+3 and start+4..+7): two swizzle masks and two weight
+  ;;   vectors: mask01 picks (tap0, tap1) of each of the 4 samples from the window as zero-extended
+  ;;   int16 pairs (odd bytes 0x80 give 0), weight01 holds their (c0, c1); mask23, weight23 the same
+  ;;   for taps 2, 3. i32x4.dot_i16x8_s sums each pair, so a sample is c0 t0 + c1 t1 + c2 t2 + c3 t3,
+  ;;   then (+ 2048) >> 12 as int16. The plan's taps are the clamped ones, so edges need no JS.
+  ;; Reads up to 15 bytes past a window's first byte (the caller leaves memory there).
+  (func (export "colsFromPlan") (param $src i32) (param $mid i32) (param $rows i32) (param $inRow i32) (param $midRow i32) (param $plan i32) (param $groups i32)
+    (local $r i32) (local $s i32) (local $m i32) (local $q i32) (local $end i32)
+    (local $w v128) (local $lo v128) (local $hi v128)
+    (local.set $end (i32.add (local.get $plan) (i32.mul (local.get $groups) (i32.const 144))))
+    (block $rowsDone
+      (loop $row
+        (br_if $rowsDone (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $s (i32.add (local.get $src) (i32.mul (local.get $r) (local.get $inRow))))
+        (local.set $m (i32.add (local.get $mid) (i32.shl (i32.mul (local.get $r) (local.get $midRow)) (i32.const 1))))
+        (local.set $q (local.get $plan))
+        (block $done
+          (loop $step
+            (br_if $done (i32.ge_u (local.get $q) (local.get $end)))
+            (local.set $w (v128.load (i32.add (local.get $s) (i32.load offset=4 (local.get $q)))))
+            (local.set $lo
+              (i32x4.shr_s
+                (i32x4.add
+                  (i32x4.add
+                    (i32x4.dot_i16x8_s (i8x16.swizzle (local.get $w) (v128.load offset=16 (local.get $q))) (v128.load offset=48 (local.get $q)))
+                    (i32x4.dot_i16x8_s (i8x16.swizzle (local.get $w) (v128.load offset=32 (local.get $q))) (v128.load offset=64 (local.get $q))))
+                  (v128.const i32x4 2048 2048 2048 2048))
+                (i32.const 12)))
+            (local.set $w (v128.load (i32.add (local.get $s) (i32.load offset=8 (local.get $q)))))
+            (local.set $hi
+              (i32x4.shr_s
+                (i32x4.add
+                  (i32x4.add
+                    (i32x4.dot_i16x8_s (i8x16.swizzle (local.get $w) (v128.load offset=80 (local.get $q))) (v128.load offset=112 (local.get $q)))
+                    (i32x4.dot_i16x8_s (i8x16.swizzle (local.get $w) (v128.load offset=96 (local.get $q))) (v128.load offset=128 (local.get $q))))
+                  (v128.const i32x4 2048 2048 2048 2048))
+                (i32.const 12)))
+            (v128.store (i32.add (local.get $m) (i32.shl (i32.load (local.get $q)) (i32.const 1)))
+              (i16x8.narrow_i32x4_s (local.get $lo) (local.get $hi)))
+            (local.set $q (i32.add (local.get $q) (i32.const 144)))
             (br $step)))
         (local.set $r (i32.add (local.get $r) (i32.const 1)))
         (br $row))))
