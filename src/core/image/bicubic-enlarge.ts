@@ -1,5 +1,7 @@
 /**
- * The enlarging half of sharp's `resize(w, h, { fit: 'fill' })`, byte for byte, in JavaScript.
+ * The enlarging half of sharp's `resize(w, h, { fit: 'fill' })`, byte for byte: WebAssembly SIMD
+ * (bicubic-enlarge.wat) for both passes where the rows allow, JavaScript for the rest and as the
+ * reference.
  *
  * Why: when an axis grows (a 1224x816 photo to the model's 1024x1024), libvips 8.18 does not use
  * the resize kernel for it: vips_resize reduces the shrinking axes first (vips_reducev, then
