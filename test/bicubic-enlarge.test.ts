@@ -120,8 +120,8 @@ describe('the model-input decode: the same bytes as the one-call resize, enlarge
     ['an 8-bit JPEG, y grows', () => encode(raw(3).jpeg({ quality: 90 })), true],
     ['a grey JPEG', () => encode(raw(1).jpeg({ quality: 90 })), true],
     ['an RGBA PNG (flattened first)', () => encode(raw(4).png()), true],
-    // sharp resizes before turning: enlarging the upright pixels would differ, so the one call stays.
-    ['a JPEG with EXIF orientation 6', () => encode(raw(3).jpeg({ quality: 90 }).withMetadata({ orientation: 6 })), false],
+    // sharp resizes before turning: enlarged in the stored frame, then turned (resizeFillRgbTurned).
+    ['a JPEG with EXIF orientation 6', () => encode(raw(3).jpeg({ quality: 90 }).withMetadata({ orientation: 6 })), true],
     // resized in 16 bits before the cast to 8: the one call stays.
     ['a 16-bit PNG', () => encode(raw(3).toColourspace('rgb16').png()), false],
   ];
@@ -133,6 +133,24 @@ describe('the model-input decode: the same bytes as the one-call resize, enlarge
       const got = await decodeForModel(bytes, probe, limits, ISNET_PROFILE);
       expect((kernelCalls.enlargeBicubic ?? 0) - before).toBe(split ? 1 : 0);
       expect(got.equals(await sharpModelInput(bytes, probe.hasAlpha))).toBe(true);
+    });
+  }
+
+  // Every EXIF orientation: sharp reduces and enlarges in the stored frame, then turns; so must the split.
+  // [stored width, height, channels]: y grows, x grows, both grow, and a strong shrink (JPEG shrink-on-load) beside a growth.
+  const turnedSizes: [number, number, 1 | 3 | 4][] = [[900, 600, 3], [600, 900, 3], [500, 400, 3], [2600, 700, 3], [700, 2600, 3], [640, 480, 1], [500, 380, 4]];
+  for (const [width, height, channels] of turnedSizes) {
+    it(`${width}x${height} (${channels} channel(s)) stored, EXIF orientations 2-8: the model input is sharp's bytes, enlarged by the split`, async () => {
+      for (let orientation = 2; orientation <= 8; orientation++) {
+        const pixels = sharp(picture(width, height, channels, orientation), { raw: { width, height, channels } });
+        const bytes = await encode(channels === 4 ? pixels.png().withMetadata({ orientation }) : pixels.jpeg({ quality: 90 }).withMetadata({ orientation }));
+        const probe = await probeImage(bytes, limits);
+        expect(probe.orientation).toBe(orientation);
+        const before = kernelCalls.enlargeBicubic ?? 0;
+        const got = await decodeForModel(bytes, probe, limits, ISNET_PROFILE);
+        expect((kernelCalls.enlargeBicubic ?? 0) - before, `orientation ${orientation}: split`).toBe(1);
+        expect(got.equals(await sharpModelInput(bytes, probe.hasAlpha)), `orientation ${orientation}: sharp's bytes`).toBe(true);
+      }
     });
   }
 

@@ -4,7 +4,7 @@
  */
 import sharp from 'sharp';
 import { ApiError } from '../errors.js';
-import { enlargesExactly, resizeFillRgb } from './fill-resize.js';
+import { enlargesExactly, enlargesTurnedExactly, resizeFillRgb, resizeFillRgbTurned } from './fill-resize.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import type { PreprocessingProfile } from './profile.js';
 
@@ -13,8 +13,8 @@ import type { PreprocessingProfile } from './profile.js';
  * returning a half-grey picture; autoOrient turns the image upright first; toColourspace converts
  * CMYK, grey and ICC-tagged input to sRGB.
  */
-export function openDecoder(bytes: Buffer, limits: ImageLimits) {
-  return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: true }).toColourspace('srgb');
+export function openDecoder(bytes: Buffer, limits: ImageLimits, options: { asStored?: boolean } = {}) {
+  return sharp(bytes, { limitInputPixels: limits.maxInputPixels, failOn: 'error', autoOrient: !options.asStored }).toColourspace('srgb');
 }
 
 /**
@@ -24,6 +24,13 @@ export function openDecoder(bytes: Buffer, limits: ImageLimits) {
  */
 export async function decodeForModel(bytes: Buffer, probe: Probe, limits: ImageLimits, profile: PreprocessingProfile, decoded?: Buffer): Promise<Buffer> {
   try {
+    // An EXIF-turned photo that grows: resized in its stored frame and turned after, as sharp does it.
+    const grows = profile.width > probe.width || profile.height > probe.height;
+    if (!decoded && grows && (probe.orientation ?? 1) !== 1 && enlargesTurnedExactly(probe)) {
+      const stored = openDecoder(bytes, limits, { asStored: true });
+      const opaque = probe.hasAlpha ? stored.flatten({ background: '#ffffff' }) : stored.removeAlpha();
+      return await resizeFillRgbTurned(opaque, probe.width, probe.height, profile.width, profile.height, probe.orientation!);
+    }
     const input = decoded
       ? sharp(decoded, { raw: { width: probe.width, height: probe.height, channels: 3 } })
       : probe.hasAlpha

@@ -5,7 +5,7 @@
  * reduce alone (the growing axes kept at their size) and the result is enlarged here. Runs in the
  * pixel pool's worker (the model-input and pass-input steps are its tasks).
  */
-import type { Sharp } from 'sharp';
+import sharp, { type Sharp } from 'sharp';
 import { enlargeBicubic } from './bicubic-enlarge.js';
 import type { Probe } from './pipeline.js';
 
@@ -13,11 +13,57 @@ import type { Probe } from './pipeline.js';
  * Whether the two steps give sharp's one-call bytes for a pipeline decoding these bytes: only
  * when the decoded pixels are 8-bit sRGB or grey, upright as stored. sharp resizes an image with
  * an EXIF turn or flip before turning it (libvips's enlarge is not symmetric, so enlarging the
- * upright pixels differs), and resizes 16-bit or other colour spaces before converting them to
- * 8-bit sRGB. Those keep the one call (the same bytes as before, at libvips's cost).
+ * upright pixels differs: see resizeFillRgbTurned for those), and resizes 16-bit or other colour
+ * spaces before converting them to 8-bit sRGB. Those keep the one call (the same bytes as before,
+ * at libvips's cost).
  */
 export function enlargesExactly(probe: Probe): boolean {
-  return (probe.orientation ?? 1) === 1 && probe.depth === 'uchar' && (probe.space === 'srgb' || probe.space === 'b-w');
+  return (probe.orientation ?? 1) === 1 && eightBitSrgb(probe);
+}
+
+/** Whether resizeFillRgbTurned gives sharp's one-call bytes: an EXIF-turned 8-bit sRGB or grey image. */
+export function enlargesTurnedExactly(probe: Probe): boolean {
+  return (probe.orientation ?? 1) in UPRIGHT && eightBitSrgb(probe);
+}
+
+function eightBitSrgb(probe: Probe): boolean {
+  return probe.depth === 'uchar' && (probe.space === 'srgb' || probe.space === 'b-w');
+}
+
+/**
+ * What sharp does to turn the stored pixels upright for each EXIF orientation, in sharp's order
+ * (rotate, then flip, then flop); test/bicubic-enlarge.test.ts checks every one against sharp's
+ * own autoOrient.
+ */
+const UPRIGHT: Record<number, { angle: number; flip: boolean; flop: boolean }> = {
+  2: { angle: 0, flip: false, flop: true },
+  3: { angle: 180, flip: false, flop: false },
+  4: { angle: 180, flip: false, flop: true },
+  5: { angle: 90, flip: true, flop: false },
+  6: { angle: 90, flip: false, flop: false },
+  7: { angle: 270, flip: true, flop: false },
+  8: { angle: 270, flip: false, flop: false },
+};
+
+/**
+ * The same as resizeFillRgb with `exact`, for an image with an EXIF orientation of 2-8: `stored`
+ * decodes it as stored (no autoOrient), `width` x `height` is its upright size. sharp resizes
+ * such an image in its stored frame (the target turned with it) and turns the result upright, so
+ * this does the same: the reduce by sharp and the enlarge here in the stored frame, then sharp
+ * turns the raw result (a turn or flip moves bytes, so it is exact). An axis must grow (else
+ * the caller's one call is as cheap).
+ */
+export async function resizeFillRgbTurned(stored: Sharp, width: number, height: number, outWidth: number, outHeight: number, orientation: number): Promise<Buffer> {
+  const turn = UPRIGHT[orientation];
+  if (!turn) throw new RangeError(`resizeFillRgbTurned: orientation ${orientation}`);
+  if (outWidth <= width && outHeight <= height) throw new RangeError('resizeFillRgbTurned: no axis grows');
+  const quarter = orientation >= 5;
+  const enlarged = await resizeFillRgb(stored, quarter ? height : width, quarter ? width : height, quarter ? outHeight : outWidth, quarter ? outWidth : outHeight, true);
+  let upright = sharp(enlarged, { raw: { width: quarter ? outHeight : outWidth, height: quarter ? outWidth : outHeight, channels: 3 } });
+  if (turn.angle) upright = upright.rotate(turn.angle);
+  if (turn.flip) upright = upright.flip();
+  if (turn.flop) upright = upright.flop();
+  return upright.raw().toBuffer();
 }
 
 /**
