@@ -2,11 +2,12 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
-import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { ISNET_PROFILE } from '../src/core/index.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { softDiscModel } from './helpers/disc-model.js';
 
 /**
  * `response=json`: what the render hands the main thread is the JSON body alone, which holds the
@@ -17,16 +18,6 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * JSON, about 2.3 times the image. Asserted on what the main thread receives, not on time. The
  * model is a stand-in (a disc): what is tested is what crosses from the worker.
  */
-const discModel: MaskModel = async (_input, _signal, size) => {
-  const width = size?.width ?? ISNET_PROFILE.width;
-  const height = size?.height ?? ISNET_PROFILE.height;
-  const mask = new Uint8Array(width * height);
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) mask[y * width + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - width / 2, y - height / 2) - width / 4) * 4)));
-  }
-  return { mask };
-};
-
 describe('response=json on the main thread', () => {
   let pool: PixelPool;
   let photo: Buffer;
@@ -38,7 +29,7 @@ describe('response=json on the main thread', () => {
 
   const limits = { maxInputPixels: 50_000_000 };
   const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
-  const segment = async () => segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, discModel, limits, AbortSignal.timeout(120_000), pool);
+  const segment = async () => segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), pool);
 
   it('gets the JSON body from the render and no copy of the image beside it; the JSON holds the whole image', async () => {
     const rendered = await renderOutput(await segment(), DEFAULT_OUTPUT, render, pool, { filename: 'photo.png' });

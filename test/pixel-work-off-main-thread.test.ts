@@ -10,12 +10,12 @@ import { segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
 import { probeImage } from '../src/core/image/pipeline.js';
 import { HAND_OFF_COPY_COUNTED, PixelPool } from '../src/core/image/pixel-pool.js';
-import type { MaskModel } from '../src/core/image/pipeline.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { formRequest, uploadRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { softDiscModel } from './helpers/disc-model.js';
 
 /**
  * Every per-pixel loop written in JavaScript whose cost grows with the image (or, for `best`,
@@ -81,17 +81,6 @@ const REQUESTS: [input: 'jpeg' | 'rgba', query: string][] = [
   ['jpeg', 'bg_image'],
   ['rgba', ''],
 ];
-
-/** A soft-edged disc whatever the input, at the size asked for. */
-const discModel: MaskModel = async (_input, _signal, size) => {
-  const width = size?.width ?? ISNET_PROFILE.width;
-  const height = size?.height ?? ISNET_PROFILE.height;
-  const mask = new Uint8Array(width * height);
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) mask[y * width + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - width / 2, y - height / 2) - width / 4) * 4)));
-  }
-  return { mask };
-};
 
 /** The image in `file` and a second file part beside it (`hints`, `bg_image`), as one multipart upload. */
 function twoPartRequest(key: string, image: Buffer, part: { name: string; filename: string; data: Buffer }) {
@@ -172,7 +161,7 @@ describe('full-size pixel work stays off the main thread', () => {
       for (const bytes of [inputs.jpeg, inputs.rgba]) {
         const probe = await probeImage(bytes, limits);
         for (const quality of ['balanced', 'best'] as const) {
-          const seg = await segmentAtQuality(quality, bytes, probe, ISNET_PROFILE, discModel, limits, AbortSignal.timeout(120_000), pool);
+          const seg = await segmentAtQuality(quality, bytes, probe, ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), pool);
           for (const output of outputs) await renderOutput(seg, output, render, pool);
           await renderOutput(seg, DEFAULT_OUTPUT, render, pool, undefined, inputs.hints);
         }

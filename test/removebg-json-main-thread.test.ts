@@ -6,13 +6,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from
 import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, type RemoveBgHandler } from '../src/core/index.js';
 import { segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { renderOutput, type Rendered } from '../src/core/image/output.js';
-import { probeImage, type MaskModel } from '../src/core/image/pipeline.js';
+import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
 import { formRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
 import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { softDiscModel } from './helpers/disc-model.js';
 
 /**
  * remove.bg's JSON answer (`Accept: application/json` at /v1.0/removebg): what the render hands
@@ -22,16 +23,6 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * time. The body is the same bytes remove.bg's answer was before: JSON.stringify of that object,
  * built here from the image answer of the same render.
  */
-const discModel: MaskModel = async (_input, _signal, size) => {
-  const width = size?.width ?? ISNET_PROFILE.width;
-  const height = size?.height ?? ISNET_PROFILE.height;
-  const mask = new Uint8Array(width * height);
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) mask[y * width + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - width / 2, y - height / 2) - width / 4) * 4)));
-  }
-  return { mask };
-};
-
 /** remove.bg's JSON answer as JSON.stringify makes it (what answers.ts returned before the worker made it). */
 const stringified = (image: Buffer, box: NonNullable<Rendered['foreground']>) =>
   Buffer.from(JSON.stringify({ data: { result_b64: image.toString('base64'), foreground_top: box.top, foreground_left: box.left, foreground_width: box.width, foreground_height: box.height } }));
@@ -47,7 +38,7 @@ describe("remove.bg's JSON answer on the main thread", () => {
 
   const limits = { maxInputPixels: 50_000_000 };
   const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
-  const segment = async () => segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, discModel, limits, AbortSignal.timeout(120_000), pool);
+  const segment = async () => segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), pool);
 
   it('gets the JSON body from the render, byte-equal to JSON.stringify of the image answer of the same render, and no copy of the image beside it', async () => {
     const json = await renderOutput(await segment(), DEFAULT_OUTPUT, render, pool, { shape: 'removebg' });

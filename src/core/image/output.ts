@@ -13,6 +13,7 @@ import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
 import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
+import { Scratch } from './scratch.js';
 
 export interface Box {
   top: number;
@@ -181,6 +182,23 @@ export async function renderOutput(
  * composition, crop, size and encoding.
  */
 export async function renderFullSize(job: RenderJob): Promise<Rendered> {
+  const given: Loan[] = [];
+  const loans = { take: (bytes: number) => given[given.push(rgbaScratch.take(bytes)) - 1]! };
+  try {
+    return await renderWith(job, loans);
+  } finally {
+    for (const loan of given) loan.release();
+  }
+}
+
+/**
+ * The RGBA buffer a render composes for the fast PNG encoder, reused by the next render of this
+ * thread (scratch.ts): 1 MP cutouts and smaller (4 MB); larger ones get a fresh buffer.
+ */
+const rgbaScratch = new Scratch(4 * 1_048_576);
+type Loan = ReturnType<Scratch['take']>;
+
+async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan }): Promise<Rendered> {
   const { probe, options, render } = job;
   const { width, height } = probe;
   let started = performance.now();
@@ -235,6 +253,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   let raw: Buffer;
   let channels: 1 | 3 | 4;
   let joined: Sharp | undefined;
+  let lent: Loan | undefined;
   if (options.channels === 'alpha') {
     raw = alpha;
     channels = 1;
@@ -251,7 +270,11 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
       channels = 4;
       joined = sharp(raw, { raw: { width, height, channels: 3 } }).joinChannel(alpha, { raw: { width, height, channels: 1 } });
     } else {
-      raw = composeRgba(colour, alpha, kernelBackground);
+      // Straight to the fast encoder (nothing below touches it): composed into this thread's
+      // reused buffer, given back once the encoder has copied it.
+      const straightToEncoder = fastPng && wholeAtFullSize && !options.outputSize && options.scale === null && options.position === 'original' && !options.shadow && !deferBackground;
+      if (straightToEncoder) lent = loans.take(width * height * 4);
+      raw = composeRgba(colour, alpha, kernelBackground, lent?.buffer);
       channels = 4;
     }
   }
@@ -333,6 +356,7 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
     untouched = false;
   }
 
+  if (lent && !untouched) throw new Error('the RGBA lent for the encoder was changed after it');
   const body = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
@@ -379,15 +403,42 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
  * transparent pixels is cleared: they are invisible, keeping them would ship the removed
  * background inside the file, and cleared runs make a PNG about four times smaller.
  */
-export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null): Buffer {
+export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null, into?: Buffer): Buffer {
   countKernel('composeRgba');
   const pixels = alpha.length;
-  const out = Buffer.allocUnsafe(pixels * 4);
+  if (into && into.length !== pixels * 4) throw new RangeError(`composeRgba: ${into.length} bytes to write ${pixels} pixels into`);
+  const out = into ?? Buffer.allocUnsafe(pixels * 4);
   if (!background && out.byteOffset % 4 === 0) {
     // The common case: integers only, one 32-bit write per pixel (RGBA in memory order).
     const words = new Uint32Array(out.buffer, out.byteOffset, pixels);
     const le = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-    for (let i = 0, j = 0; i < pixels; i++, j += 3) {
+    // Little-endian with aligned colour and alpha: four pixels from three colour words and one
+    // alpha word; four transparent pixels are one test.
+    const quads = le && rgb.byteOffset % 4 === 0 && alpha.byteOffset % 4 === 0 ? pixels >> 2 : 0;
+    if (quads > 0) {
+      const colour = new Uint32Array(rgb.buffer, rgb.byteOffset, quads * 3);
+      const alphas = new Uint32Array(alpha.buffer, alpha.byteOffset, quads);
+      for (let q = 0, c = 0, o = 0; q < quads; q++, c += 3, o += 4) {
+        const a = alphas[q]!;
+        if (a === 0) {
+          words[o] = words[o + 1] = words[o + 2] = words[o + 3] = 0;
+          continue;
+        }
+        // Colour words: r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3 (first byte lowest).
+        const w0 = colour[c]!;
+        const w1 = colour[c + 1]!;
+        const w2 = colour[c + 2]!;
+        const a0 = a & 0xff;
+        const a1 = (a >>> 8) & 0xff;
+        const a2 = (a >>> 16) & 0xff;
+        const a3 = a >>> 24;
+        words[o] = a0 === 0 ? 0 : ((w0 & 0xffffff) | (a0 << 24)) >>> 0;
+        words[o + 1] = a1 === 0 ? 0 : ((w0 >>> 24) | ((w1 & 0xffff) << 8) | (a1 << 24)) >>> 0;
+        words[o + 2] = a2 === 0 ? 0 : ((w1 >>> 16) | ((w2 & 0xff) << 16) | (a2 << 24)) >>> 0;
+        words[o + 3] = a3 === 0 ? 0 : ((w2 >>> 8) | (a3 << 24)) >>> 0;
+      }
+    }
+    for (let i = quads * 4, j = quads * 12; i < pixels; i++, j += 3) {
       const a = alpha[i]!;
       words[i] =
         a === 0
