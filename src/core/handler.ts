@@ -286,8 +286,9 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     const dialect: Dialect = {
       route: '/v1.0/removebg',
       queryOptions: false,
+      // A large JSON or urlencoded body is parsed, and its base64 decoded, in the pixel pool.
       readInput: async (...args) => {
-        const upload = await readRemoveBgRequest(...args);
+        const upload = await readRemoveBgRequest(...args, pixelPool);
         mapped = upload.removeBg;
         return upload;
       },

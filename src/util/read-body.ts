@@ -54,6 +54,9 @@ export interface ReadBodyOptions {
  * stream closes without an 'aborted' event (it only cleans up on 'close'), so it would need a
  * wrapper as long as this reader.
  */
+/** Bodies of at least this declared length are written into one allocation as they arrive. */
+const PREALLOCATE_FROM = 64 * 1024;
+
 export function readBody(body: Readable, options: ReadBodyOptions): Promise<Buffer> {
   const { maxBytes, signal } = options;
   const tooLarge = () => new BodyReadError('too_large', `The body is larger than ${maxBytes} bytes.`);
@@ -63,12 +66,23 @@ export function readBody(body: Readable, options: ReadBodyOptions): Promise<Buff
   if (bodyAlreadyRead(body)) return Promise.reject(new BodyReadError('already_read', BODY_ALREADY_READ_HELP));
 
   return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] = [];
     let received = 0;
+    // A large body of declared length is copied chunk by chunk, as it arrives, into memory of its
+    // own: no copy of the whole body at its end (35 MB: about 27 ms on the event loop), and the
+    // body can be moved to a worker as it is (removebg/read-request.ts). Untouched pages of the
+    // allocation are not resident until the bytes arrive.
+    let whole = Number.isSafeInteger(declared) && declared >= PREALLOCATE_FROM && declared <= maxBytes ? Buffer.allocUnsafeSlow(declared) : undefined;
     const onData = (chunk: Buffer) => {
       received += chunk.length;
       if (received > maxBytes) finish(tooLarge());
-      else chunks.push(chunk);
+      else if (whole && received <= whole.length) chunk.copy(whole, received - chunk.length);
+      else {
+        // More than declared (a stream with no HTTP parser under it): the chunks as they come.
+        if (whole) chunks = [whole.subarray(0, received - chunk.length)];
+        whole = undefined;
+        chunks.push(chunk);
+      }
     };
     const onEnd = () => finish();
     const onClose = () => finish(new BodyReadError('closed', 'The body ended early: the connection closed mid-body.'));
@@ -79,7 +93,7 @@ export function readBody(body: Readable, options: ReadBodyOptions): Promise<Buff
       body.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onError);
       signal?.removeEventListener('abort', onAbort);
       if (error === undefined) {
-        resolve(Buffer.concat(chunks));
+        resolve(whole ? (received === whole.length ? whole : whole.subarray(0, received)) : Buffer.concat(chunks));
         return;
       }
       body.pause();

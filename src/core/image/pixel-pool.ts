@@ -7,7 +7,9 @@ import type { MaskPlan } from './full-size-mask.js';
 import { isFramed, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import type { PassInputJob, PassInputs } from './multi-pass.js';
 import type { BestPasses, Region } from './passes.js';
-import type { RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
+import type { RemoveBgBodyResult, RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
+import type { BodyFields, BodyKind } from '../removebg/body-fields.js';
+import type { UploadLimits } from '../multipart.js';
 import { countKernel } from './kernel-calls.js';
 import { isShared } from './shared-bytes.js';
 
@@ -158,6 +160,22 @@ export class PixelPool {
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }
 
+  /**
+   * remove.bg's JSON or urlencoded body read in a worker (removebg/body-fields.ts's readBodyFields):
+   * the body is moved there (not copied when it is alone in its memory, as a read body is), and
+   * the decoded image moved back. Errors come back as the same ApiErrors.
+   */
+  async removeBgBody(raw: Buffer, kind: BodyKind, limits: UploadLimits): Promise<BodyFields> {
+    const parcel = new Parcel();
+    const result = await this.run<RemoveBgBodyResult | WorkerApiError>('removeBgBody', { raw: parcel.move(raw), kind, limits: { maxFileBytes: limits.maxFileBytes, maxFields: limits.maxFields, maxFieldBytes: limits.maxFieldBytes } }, parcel);
+    if ('apiError' in result) throw revive(result);
+    const fields: Record<string, string> = Object.create(null) as Record<string, string>;
+    for (const [name, value] of Object.entries(result.fields)) fields[name] = value;
+    if (!result.image) return { fields };
+    if ('apiError' in result.image) return { fields, image: { error: revive(result.image) } };
+    return { fields, image: { bytes: asBuffer(result.image.bytes) } };
+  }
+
   /** The kernel counts (kernel-calls.ts) of the worker that takes this task: for tests. */
   workerKernelCalls(): Promise<Record<string, number>> {
     return this.run<Record<string, number>>('kernelCalls', null);
@@ -170,6 +188,10 @@ export class PixelPool {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+function revive(error: WorkerApiError): ApiError {
+  return new ApiError(error.apiError.code, { detail: error.apiError.detail, headers: error.apiError.headers });
+}
 
 /** Hand-off copies of at least this many bytes are counted (kernel-calls.ts's `handOffCopy`). */
 export const HAND_OFF_COPY_COUNTED = 64 * 1024;
@@ -204,6 +226,16 @@ class Parcel {
       this.transferList.push(copy.buffer as ArrayBuffer);
     }
     return copy;
+  }
+
+  /**
+   * `bytes` moved to the worker as they are when they are alone in their memory (a body read
+   * whole: the caller gives them up), else copied as add() does.
+   */
+  move(bytes: Buffer): Buffer {
+    if (bytes.length === 0 || isShared(bytes) || bytes.byteOffset !== 0 || bytes.byteLength !== bytes.buffer.byteLength) return this.add(bytes);
+    this.transferList.push(bytes.buffer as ArrayBuffer);
+    return bytes;
   }
 
   plan(plan: MaskPlan): MaskPlan {

@@ -39,6 +39,9 @@ export async function modelInput(task: Parameters<Awaited<ReturnType<typeof load
 export async function passInputs(task: Parameters<Awaited<ReturnType<typeof load>>['passInputs']>[0]): Promise<unknown> {
   return (await worker()).passInputs(task);
 }
+export async function removeBgBody(task: Parameters<Awaited<ReturnType<typeof load>>['removeBgBody']>[0]): Promise<unknown> {
+  return (await worker()).removeBgBody(task);
+}
 export async function kernelCalls(): Promise<unknown> {
   return (await worker()).kernelCalls();
 }

@@ -17,6 +17,8 @@ import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
+import { readBodyFields, type BodyKind } from '../removebg/body-fields.js';
+import type { UploadLimits } from '../multipart.js';
 
 export type { RenderJob, RenderResult } from './output.js';
 
@@ -178,6 +180,33 @@ export async function passInputs(job: PassInputJob): Promise<unknown> {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** What removeBgBody answers: the fields, and the image or the ApiError its decode raised (body-fields.ts). */
+export interface RemoveBgBodyResult {
+  fields: Record<string, string>;
+  image?: { bytes: Uint8Array } | WorkerApiError;
+}
+
+/** remove.bg's JSON or urlencoded body (body-fields.ts): parsed and its base64 image decoded here; the image is moved back. */
+export function removeBgBody(task: { raw: Uint8Array; kind: BodyKind; limits: UploadLimits }): unknown {
+  let read: ReturnType<typeof readBodyFields>;
+  try {
+    read = readBodyFields(buf(task.raw), task.kind, task.limits);
+  } catch (error) {
+    if (error instanceof ApiError) return reply<WorkerApiError>(asWorkerError(error), []);
+    throw error;
+  }
+  // A null-prototype object clones as a plain one: the fields go as entries' pairs.
+  const fields = { ...read.fields };
+  if (!read.image) return reply<RemoveBgBodyResult>({ fields }, []);
+  if ('error' in read.image) return reply<RemoveBgBodyResult>({ fields, image: asWorkerError(read.image.error) }, []);
+  const bytes = own(read.image.bytes);
+  return reply<RemoveBgBodyResult>({ fields, image: { bytes } }, [bytes]);
+}
+
+function asWorkerError(error: ApiError): WorkerApiError {
+  return { apiError: { code: error.code, detail: error.message, headers: error.headers } };
+}
 
 export function kernelCalls_(): unknown {
   return reply({ ...kernelCalls }, []);

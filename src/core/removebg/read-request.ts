@@ -2,11 +2,12 @@ import { ApiError } from '../errors.js';
 import type { CoreRequest } from '../http-types.js';
 import { BACKGROUND_PART } from '../image/backdrop.js';
 import { HINTS_FIELD, MAX_HINTS_BYTES } from '../image/hints.js';
-import { checkFieldLimits, flatJsonFields } from '../json-fields.js';
 import { readUpload, type Upload, type UploadLimits } from '../multipart.js';
 import { fetchImage, type ImageUrlRefusal } from '../image-url/fetch-image.js';
 import type { ResolvedImageUrlOptions } from '../image-url/options.js';
 import { BodyReadError, readBody } from '../../util/read-body.js';
+import type { PixelPool } from '../image/pixel-pool.js';
+import { readBodyFields, type BodyFields, type BodyKind } from './body-fields.js';
 import { mapParameters, SOURCE_FIELDS, type RemoveBgRequest } from './parameters.js';
 
 /** Room around the image in a JSON or urlencoded body: the other parameters and the framing. */
@@ -17,9 +18,14 @@ export function base64Length(bytes: number): number {
   return 4 * Math.ceil(bytes / 3);
 }
 
-/** `data:image/png;base64,` in front of the data, which some clients send. */
-const DATA_URL_PREFIX = /^data:[\w/+.-]*(;[\w=.-]+)*;base64,/i;
-const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+import { decodeBase64 } from './body-fields.js';
+export { decodeBase64 };
+
+/**
+ * A JSON or urlencoded body at least this large is parsed, and its base64 decoded, in the pixel
+ * pool (body-fields.ts): below it, the worker's round trip costs more than the work.
+ */
+export const BODY_IN_POOL_BYTES = 64 * 1024;
 
 export type ImageUrlDeps = ResolvedImageUrlOptions & { onRefusal?: ((refusal: ImageUrlRefusal) => void) | undefined };
 
@@ -36,10 +42,13 @@ export async function readRemoveBgRequest(
   limits: UploadLimits & { maxBackgroundBytes?: number },
   imageUrl: ImageUrlDeps,
   signal: AbortSignal,
+  pool?: PixelPool,
 ): Promise<Upload & { removeBg: RemoveBgRequest }> {
   const contentType = String(request.headers['content-type'] ?? '');
   const b64Max = base64Length(limits.maxFileBytes);
   let form: Upload;
+  // JSON and urlencoded bodies: the image's base64 comes decoded (or its decode's error) beside the fields.
+  let decoded: BodyFields['image'];
   if (/^multipart\/form-data\s*;/i.test(contentType)) {
     form = await readUpload(request.body, request.headers, limits, signal, {
       fileField: 'image_file',
@@ -49,12 +58,13 @@ export async function readRemoveBgRequest(
       // bgcut's `hints` part (docs/api.md), an extension remove.bg does not have.
       extraFiles: { [HINTS_FIELD]: MAX_HINTS_BYTES, ...(limits.maxBackgroundBytes ? { bg_image_file: limits.maxBackgroundBytes } : {}) },
     });
-  } else if (/^application\/json\s*(;|$)/i.test(contentType)) {
-    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: flatJsonFields(await readWhole(request, b64Max + ENVELOPE_BYTES, signal), limits, ['image_file_b64']) };
-  } else if (/^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)) {
+  } else if (/^application\/json\s*(;|$)/i.test(contentType) || /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)) {
+    const kind: BodyKind = /^application\/json/i.test(contentType) ? 'json' : 'urlencoded';
     // Percent-encoding makes base64's `+` and `/` three characters each: room for a quarter more.
-    const raw = await readWhole(request, Math.ceil(b64Max * 1.25) + ENVELOPE_BYTES, signal);
-    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: urlencodedFields(raw, limits) };
+    const raw = await readWhole(request, (kind === 'json' ? b64Max : Math.ceil(b64Max * 1.25)) + ENVELOPE_BYTES, signal);
+    const read = pool && raw.length >= BODY_IN_POOL_BYTES ? await pool.removeBgBody(raw, kind, limits) : readBodyFields(raw, kind, limits);
+    decoded = read.image;
+    form = { file: Buffer.alloc(0), filename: '', declaredType: '', fields: read.fields };
   } else {
     throw new ApiError('not_multipart', {
       detail: 'Send remove.bg\'s request as multipart/form-data (image_file, image_file_b64 or image_url), application/json or application/x-www-form-urlencoded (image_file_b64 or image_url).',
@@ -72,7 +82,7 @@ export async function readRemoveBgRequest(
   const source = sources[0]!;
   let image: { file: Buffer; filename: string; declaredType: string };
   if (source === 'image_file') image = form;
-  else if (source === 'image_file_b64') image = { file: decodeBase64(form.fields.image_file_b64!, limits.maxFileBytes), filename: '', declaredType: '' };
+  else if (source === 'image_file_b64') image = { file: base64Image(form.fields.image_file_b64!, decoded, limits.maxFileBytes), filename: '', declaredType: '' };
   else {
     if (!imageUrl.enabled) throw new ApiError('invalid_option', { detail: 'image_url: this server does not fetch images by URL; send image_file or image_file_b64.' });
     image = await fetchImage(form.fields.image_url!, { ...imageUrl, maxBytes: limits.maxFileBytes, signal });
@@ -96,22 +106,9 @@ async function readWhole(request: CoreRequest, maxBytes: number, signal: AbortSi
   }
 }
 
-function urlencodedFields(raw: Buffer, limits: UploadLimits): Record<string, string> {
-  const fields: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (const [name, value] of new URLSearchParams(raw.toString('latin1'))) {
-    if (Object.hasOwn(fields, name) && fields[name] !== value) throw new ApiError('invalid_option', { detail: `${name.slice(0, 100)}: given twice with different values` });
-    // Base64 sent without percent-encoding its `+` arrives as spaces, which base64 never holds.
-    fields[name] = name === 'image_file_b64' ? value.replace(/ /g, '+') : Buffer.from(value, 'latin1').toString('utf8');
-  }
-  return checkFieldLimits(fields, limits, ['image_file_b64']);
-}
-
-/** The image in `image_file_b64` (standard or URL-safe base64, a data: URL prefix allowed), within the byte limit. */
-export function decodeBase64(text: string, maxBytes: number): Buffer {
-  const data = text.trim().replace(DATA_URL_PREFIX, '').replace(/\s+/g, '');
-  if (!BASE64.test(data) || data.length % 4 === 1) throw new ApiError('malformed_base64');
-  if (Math.floor((data.length * 3) / 4) - (data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0) > maxBytes) {
-    throw new ApiError('upload_too_large', { detail: `The image is larger than ${maxBytes} bytes.` });
-  }
-  return Buffer.from(data, 'base64');
+/** The image in image_file_b64: decoded with the body's fields (JSON, urlencoded), else here (a multipart field). */
+function base64Image(text: string, decoded: BodyFields['image'], maxBytes: number): Buffer {
+  if (!decoded) return decodeBase64(text, maxBytes);
+  if ('error' in decoded) throw decoded.error;
+  return decoded.bytes;
 }
