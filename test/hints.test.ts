@@ -1,14 +1,11 @@
-import { mkdtemp } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRemoveBgHandler, FileKeyStore, type RemoveBgHandler } from '../src/core/index.js';
+import type { RemoveBgHandler } from '../src/core/index.js';
 import { applyHints } from '../src/core/image/hints.js';
 import { formRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
-import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
+import { oneKeyHandler } from './helpers/one-key-handler.js';
 
 /**
  * `hints`: white = keep, black = remove, transparent or mid grey = no hint (docs/api.md). The
@@ -158,18 +155,7 @@ describe('hints through the handler (the real model)', () => {
   const removeRect: Rect = { left: 220, top: 180, right: 259, bottom: 219 };
 
   beforeAll(async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-hints-'));
-    const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
-    key = (await store.createKey({ accountId: 'acct_hints', plan: 'open' })).key;
-    recordIssuedKeys([key]);
-    handler = createRemoveBgHandler({
-      keyStore: store,
-      plans: { open: { requestsPerMinute: 1000 } },
-      inference: { address: inject('inferenceAddress'), timeoutMs: 480_000 },
-      pixelThreads: 1,
-      onInternalError: captureInternalError,
-    });
-    await handler.ready();
+    ({ handler, key } = await oneKeyHandler('acct_hints', inject('inferenceAddress')));
     photo = await objectOnTexture(W, H);
   });
   afterAll(() => handler?.close());

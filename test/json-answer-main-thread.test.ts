@@ -1,13 +1,10 @@
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
-import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
-import { ISNET_PROFILE } from '../src/core/index.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
-import { softDiscModel } from './helpers/disc-model.js';
+import { DISC_RENDER, segmentWithSoftDisc } from './helpers/disc-model.js';
 
 /**
  * `response=json`: what the render hands the main thread is the JSON body alone, which holds the
@@ -27,9 +24,8 @@ describe('response=json on the main thread', () => {
   });
   afterAll(() => pool?.close());
 
-  const limits = { maxInputPixels: 50_000_000 };
-  const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
-  const segment = async () => segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), pool);
+  const render = DISC_RENDER;
+  const segment = () => segmentWithSoftDisc(photo, pool);
 
   it('gets the JSON body from the render and no copy of the image beside it; the JSON holds the whole image', async () => {
     const rendered = await renderOutput(await segment(), DEFAULT_OUTPUT, render, pool, { filename: 'photo.png' });

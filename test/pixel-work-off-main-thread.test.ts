@@ -1,10 +1,7 @@
-import { mkdtemp } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, type RemoveBgHandler } from '../src/core/index.js';
+import { ISNET_PROFILE, type RemoveBgHandler } from '../src/core/index.js';
 import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { segmentAtQuality } from '../src/core/image/multi-pass.js';
 import { renderOutput } from '../src/core/image/output.js';
@@ -13,9 +10,9 @@ import { HAND_OFF_COPY_COUNTED, PixelPool } from '../src/core/image/pixel-pool.j
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { formRequest, uploadRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
-import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 import { softDiscModel } from './helpers/disc-model.js';
+import { oneKeyHandler } from './helpers/one-key-handler.js';
 
 /**
  * Every per-pixel loop written in JavaScript whose cost grows with the image (or, for `best`,
@@ -95,19 +92,7 @@ describe('full-size pixel work stays off the main thread', () => {
   let key: string;
   let inputs: { jpeg: Buffer; rgba: Buffer; hints: Buffer };
   beforeAll(async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-off-main-'));
-    const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
-    key = (await store.createKey({ accountId: 'acct_open', plan: 'open' })).key;
-    recordIssuedKeys([key]);
-    handler = createRemoveBgHandler({
-      keyStore: store,
-      plans: { open: { requestsPerMinute: 1000 } },
-      // A shared 2-core box can queue a model call for minutes: the deadline is not what is tested.
-      inference: { address: inject('inferenceAddress'), timeoutMs: 480_000 },
-      pixelThreads: 1,
-      onInternalError: captureInternalError,
-    });
-    await handler.ready();
+    ({ handler, key } = await oneKeyHandler('acct_open', inject('inferenceAddress')));
     inputs = await images();
   });
   afterAll(() => handler?.close());

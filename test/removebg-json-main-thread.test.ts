@@ -1,19 +1,14 @@
-import { mkdtemp } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { createRemoveBgHandler, FileKeyStore, ISNET_PROFILE, type RemoveBgHandler } from '../src/core/index.js';
-import { segmentAtQuality } from '../src/core/image/multi-pass.js';
+import type { RemoveBgHandler } from '../src/core/index.js';
 import { renderOutput, type Rendered } from '../src/core/image/output.js';
-import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
 import { formRequest } from './helpers/core-request.js';
 import { multipartBody } from './helpers/fixtures.js';
-import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
-import { softDiscModel } from './helpers/disc-model.js';
+import { DISC_RENDER, segmentWithSoftDisc } from './helpers/disc-model.js';
+import { oneKeyHandler } from './helpers/one-key-handler.js';
 
 /**
  * remove.bg's JSON answer (`Accept: application/json` at /v1.0/removebg): what the render hands
@@ -36,9 +31,8 @@ describe("remove.bg's JSON answer on the main thread", () => {
   });
   afterAll(() => pool?.close());
 
-  const limits = { maxInputPixels: 50_000_000 };
-  const render = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
-  const segment = async () => segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), pool);
+  const render = DISC_RENDER;
+  const segment = () => segmentWithSoftDisc(photo, pool);
 
   it('gets the JSON body from the render, byte-equal to JSON.stringify of the image answer of the same render, and no copy of the image beside it', async () => {
     const json = await renderOutput(await segment(), DEFAULT_OUTPUT, render, pool, { shape: 'removebg' });
@@ -60,19 +54,7 @@ describe('POST /v1.0/removebg with Accept: application/json, through the handler
   /** What each render handed the main thread. */
   let received: Rendered[] = [];
   beforeAll(async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-removebg-json-'));
-    const store = new FileKeyStore({ file: path.join(dir, 'keys.json'), reloadIntervalMs: 0 });
-    key = (await store.createKey({ accountId: 'acct_open', plan: 'open' })).key;
-    recordIssuedKeys([key]);
-    handler = createRemoveBgHandler({
-      keyStore: store,
-      plans: { open: { requestsPerMinute: 1000 } },
-      // A shared 2-core box can queue a model call for minutes: the deadline is not what is tested.
-      inference: { address: inject('inferenceAddress'), timeoutMs: 480_000 },
-      pixelThreads: 1,
-      onInternalError: captureInternalError,
-    });
-    await handler.ready();
+    ({ handler, key } = await oneKeyHandler('acct_open', inject('inferenceAddress')));
     photo = (await objectOnTexture(320, 240)).bytes;
     const render = PixelPool.prototype.render;
     vi.spyOn(PixelPool.prototype, 'render').mockImplementation(async function (this: PixelPool, job) {

@@ -1,4 +1,6 @@
-import type { MaskModel } from '../../src/core/image/pipeline.js';
+import { segmentAtQuality } from '../../src/core/image/multi-pass.js';
+import { probeImage, type MaskModel } from '../../src/core/image/pipeline.js';
+import type { PixelPool } from '../../src/core/image/pixel-pool.js';
 import { ISNET_PROFILE } from '../../src/core/index.js';
 
 /**
@@ -15,3 +17,12 @@ export const softDiscModel: MaskModel = async (_input, _signal, size) => {
   }
   return { mask };
 };
+
+/** The render settings of the tests that render a soft-disc segmentation: level 4 PNG, foreground estimation on. */
+export const DISC_RENDER = { pngCompressionLevel: 4, maxOutputPixels: Infinity, foregroundEstimation: true };
+
+/** `photo` segmented at `balanced` by the soft disc, its full-size work done in `pool`. */
+export async function segmentWithSoftDisc(photo: Buffer, pool: PixelPool) {
+  const limits = { maxInputPixels: 50_000_000 };
+  return segmentAtQuality('balanced', photo, await probeImage(photo, limits), ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), pool);
+}
