@@ -12,7 +12,7 @@ import { buildFullSizeMask, type MaskPlan } from './full-size-mask.js';
 import { kernelCalls } from './kernel-calls.js';
 import { looksConfidence, mergeMasks, mirrored, objectCrop, preparePassInputs, type PassInputJob, type PassInputs } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
-import { collectBeforeRender } from './render-garbage.js';
+import { collectAfterRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedCopy } from './shared-bytes.js';
@@ -97,8 +97,6 @@ export interface WorkerApiError {
 }
 
 export async function render(job: RenderJob): Promise<unknown> {
-  // The previous renders' dead buffers go before this one's are made (render-garbage.ts).
-  collectBeforeRender(job.probe.width * job.probe.height);
   let result: RenderResult;
   try {
     result = await renderFullSize({
@@ -111,10 +109,14 @@ export async function render(job: RenderJob): Promise<unknown> {
       background: job.background && buf(job.background),
     });
   } catch (error) {
+    collectAfterRender(job.probe.width * job.probe.height);
     // A corrupt image found by the full-size decode answers 400 as before, not 500.
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
+  // This render's full-size buffers and the PNG encoder's copy go now, not at the next render
+  // (render-garbage.ts); the result is alive and moves to the main thread.
+  collectAfterRender(job.probe.width * job.probe.height);
   // `response=json`: the main thread sends the JSON alone, which holds the image in base64, so
   // the image is not moved there too. Each large buffer that reaches the main thread is external
   // memory to its heap, and V8 collects that heap (a full collection, on the event loop) once
