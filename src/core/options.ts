@@ -174,6 +174,14 @@ export interface RemoveBgOptions {
    */
   pixelThreads?: number;
   /**
+   * A full garbage collection of the host's thread once this many bytes of image buffers have
+   * come back to it from the pixel workers since V8's last full collection there: bounds the dead
+   * Buffers a burst of large uploads leaves on that thread (V8 itself waits for 64 MB more), at
+   * the cost of that many more collections blocking its event loop. Default 0: left to V8.
+   * `npm start` sets 32 MiB (`BGCUT_MAIN_THREAD_GC_MB`; docs/configuration.md, "Memory").
+   */
+  mainThreadGcBytes?: number;
+  /**
    * Recover the object's own colour at soft edges, so no old background shows through hair or
    * fur on a new background. Default true.
    */
@@ -297,6 +305,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     pngCompressionLevel: options.pngCompressionLevel ?? 2,
     pngEncoder: options.pngEncoder ?? 'napi-rs',
     pixelThreads: options.pixelThreads ?? defaultPixelThreads(),
+    mainThreadGcBytes: options.mainThreadGcBytes ?? 0,
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
@@ -323,6 +332,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   }
   if (!Number.isInteger(resolved.pixelThreads) || resolved.pixelThreads < 1 || resolved.pixelThreads > 256) {
     throw new RangeError('pixelThreads must be an integer in 1..256');
+  }
+  if (!Number.isInteger(resolved.mainThreadGcBytes) || resolved.mainThreadGcBytes < 0) {
+    throw new RangeError('mainThreadGcBytes must be an integer >= 0 (0: off)');
   }
   if (!Number.isInteger(resolved.pngCompressionLevel) || resolved.pngCompressionLevel < 0 || resolved.pngCompressionLevel > 9) {
     throw new RangeError('pngCompressionLevel must be 0..9');

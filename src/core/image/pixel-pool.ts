@@ -12,6 +12,7 @@ import type { BodyFields, BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
 import { countKernel } from './kernel-calls.js';
 import { isShared } from './shared-bytes.js';
+import { MainThreadCollector } from './main-thread-garbage.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -30,6 +31,11 @@ export interface PixelPoolOptions {
   threads?: number;
   /** Milliseconds an idle worker (past the first) lives. Default 30 000. */
   idleTimeoutMs?: number;
+  /**
+   * A full collection of this thread once this many bytes of results came back since V8's last
+   * (main-thread-garbage.ts); 0 (the default): left to V8.
+   */
+  mainThreadGcBytes?: number;
 }
 
 /**
@@ -58,8 +64,11 @@ export class PixelPool {
    * (a test checks that a segmentation's buffers reach the render without a copy).
    */
   copiedBytes = 0;
+  /** Collects the dead buffers the results leave on this thread (main-thread-garbage.ts). */
+  readonly collector: MainThreadCollector;
 
   constructor(options: PixelPoolOptions = {}) {
+    this.collector = new MainThreadCollector(options.mainThreadGcBytes ?? 0);
     this.threads = options.threads ?? defaultPixelThreads();
     if (!Number.isInteger(this.threads) || this.threads < 1 || this.threads > 256) throw new RangeError('pixel pool threads must be an integer in 1..256');
     this.piscina = new Piscina({
@@ -76,6 +85,7 @@ export class PixelPool {
     if (parcel) this.copiedBytes += parcel.copiedBytes;
     const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
     this.ranIn.add(threadId);
+    this.collector.arrivedWith(value);
     return value;
   }
 
@@ -183,6 +193,7 @@ export class PixelPool {
 
   /** Ends the workers once the tasks given so far are done (RemoveBgHandler.close() calls it). */
   close(): Promise<void> {
+    this.collector.close();
     return this.piscina.close();
   }
 }

@@ -27,7 +27,7 @@ export const COLLECT_AFTER_PIXELS = 4_000_000;
 let pixelsSinceCollection = 0;
 let collector: (() => void) | null | undefined;
 
-function gcFunction(): (() => void) | null {
+export function gcFunction(): (() => void) | null {
   if (collector !== undefined) return collector;
   const exposed = (globalThis as { gc?: () => void }).gc;
   if (typeof exposed === 'function') return (collector = exposed);
