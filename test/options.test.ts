@@ -22,6 +22,9 @@ describe('handler options', () => {
     expect(() => resolveOptions({ keyStore, inference: { maxMessageBytes: 1024 } })).toThrow(/maxMessageBytes/);
     expect(() => resolveOptions({ keyStore, concurrencyLeaseMs: 500 })).toThrow(/concurrencyLeaseMs/);
     expect(() => resolveOptions({ keyStore, concurrencyLeaseMs: 1500.5 })).toThrow(/concurrencyLeaseMs/);
+    expect(() => resolveOptions({ keyStore, mainThreadGcBytes: -1 })).toThrow(/mainThreadGcBytes/);
+    expect(() => resolveOptions({ keyStore, mainThreadGcBytes: Number.NaN })).toThrow(/mainThreadGcBytes/);
+    expect(resolveOptions({ keyStore }).mainThreadGcBytes).toBe(0);
   });
 });
 
