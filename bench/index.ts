@@ -73,7 +73,6 @@ import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { SessionPool } from '../src/inference-server/session-pool.js';
 import { findJemalloc, GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
-import { mainThreadGcEnv } from '../src/runtime/main-thread-gc.js';
 import { libuvPoolEnv } from '../src/runtime/libuv-pool.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { startRedis } from '../test/helpers/redis-server.js';
@@ -278,7 +277,7 @@ if (sections.has('png-settings')) {
  */
 const apiRuntime = (name: string | undefined): { env: Record<string, string>; nodeArgs: string[] } => {
   if (name === 'plain') return { env: {}, nodeArgs: [] };
-  if (name === 'launcher') return { env: { ...GLIBC_MALLOC_TUNING, ...libuvPoolEnv(), ...mainThreadGcEnv() }, nodeArgs: [...V8_HEAP_FLAGS] };
+  if (name === 'launcher') return { env: { ...GLIBC_MALLOC_TUNING, ...libuvPoolEnv() }, nodeArgs: [...V8_HEAP_FLAGS] };
   throw new Error(`--api-runtime/--compare-runtime must be launcher or plain, not ${name}`);
 };
 const mainRuntime = apiRuntime(values['api-runtime']);

@@ -98,7 +98,7 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     },
     onResponse: logAccess,
     exposeMetrics: true,
-    // bgcut-launch (npm start) sets it (src/runtime/main-thread-gc.ts); a value that is not a whole number of bytes is refused at start.
+    // Off unless set (mainThreadGcBytes: a lower peak for longer pauses); a value that is not a whole number of bytes is refused at start.
     ...(process.env.BGCUT_MAIN_THREAD_GC_MB ? { mainThreadGcBytes: Number(process.env.BGCUT_MAIN_THREAD_GC_MB) * 1_048_576 } : {}),
     ...overrides,
   });

@@ -22,8 +22,6 @@ interface Report {
   env: Record<string, string | undefined>;
   /** UV_THREADPOOL_SIZE as the app sees it. */
   uv?: string;
-  /** BGCUT_MAIN_THREAD_GC_MB as the app sees it. */
-  mainGc?: string;
 }
 
 /** A script that prints the malloc it runs on, its parent, arguments and malloc variables, and exits with its first argument. */
@@ -36,7 +34,7 @@ async function reporter(): Promise<string> {
     `import { runningAllocator } from ${JSON.stringify(allocator)};
 const names = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'LD_PRELOAD', 'BGCUT_MALLOC_ENV'];
 const env = Object.fromEntries(names.map((name) => [name, process.env[name]]));
-console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), execArgv: process.execArgv, env, uv: process.env.UV_THREADPOOL_SIZE, mainGc: process.env.BGCUT_MAIN_THREAD_GC_MB }));
+console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), execArgv: process.execArgv, env, uv: process.env.UV_THREADPOOL_SIZE }));
 process.exit(Number(process.argv[2] ?? 0));
 `,
   );
@@ -50,7 +48,7 @@ function launch(
   nodeArgs: string[] = [],
 ): Promise<{ stdout: string; stderr: string; code: number; pid: number; report?: Report }> {
   const base = { ...process.env };
-  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP', 'UV_THREADPOOL_SIZE', 'BGCUT_MAIN_THREAD_GC_MB']) delete base[name];
+  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP', 'UV_THREADPOOL_SIZE']) delete base[name];
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [...nodeArgs, LAUNCH, ...args], { env: { ...base, ...env } }, (error, stdout, stderr) => {
       captureOutput(stdout + stderr);
@@ -168,7 +166,6 @@ describe('bgcut-launch', () => {
       execArgv: ['--initial-old-space-size=128'],
       env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
       uv: '8',
-      mainGc: '32',
     });
     expect(code).toBe(3);
   });
@@ -215,13 +212,6 @@ describe('bgcut-launch', () => {
     expect((await launch([script, '0'])).report?.uv).toBe('8');
     expect((await launch([script, '0'], { BGCUT_MALLOC: 'system', BGCUT_V8_HEAP: 'default' })).report?.uv).toBe('8');
     expect((await launch([script, '0'], { UV_THREADPOOL_SIZE: '3' })).report?.uv).toBe('3');
-  });
-
-  it("has the API collect its thread's dead image buffers every 32 MiB (BGCUT_MAIN_THREAD_GC_MB) as a child and in its own process, and keeps a value the user set", async () => {
-    const script = await reporter();
-    expect((await launch([script, '0'])).report?.mainGc).toBe('32');
-    expect((await launch([script, '0'], { BGCUT_MALLOC: 'system', BGCUT_V8_HEAP: 'default' })).report?.mainGc).toBe('32');
-    expect((await launch([script, '0'], { BGCUT_MAIN_THREAD_GC_MB: '0' })).report?.mainGc).toBe('0');
   });
 
   it.runIf(process.platform === 'linux')("keeps the user's MALLOC_ARENA_MAX as it is, logging why", async () => {

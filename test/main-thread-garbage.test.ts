@@ -1,7 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { gcFunction } from '../src/core/image/render-garbage.js';
-import { mainThreadGcEnv } from '../src/runtime/main-thread-gc.js';
 
 /**
  * `mainThreadGcBytes` (main-thread-garbage.ts): once that many bytes of pool results have come
@@ -59,10 +58,5 @@ describe('the main thread collects the dead buffers pool results leave', () => {
     for (let i = 0; i < 4; i++) await dropped(off);
     await tick();
     expect(off.collector.collections).toBe(0);
-  });
-
-  it('is set to 32 MiB for the API npm start launches, unless the environment sets it', () => {
-    expect(mainThreadGcEnv({})).toEqual({ BGCUT_MAIN_THREAD_GC_MB: '32' });
-    expect(mainThreadGcEnv({ BGCUT_MAIN_THREAD_GC_MB: '0' })).toEqual({});
   });
 });

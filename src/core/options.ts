@@ -177,8 +177,9 @@ export interface RemoveBgOptions {
    * A full garbage collection of the host's thread once this many bytes of image buffers have
    * come back to it from the pixel workers since V8's last full collection there: bounds the dead
    * Buffers a burst of large uploads leaves on that thread (V8 itself waits for 64 MB more), at
-   * the cost of that many more collections blocking its event loop. Default 0: left to V8.
-   * `npm start` sets 32 MiB (`BGCUT_MAIN_THREAD_GC_MB`; docs/configuration.md, "Memory").
+   * the cost of a full collection blocking its event loop each time, several times longer than
+   * V8's own (docs/configuration.md, "Memory"). Default 0: left to V8. The examples read
+   * `BGCUT_MAIN_THREAD_GC_MB`.
    */
   mainThreadGcBytes?: number;
   /**

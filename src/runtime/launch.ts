@@ -8,8 +8,7 @@
  * so the app is started again as a child with them set; signals are passed on to the child, and
  * its exit code is this process's. When nothing is to be set, the app runs in this process as it
  * is, after logging why. `npm start` goes through it. Either way libuv's pool gets
- * UV_THREADPOOL_SIZE=8 unless the variable is set (libuv-pool.ts), and the API collects its
- * thread's dead image buffers every 32 MiB unless BGCUT_MAIN_THREAD_GC_MB is set (main-thread-gc.ts).
+ * UV_THREADPOOL_SIZE=8 unless the variable is set (libuv-pool.ts).
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -18,7 +17,6 @@ import { pathToFileURL } from 'node:url';
 import { type AllocatorChoice, chooseAllocator, LAUNCHER_MALLOC_ENV } from './allocator.js';
 import { chooseHeapFlags, type HeapChoice } from './v8-heap.js';
 import { libuvPoolEnv } from './libuv-pool.js';
-import { mainThreadGcEnv } from './main-thread-gc.js';
 
 const [script, ...args] = process.argv.slice(2);
 if (!script) {
@@ -49,7 +47,7 @@ if (choice.env !== null || heap.flags.length > 0) {
     // BGCUT_MALLOC_ENV tells the app which variables are the launcher's, so it can leave them
     // out of the processes it starts itself (withoutLauncherMalloc: the inference server keeps
     // the system malloc).
-    env: { ...process.env, ...libuvPoolEnv(), ...mainThreadGcEnv(), ...(choice.env === null ? {} : { ...choice.env, [LAUNCHER_MALLOC_ENV]: Object.keys(choice.env).join(',') }) },
+    env: { ...process.env, ...libuvPoolEnv(), ...(choice.env === null ? {} : { ...choice.env, [LAUNCHER_MALLOC_ENV]: Object.keys(choice.env).join(',') }) },
   });
   // SIGTERM and SIGHUP (from a supervisor, to this pid) are passed on; Ctrl-C's SIGINT reaches
   // the child from the terminal itself, so this process only waits for the child to end.
@@ -60,6 +58,6 @@ if (choice.env !== null || heap.flags.length > 0) {
   console.log(`bgcut-launch: starting ${script} on the system malloc: ${choice.reason}; ${heapText}`);
   process.argv = [process.argv[0]!, path.resolve(script), ...args];
   // Before the app's first use of libuv's pool, which is when libuv reads it.
-  Object.assign(process.env, libuvPoolEnv(), mainThreadGcEnv());
+  Object.assign(process.env, libuvPoolEnv());
   await import(pathToFileURL(path.resolve(script)).href);
 }

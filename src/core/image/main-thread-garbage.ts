@@ -3,16 +3,18 @@ import { gcFunction } from './render-garbage.js';
 
 /**
  * A full garbage collection of the host's thread once `everyBytes` of image buffers have reached
- * it from the pixel pool since V8's last full collection there (opt-in: `mainThreadGcBytes`;
- * `npm start` sets 32 MiB). Each 12 MP request leaves about 17 MB of dead Buffers on the main
+ * it from the pixel pool since V8's last full collection there (opt-in: `mainThreadGcBytes`,
+ * off by default, `npm start` included). Each 12 MP request leaves about 17 MB of dead Buffers on the main
  * thread (its upload's socket chunks, the model call's message and grpc-js's framed copy, the
  * model-size image and mask, the encoded image), outside V8's heap: V8 collects them only once
  * 64 MB more such memory is held than after its last full collection, so up to 64 MB of dead
  * buffers sit beside the live ones at the peak. Collecting at half that bounds them at about
- * half. The cost: a full collection blocks the event loop (about as long as each of V8's own,
- * which are the same collection of the same heap, just twice as often under large uploads), so
- * it is off for a host that mounts the core unless it asks for it. A young-generation collection
- * frees none of these (measured: docs/benchmarks.md, "The main thread's dead buffers").
+ * half (16 x 12 MP: peak 282-291 MB against 335-336). The cost: this collection is V8's
+ * forced one, marked and compacted in one pause on the event loop, where V8's own marks
+ * incrementally and concurrently and pauses briefly: 127-430 ms per collection against V8's
+ * 32-55 ms in the same burst (load ~26), twice as often. So it is off unless the host asks for
+ * it (a memory-bound deployment that can afford those pauses). A young-generation collection
+ * frees none of these (docs/benchmarks.md, "The main thread's dead buffers").
  *
  * Counted from the results the pool's tasks bring back (the buffers each result holds), which
  * arrive with the rest of a request's buffers; V8's own full collections (seen through the `gc`
