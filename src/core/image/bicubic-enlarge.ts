@@ -192,7 +192,22 @@ function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBu
  * target, the growing one unchanged), as vips_resize reduces before it enlarges. `simd: false`
  * keeps to the JavaScript loops (the tests compare both ways with sharp).
  */
-export function enlargeBicubic(src: Uint8Array, width: number, height: number, channels: number, outWidth: number, outHeight: number, options: { simd?: boolean } = {}): Buffer {
+export function enlargeBicubic(
+  src: Uint8Array,
+  width: number,
+  height: number,
+  channels: number,
+  outWidth: number,
+  outHeight: number,
+  options: {
+    simd?: boolean;
+    /**
+     * Where the result goes (outWidth x outHeight x channels bytes long), e.g. shared memory the
+     * caller hands on: written there once rather than into a fresh buffer the caller copies again.
+     */
+    into?: Uint8Array;
+  } = {},
+): Buffer {
   countKernel('enlargeBicubic');
   if (![width, height, channels, outWidth, outHeight].every((n) => Number.isInteger(n) && n >= 1)) throw new RangeError('enlargeBicubic: sizes must be positive integers');
   if (outWidth < width || outHeight < height) throw new RangeError(`enlargeBicubic: ${width}x${height} to ${outWidth}x${outHeight} shrinks an axis`);
@@ -210,11 +225,13 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
 
   const inRow = width * channels;
   const midRow = outWidth * channels;
+  const into = options.into;
+  if (into && into.length !== outHeight * midRow) throw new RangeError(`enlargeBicubic: ${into.length} bytes to write ${outWidth}x${outHeight}x${channels} into`);
   const module = options.simd === false || midRow < 16 ? null : simdModule();
   if (!module) {
     const mid = new Int16Array(height * midRow);
     passAlongX(src, mid, width, height, channels, outWidth, xs, 0, outWidth);
-    const out = new Uint8ClampedArray(outHeight * midRow);
+    const out = into ? new Uint8ClampedArray(into.buffer, into.byteOffset, into.byteLength) : new Uint8ClampedArray(outHeight * midRow);
     passAlongY(mid, out, midRow, outHeight, ys);
     return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
   }
@@ -249,7 +266,10 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
     }
   }
   kernels.rowsFromPlan(midAt, outAt, midRow, outHeight, planAt);
-  return Buffer.from(new Uint8Array(memory.buffer, outAt, outHeight * midRow));
+  const result = new Uint8Array(memory.buffer, outAt, outHeight * midRow);
+  if (!into) return Buffer.from(result);
+  into.set(result);
+  return Buffer.from(into.buffer, into.byteOffset, into.byteLength);
 }
 
 /** One step of colsFromPlan's plan: 8 output samples (bicubic-enlarge.wat describes the layout). */

@@ -71,7 +71,16 @@ export async function resizeFillRgbTurned(stored: Sharp, width: number, height: 
  * with fit 'fill', as raw 8-bit RGB. `exact`: the two-step form is byte-identical for this
  * pipeline (enlargesExactly, or raw 8-bit RGB input); else, or when no axis grows, the one call.
  */
-export async function resizeFillRgb(image: Sharp, width: number, height: number, outWidth: number, outHeight: number, exact: boolean): Promise<Buffer> {
+export async function resizeFillRgb(
+  image: Sharp,
+  width: number,
+  height: number,
+  outWidth: number,
+  outHeight: number,
+  exact: boolean,
+  /** Memory for the result when this step writes it (an axis grows), e.g. shared memory (shared-bytes.ts); else a fresh buffer. */
+  allocate?: (bytes: number) => Buffer,
+): Promise<Buffer> {
   if (!exact || (outWidth <= width && outHeight <= height)) {
     return image.resize(outWidth, outHeight, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   }
@@ -82,5 +91,5 @@ export async function resizeFillRgb(image: Sharp, width: number, height: number,
   if (info.width !== w || info.height !== h || info.channels !== 3) {
     throw new Error(`resizeFillRgb: the reduce gave ${info.width}x${info.height}x${info.channels}, not ${w}x${h}x3`);
   }
-  return enlargeBicubic(data, w, h, 3, outWidth, outHeight);
+  return enlargeBicubic(data, w, h, 3, outWidth, outHeight, allocate ? { into: allocate(outWidth * outHeight * 3) } : {});
 }
