@@ -180,6 +180,11 @@ export class InferenceClient {
     return this.thread.counts();
   }
 
+  /** The inference thread's id while it runs; undefined once it has ended (close()). */
+  get inferenceThreadId(): number | undefined {
+    return this.thread.threadId;
+  }
+
   /** Checks that the served model takes and returns what the profile expects (datatype, layout, size). */
   async verifyModel(model: string, profile: PreprocessingProfile, timeoutMs: number): Promise<void> {
     const meta = await this.metadata(model, timeoutMs);
