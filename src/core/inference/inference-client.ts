@@ -49,6 +49,9 @@ const SATURATION_WINDOW_MS = 1000;
 /**
  * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
  * with honest statuses (503 + Retry-After when the server is down or full, 504 on deadline).
+ * ModelInfer calls are made on the inference thread (inference-thread.ts), so their messages
+ * are never framed, written or read on the host's event loop; the span, the trace context, the
+ * statuses and the "every server full" mark stay here.
  */
 export class InferenceClient {
   /** The main thread's channel: control calls only (model metadata, for the verifier). */
