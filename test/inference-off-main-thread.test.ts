@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
-import { isMainThread, threadId } from 'node:worker_threads';
+import { isMainThread, threadId, type Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ISNET_PROFILE, type RemoveBgHandler } from '../src/core/index.js';
-import { isFramed } from '../src/core/image/model-input.js';
+import { isFramed, modelInput } from '../src/core/image/model-input.js';
 import { probeImage } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { isShared } from '../src/core/image/shared-bytes.js';
@@ -74,6 +74,30 @@ describe('ModelInfer calls stay off the main thread', () => {
     // close() ends the thread (RemoveBgHandler.close() calls it): none is left behind.
     expect(client.inferenceThreadId).toBeUndefined();
   }, 300_000);
+});
+
+describe('the inference thread stopping', () => {
+  it('fails the calls waiting on it with 500 internal_error, and the next call starts a fresh thread', async () => {
+    const client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    try {
+      const model = client.maskModel('isnet', ISNET_PROFILE);
+      const size = { width: 64, height: 64 };
+      const profile = { ...ISNET_PROFILE, ...size };
+      const input = () => modelInput(Buffer.alloc(64 * 64 * 3, 128), profile, model.prefix!(size));
+      const first = client.inferenceThreadId;
+      const waiting = model(input(), new AbortController().signal, size);
+      // A crash, as the thread would see one.
+      await (client as unknown as { thread: { worker: Worker } }).thread.worker.terminate();
+      const error = await waiting.then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ApiError);
+      expect([(error as ApiError).status, (error as ApiError).code]).toEqual([500, 'internal_error']);
+      const { mask } = await model(input(), new AbortController().signal, size);
+      expect(mask.length).toBe(64 * 64);
+      expect(client.inferenceThreadId).toBeGreaterThan(first!);
+    } finally {
+      await client.close();
+    }
+  }, 120_000);
 });
 
 describe('the inference thread cancels a call whose request ended', () => {
