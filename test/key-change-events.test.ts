@@ -109,8 +109,10 @@ describe('while Redis is paused, a key revoked elsewhere is honoured for at most
       recordIssuedKeys([key]);
       expect((await b.account(key)).status).toBe(200);
       await new RedisKeyStore({ redis: admin, cacheTtlMs: 0, subscribe: false }).revokeKey(record.id);
-      // Redis stops answering for 4 s (each lookup gives up after the 1 s command timeout).
-      const paused = admin.call('DEBUG', 'SLEEP', '4').catch(() => {});
+      // Redis stops answering for 8 s (each lookup gives up after the 1 s command timeout). The
+      // three waits below take about 3.2 s: with a 4 s sleep a busy box had under a second to
+      // spare before Redis woke and answered the last one (401 instead of 503).
+      const paused = admin.call('DEBUG', 'SLEEP', '8').catch(() => {});
       await new Promise((r) => setTimeout(r, 100));
       // The key store alone: /v1/account also reads usage, which Redis cannot answer now.
       clock += 59_000;
