@@ -35,18 +35,21 @@ describe.each(redisTopologies)('a key change made through one API instance reach
   const pair = async () => {
     const [ra, rb] = [await shared.connect(), await shared.connect()];
     const a = apiInstance(ra, new RedisKeyStore({ redis: ra }));
-    const b = apiInstance(rb, new RedisKeyStore({ redis: rb }));
+    // B's cache would keep a key an hour: only the change event can make B see a change, so the
+    // bound below need not race a cache expiry, and has room for a busy box (at load 29 one
+    // change took 1.2 s to be seen through the default 5 s cache).
+    const b = apiInstance(rb, new RedisKeyStore({ redis: rb, cacheTtlMs: 3_600_000 }));
     await Promise.all([a.keyStore.listening(), b.keyStore.listening()]);
     return { a, b, close: () => Promise.all([a.handler.close(), b.handler.close(), a.keyStore.close(), b.keyStore.close()]) };
   };
 
-  it('revoked, rotated, suspended and moved to another plan through A: B acts on it within 1 s (its cache keeps keys 5 s)', async () => {
+  it('revoked, rotated, suspended and moved to another plan through A: B, whose cache keeps keys an hour, acts on each within 5 s', async () => {
     const { a, b, close } = await pair();
     try {
       const first = await a.keyStore.createKey({ accountId: 'acct_ev', plan: 'free' });
       const second = await a.keyStore.createKey({ accountId: 'acct_ev', plan: 'free' });
       recordIssuedKeys([first.key, second.key]);
-      // B looks both up: cached for 5 s from here.
+      // B looks both up: cached for an hour from here.
       expect((await b.account(first.key)).status).toBe(200);
       expect((await b.account(second.key)).plan).toBe('free');
 
@@ -59,14 +62,14 @@ describe.each(redisTopologies)('a key change made through one API instance reach
       await a.keyStore.setAccountStatus('acct_ev', 'suspended');
       const suspendedMs = await timeUntil(async () => (await b.account(second.key)).status === 403);
       await a.keyStore.setAccountStatus('acct_ev', 'active');
-      expect(await timeUntil(async () => (await b.account(second.key)).status === 200)).toBeLessThan(1000);
+      expect(await timeUntil(async () => (await b.account(second.key)).status === 200)).toBeLessThan(5000);
 
       const rotated = await a.keyStore.rotateKey(second.record.id, 0);
       recordIssuedKeys([rotated.key]);
       const rotatedMs = await timeUntil(async () => (await b.account(second.key)).status === 401);
 
       console.log(`key changes seen by the other instance after: revoke ${revokedMs.toFixed(0)} ms, plan move ${movedMs.toFixed(0)} ms, suspend ${suspendedMs.toFixed(0)} ms, rotate ${rotatedMs.toFixed(0)} ms (${topology.name})`);
-      for (const ms of [revokedMs, movedMs, suspendedMs, rotatedMs]) expect(ms).toBeLessThan(1000);
+      for (const ms of [revokedMs, movedMs, suspendedMs, rotatedMs]) expect(ms).toBeLessThan(5000);
     } finally {
       await close();
     }
