@@ -166,7 +166,9 @@ describe('inference server limits and lifecycle (own instance)', () => {
   }, 180_000); // event waits (a server start and a whole inference on a busy box), not a timing claim
 
   it('on SIGTERM reports NOT_SERVING, refuses new calls, finishes the one in flight, exits 0', async () => {
-    const server = await startInferenceProcess(['--metrics-port', '0']);
+    // A drain grace the in-flight 1024x1024 call fits on a busy box: with the default 30 s it was
+    // cut off (CANCELLED) once at load 21, where one such inference took over 20 s.
+    const server = await startInferenceProcess(['--metrics-port', '0', '--shutdown-grace-ms', '150000']);
     const client = inferenceClient(server.address);
     const health = new HealthClient(server.address, grpc.credentials.createInsecure());
     try {
