@@ -125,6 +125,7 @@ describe("remove.bg's multipart image_file_b64: streamed, and decoded off the ma
     ['five fields and the base64 (six)', [...five, { name: 'image_file_b64', value: pad }], 'too_many_fields'],
     ['the base64 and five fields (six)', [{ name: 'image_file_b64', value: pad }, ...five], 'too_many_fields'],
     // image_file and hints are the two file parts allowed here; a third is one too many.
+    ['three files and no base64', [{ name: 'image_file', value: Buffer.from('abc'), filename: 'a.jpg' }, { name: 'hints', value: Buffer.from('{}'), filename: 'h.json' }, { name: 'other', value: Buffer.from('x'), filename: 'o.bin' }], 'too_many_files'],
     ['three files beside the base64', [{ name: 'image_file_b64', value: pad }, { name: 'image_file', value: Buffer.from('abc'), filename: 'a.jpg' }, { name: 'hints', value: Buffer.from('{}'), filename: 'h.json' }, { name: 'other', value: Buffer.from('x'), filename: 'o.bin' }], 'too_many_files'],
   ];
   it.each(bad)('%s: the same answer as the field read whole, with and without the pool', async (_name, parts, code) => {
