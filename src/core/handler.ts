@@ -350,7 +350,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     }
     // Jobs running get the same time to finish; what they leave is taken up by another instance (BullMQ) or lost (in process).
     await jobService?.close();
-    client.close();
+    await client.close();
     await pixelPool.close();
     // What was counted but not yet written goes now, not with the next timer tick that will never
     // come: the activity batch (the host's recorder keeps running; it is the host's to close) and

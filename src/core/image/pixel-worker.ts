@@ -137,15 +137,18 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   }
   // sharp's buffers cannot move: copied here, in the worker, into shared memory (shared-bytes.ts),
   // which every later task that reads them (the working view, the render, `best`'s passes) gets
-  // without a copy on the main thread. The message (or tensor) is a fresh ArrayBuffer already,
-  // moved as it is; an 8-bit NHWC tensor without a message views the model-size decode, so it
-  // views the shared copy instead.
+  // without a copy on the main thread. The message is in shared memory already (the inference
+  // thread sends it from there); a tensor without one is a fresh ArrayBuffer, moved as it is; an
+  // 8-bit NHWC tensor without a message views the model-size decode, so it views the shared copy instead.
   const rgb = sharedCopy(prepared.rgb);
   const decoded = prepared.decoded && sharedCopy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : [tensorOf(input).buffer as ArrayBuffer]);
+  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : movable(tensorOf(input)));
 }
+
+/** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
+const movable = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
 
 /**
  * A model input that can be moved to the main thread: a message or tensor in a fresh ArrayBuffer
@@ -174,7 +177,7 @@ export async function passInputs(job: PassInputJob): Promise<unknown> {
     const input = made[which];
     if (!input) continue;
     out[which] = movableInput(input, made.rgb);
-    moved.push(tensorOf(out[which]).buffer as ArrayBuffer);
+    moved.push(...movable(tensorOf(out[which])));
   }
   return reply(out, [], moved);
 }
