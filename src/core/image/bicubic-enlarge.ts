@@ -205,10 +205,26 @@ function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBu
  * libvips 8.18's vips_resize enlarges, for sharp's fit 'fill'. Each axis must grow or stay: an
  * axis that shrinks is sharp's to reduce first (resize to the smaller size with that axis at its
  * target, the growing one unchanged), as vips_resize reduces before it enlarges. `simd: false`
- * keeps to the JavaScript loops (the tests compare both ways with sharp). `tileWidth`: libvips
- * makes the output in tiles this wide, not whole-width strips (see ENLARGE_TILE_WIDTH).
+ * keeps to the JavaScript loops (the tests compare both ways with sharp).
  */
-export function enlargeBicubic(src: Uint8Array, width: number, height: number, channels: number, outWidth: number, outHeight: number, options: { simd?: boolean; tileWidth?: number } = {}): Buffer {
+export function enlargeBicubic(
+  src: Uint8Array,
+  width: number,
+  height: number,
+  channels: number,
+  outWidth: number,
+  outHeight: number,
+  options: {
+    simd?: boolean;
+    /**
+     * Where the result goes (outWidth x outHeight x channels bytes long), e.g. shared memory the
+     * caller hands on: written there once rather than into a fresh buffer the caller copies again.
+     */
+    into?: Uint8Array;
+    /** libvips makes the output in tiles this wide, not whole-width strips (see ENLARGE_TILE_WIDTH). */
+    tileWidth?: number;
+  } = {},
+): Buffer {
   countKernel('enlargeBicubic');
   if (![width, height, channels, outWidth, outHeight].every((n) => Number.isInteger(n) && n >= 1)) throw new RangeError('enlargeBicubic: sizes must be positive integers');
   if (outWidth < width || outHeight < height) throw new RangeError(`enlargeBicubic: ${width}x${height} to ${outWidth}x${outHeight} shrinks an axis`);
@@ -228,11 +244,13 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
 
   const inRow = width * channels;
   const midRow = outWidth * channels;
+  const into = options.into;
+  if (into && into.length !== outHeight * midRow) throw new RangeError(`enlargeBicubic: ${into.length} bytes to write ${outWidth}x${outHeight}x${channels} into`);
   const module = options.simd === false || midRow < 16 ? null : simdModule();
   if (!module) {
     const mid = new Int16Array(height * midRow);
     passAlongX(src, mid, width, height, channels, outWidth, xs, 0, outWidth);
-    const out = new Uint8ClampedArray(outHeight * midRow);
+    const out = into ? new Uint8ClampedArray(into.buffer, into.byteOffset, into.byteLength) : new Uint8ClampedArray(outHeight * midRow);
     passAlongY(mid, out, midRow, outHeight, ys);
     return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
   }
@@ -267,7 +285,10 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
     }
   }
   kernels.rowsFromPlan(midAt, outAt, midRow, outHeight, planAt);
-  return Buffer.from(new Uint8Array(memory.buffer, outAt, outHeight * midRow));
+  const result = new Uint8Array(memory.buffer, outAt, outHeight * midRow);
+  if (!into) return Buffer.from(result);
+  into.set(result);
+  return Buffer.from(into.buffer, into.byteOffset, into.byteLength);
 }
 
 /** One step of colsFromPlan's plan: 8 output samples (bicubic-enlarge.wat describes the layout). */

@@ -92,9 +92,19 @@ export async function resizeFillRgbTurned(stored: Sharp, width: number, height: 
  * `image` (width x height as sharp will see it before resizing) resized to outWidth x outHeight
  * with fit 'fill', as raw 8-bit RGB. `exact`: the two-step form is byte-identical for this
  * pipeline (enlargesExactly, or raw 8-bit RGB input); else, or when no axis grows, the one call.
- * `tileWidth`: libvips makes this pipeline's output in tiles this wide (regionTileWidth).
  */
-export async function resizeFillRgb(image: Sharp, width: number, height: number, outWidth: number, outHeight: number, exact: boolean, tileWidth?: number): Promise<Buffer> {
+export async function resizeFillRgb(
+  image: Sharp,
+  width: number,
+  height: number,
+  outWidth: number,
+  outHeight: number,
+  exact: boolean,
+  /** Memory for the result when this step writes it (an axis grows), e.g. shared memory (shared-bytes.ts); else a fresh buffer. */
+  allocate?: (bytes: number) => Buffer,
+  /** libvips makes this pipeline's output in tiles this wide (regionTileWidth). */
+  tileWidth?: number,
+): Promise<Buffer> {
   if (!exact || (outWidth <= width && outHeight <= height)) {
     return image.resize(outWidth, outHeight, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   }
@@ -105,5 +115,5 @@ export async function resizeFillRgb(image: Sharp, width: number, height: number,
   if (info.width !== w || info.height !== h || info.channels !== 3) {
     throw new Error(`resizeFillRgb: the reduce gave ${info.width}x${info.height}x${info.channels}, not ${w}x${h}x3`);
   }
-  return enlargeBicubic(data, w, h, 3, outWidth, outHeight, { tileWidth });
+  return enlargeBicubic(data, w, h, 3, outWidth, outHeight, { ...(allocate ? { into: allocate(outWidth * outHeight * 3) } : {}), tileWidth });
 }

@@ -386,7 +386,7 @@ async function decodeRegionNow(bytes: Buffer, probe: Probe, limits: ImageLimits,
   if (whole) return decodeForModel(bytes, probe, limits, profile);
   try {
     const base = probe.hasAlpha ? openDecoder(bytes, limits).flatten({ background: '#ffffff' }) : openDecoder(bytes, limits).removeAlpha();
-    return await resizeFillRgb(base.extract(region), region.width, region.height, profile.width, profile.height, enlargesRegionExactly(probe), regionTileWidth(probe));
+    return await resizeFillRgb(base.extract(region), region.width, region.height, profile.width, profile.height, enlargesRegionExactly(probe), undefined, regionTileWidth(probe));
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

@@ -15,7 +15,7 @@ import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectBeforeRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
-import { isShared, sharedCopy } from './shared-bytes.js';
+import { isShared, sharedBuffer, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
 import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
@@ -130,7 +130,9 @@ export async function render(job: RenderJob): Promise<unknown> {
 export async function modelInput(job: ModelInputJob): Promise<unknown> {
   let prepared: PreparedModelInput;
   try {
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix });
+    // An image the JS enlarge writes (a photo under the model's size on an axis) is written
+    // into shared memory at once, not into a buffer copied there below.
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, sharedBuffer);
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
