@@ -17,7 +17,7 @@ import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedBuffer, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
-import { readBodyFields, type BodyKind } from '../removebg/body-fields.js';
+import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
 
 export type { RenderJob, RenderResult } from './output.js';
@@ -207,6 +207,17 @@ export function removeBgBody(task: { raw: Uint8Array; kind: BodyKind; limits: Up
   if ('error' in read.image) return reply<RemoveBgBodyResult>({ fields, image: asWorkerError(read.image.error) }, []);
   const bytes = own(read.image.bytes);
   return reply<RemoveBgBodyResult>({ fields, image: { bytes } }, [bytes]);
+}
+
+/** A multipart image_file_b64's bytes decoded (body-fields.ts's decodeBase64Bytes); the image is moved back. */
+export function decodeBase64(task: { text: Uint8Array; maxBytes: number }): unknown {
+  try {
+    const bytes = own(decodeBase64Bytes(task.text, task.maxBytes));
+    return reply<{ bytes: Uint8Array }>({ bytes }, [bytes]);
+  } catch (error) {
+    if (error instanceof ApiError) return reply<WorkerApiError>(asWorkerError(error), []);
+    throw error;
+  }
 }
 
 function asWorkerError(error: ApiError): WorkerApiError {
