@@ -10,5 +10,10 @@ export default defineConfig({
     fileParallelism: false,
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // expect.poll waits on a condition; its deadline is only a backstop. Vitest's default (1 s)
+    // is one a busy 2-core box can outrun (a browser drawing a canvas, a Redis round trip), so a
+    // poll without its own timeout gets 20 s: still well inside the test's own timeout, so the
+    // poll reports what it last saw.
+    expect: { poll: { timeout: 20_000 } },
   },
 });

@@ -143,6 +143,12 @@ function cpuMs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
 }
 
+/** The same for a process's main thread alone (its task id is the process id): what runs on the host's event loop. */
+function mainThreadCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+}
+
 const median = (xs: number[]) => percentile(xs, 50);
 function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -329,11 +335,25 @@ async function latency(label: string, image: Buffer) {
   const e2e: number[] = [];
   const rawMs: number[] = [];
   let apiCpu = 0;
+  let mainCpu = 0;
+  // --compare DIR: the same requests, alternating, to an API of another build, for its main thread's CPU beside this one's.
+  const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+  const compared = values.compare ? await startApi(inference.address, comparedRuntime.env, comparedRuntime.nodeArgs, values.compare) : undefined;
+  if (compared) alsoStop.push(compared.stop);
+  if (compared) for (let i = 0; i < warmup; i++) await post(compared.url, image);
+  let comparedMainCpu = 0;
   const stages: Record<string, number[]> = {};
   for (let i = 0; i < runs; i++) {
     const cpuBefore = cpuMs(api.child.pid!);
+    const mainBefore = mainThreadCpuMs(api.child.pid!);
     const result = await post(api.url, image);
     apiCpu += cpuMs(api.child.pid!) - cpuBefore;
+    mainCpu += mainThreadCpuMs(api.child.pid!) - mainBefore;
+    if (compared) {
+      const before = mainThreadCpuMs(compared.child.pid!);
+      if ((await post(compared.url, image)).status !== 200) throw new Error('compared build: HTTP error');
+      comparedMainCpu += mainThreadCpuMs(compared.child.pid!) - before;
+    }
     if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
     e2e.push(result.ms);
     for (const [stage, ms] of Object.entries(result.stages)) (stages[stage] ??= []).push(ms);
@@ -348,13 +368,19 @@ async function latency(label: string, image: Buffer) {
     ratioEndToEndOverRaw: Math.round((median(e2e) / median(rawMs)) * 1000) / 1000,
     // The API process's own CPU per image (decode, resize, compose, encode, gRPC), 10 ms resolution.
     apiCpuMsPerImage: round(apiCpu / runs),
+    // Its main thread's share: what the host's event loop spent per image.
+    apiMainThreadCpuMsPerImage: round(mainCpu / runs),
+    ...(compared ? { comparedMainThreadCpuMsPerImage: round(comparedMainCpu / runs) } : {}),
   };
+  await compared?.stop();
   report[label] = section;
   console.log(`\n${label}: ${section.image}, medians of ${runs} runs after ${warmup} unmeasured`);
   console.log('| measure | ms |\n|---|---|');
   for (const [s, ms] of Object.entries(section.stagesMs)) console.log(`| stage ${s} | ${ms} |`);
   console.log(`| end-to-end HTTP | ${section.endToEndMs} |\n| raw session.run | ${section.rawSessionRunMs} |\n| **end-to-end / raw** | **${section.ratioEndToEndOverRaw}** |`);
   console.log(`| API process CPU per image (mean) | ${section.apiCpuMsPerImage} |`);
+  console.log(`| API main thread CPU per image (mean) | ${section.apiMainThreadCpuMsPerImage} |`);
+  if (compared) console.log(`| ${values.compare}: API main thread CPU per image (mean, alternating) | ${section.comparedMainThreadCpuMsPerImage} |`);
   return median(rawMs);
 }
 

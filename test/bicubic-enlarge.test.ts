@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { enlargeBicubic, enlargesWithSimd } from '../src/core/image/bicubic-enlarge.js';
+import { ENLARGE_TILE_WIDTH, enlargeBicubic, enlargesWithSimd } from '../src/core/image/bicubic-enlarge.js';
 import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { preparePassInputs } from '../src/core/image/multi-pass.js';
 import { decodeForModel, decodeRaw, probeImage } from '../src/core/image/pipeline.js';
@@ -93,6 +93,29 @@ describe('enlargeBicubic: byte-identical to sharp (libvips) fit fill resizes tha
     }
   }
 
+  // After a quarter turn libvips makes the resize's output in 128-wide tiles, and the affine's x
+  // position starts afresh at each tile's left edge: enlargeBicubic's tileWidth does the same.
+  for (const [width, height, outWidth, outHeight] of [[451, 300, 1024, 1024], [191, 250, 1024, 1024], [700, 1219, 1024, 1219], [37, 23, 301, 59]] as const) {
+    it(`${width}x${height} -> ${outWidth}x${outHeight} after a quarter turn: in tiles ${ENLARGE_TILE_WIDTH} wide, 3 and 1 channel(s)`, async () => {
+      for (const channels of [3, 1] as const) {
+        // Stored on its side; libvips turns it (rot90, small tiles) before the pre-resize extract.
+        const upright = picture(width, height, channels, width + height + channels);
+        const turnedBack = sharp(upright, { raw: { width, height, channels } }).rotate(270);
+        const stored = await (channels === 1 ? turnedBack.extractChannel(0) : turnedBack).raw().toBuffer();
+        const turned = sharp(stored, { raw: { width: height, height: width, channels } }).rotate(90).extract({ left: 0, top: 0, width, height });
+        expect((await (channels === 1 ? turned.clone().extractChannel(0) : turned.clone()).raw().toBuffer()).equals(upright), 'the turn').toBe(true);
+        const resized = turned.resize(outWidth, outHeight, { fit: 'fill' });
+        const expected = await (channels === 1 ? resized.extractChannel(0) : resized).raw().toBuffer();
+        for (const simd of [true, false]) {
+          const got = enlargeBicubic(upright, width, height, channels, outWidth, outHeight, { simd, tileWidth: ENLARGE_TILE_WIDTH });
+          let differ = 0;
+          for (let i = 0; i < got.length; i++) if (got[i] !== expected[i]) differ++;
+          expect(differ, `${channels} channel(s), ${simd ? 'with SIMD' : 'in JavaScript'}`).toBe(0);
+        }
+      }
+    });
+  }
+
   it('runs the WebAssembly SIMD kernels on this Node (so the SIMD half of each case above is not the JavaScript again)', () => {
     expect(enlargesWithSimd()).toBe(true);
   });
@@ -150,6 +173,34 @@ describe('the model-input decode: the same bytes as the one-call resize, enlarge
         const got = await decodeForModel(bytes, probe, limits, ISNET_PROFILE);
         expect((kernelCalls.enlargeBicubic ?? 0) - before, `orientation ${orientation}: split`).toBe(1);
         expect(got.equals(await sharpModelInput(bytes, probe.hasAlpha)), `orientation ${orientation}: sharp's bytes`).toBe(true);
+      }
+    });
+  }
+
+  // best's region passes: sharp turns the image upright before a pre-resize extract, so a region
+  // is resized in the upright frame; the whole image (no extract) in its stored frame. Both split.
+  for (const [width, height, channels] of turnedSizes) {
+    it(`${width}x${height} (${channels} channel(s)) stored, EXIF orientations 2-8: best's region passes are sharp's bytes, enlarged by the split`, async () => {
+      for (let orientation = 2; orientation <= 8; orientation++) {
+        const pixels = sharp(picture(width, height, channels, orientation + 20), { raw: { width, height, channels } });
+        const bytes = await encode(channels === 4 ? pixels.png().withMetadata({ orientation }) : pixels.jpeg({ quality: 90 }).withMetadata({ orientation }));
+        const probe = await probeImage(bytes, limits);
+        const [uw, uh] = [probe.width, probe.height];
+        // An off-centre crop, one touching the far corner, and the whole image.
+        const regions = [
+          { left: Math.floor(uw / 7), top: Math.floor(uh / 5), width: Math.floor(uw / 2) + 1, height: Math.floor(uh / 2) },
+          { left: uw - Math.floor(uw / 3), top: uh - Math.floor((uh * 3) / 4), width: Math.floor(uw / 3), height: Math.floor((uh * 3) / 4) },
+          { left: 0, top: 0, width: uw, height: uh },
+        ];
+        for (const region of regions) {
+          const whole = region.width === uw && region.height === uh;
+          const before = kernelCalls.enlargeBicubic ?? 0;
+          const pass = await preparePassInputs({ profile: ISNET_PROFILE, source: { bytes, probe, limits, region }, plain: false, mirror: false });
+          const at = `orientation ${orientation}, ${JSON.stringify(region)}`;
+          expect((kernelCalls.enlargeBicubic ?? 0) - before, `${at}: split`).toBe(1);
+          // sharp's one call as the pass made it before the split: the whole image without an extract.
+          expect(pass.rgb.equals(await sharpModelInput(bytes, probe.hasAlpha, whole ? undefined : region)), `${at}: sharp's bytes`).toBe(true);
+        }
       }
     });
   }

@@ -461,7 +461,7 @@ describe.each(VIEWPORTS)('dashboard as a key holder uses it, at $width×$height'
       expect(box.x + box.width, 'ends inside the window').toBeLessThanOrEqual(width);
     }
     // And nothing covers it: a click would reach it.
-    for (const control of controls) await control.click({ trial: true, timeout: 5000 });
+    for (const control of controls) await control.click({ trial: true, timeout: 15_000 });
     await page.evaluate(() => window.scrollTo(0, 0));
     await shot(page, `keys-${viewport.name}`, false); // the first screen, as a phone shows it
 

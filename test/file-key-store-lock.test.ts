@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FileKeyStore } from '../src/core/index.js';
+import { signal } from './helpers/within.js';
 
 const tempFile = async () => path.join(await mkdtemp(path.join(os.tmpdir(), 'bgcut-lock-')), 'keys.json');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -14,13 +15,17 @@ describe('FileKeyStore writers exclude each other', () => {
     const slow = new FileKeyStore({ file, lockStaleMs: 2000 });
     const quick = new FileKeyStore({ file, lockStaleMs: 2000 });
     const order: string[] = [];
+    const slowHolds = signal();
     const slowWrite = slow.update(async (data) => {
+      slowHolds.resolve();
       data.accounts.push({ id: 'acct_slow', plan: 'free', status: 'active' });
       // Holds the lock twice as long as the stale time, alive all along (a slow disk, a busy machine).
       await sleep(4500);
       order.push('slow');
     });
-    await sleep(300);
+    // The second writer starts once the first holds the lock (its update runs under it), not after
+    // a fixed wait that a busy box can outrun before the first has taken it.
+    await slowHolds.promise;
     const quickWrite = quick.update((data) => {
       data.accounts.push({ id: 'acct_quick', plan: 'free', status: 'active' });
       order.push('quick');

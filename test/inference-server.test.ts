@@ -22,7 +22,8 @@ function inferenceClient(address: string): GRPCInferenceServiceClient {
   });
 }
 
-function infer(client: GRPCInferenceServiceClient, deadlineMs = 30_000, raw = Buffer.alloc(INPUT_BYTES)) {
+/** A 1024x1024 ModelInfer call; its default deadline is a backstop (~2 s on a quiet 2-core box, 25 s seen at load 30). */
+function infer(client: GRPCInferenceServiceClient, deadlineMs = 120_000, raw = Buffer.alloc(INPUT_BYTES)) {
   return new Promise<{ error: grpc.ServiceError | null; shape?: number[]; bytes?: number }>((resolve) => {
     client.ModelInfer(
       {
@@ -165,7 +166,9 @@ describe('inference server limits and lifecycle (own instance)', () => {
   }, 180_000); // event waits (a server start and a whole inference on a busy box), not a timing claim
 
   it('on SIGTERM reports NOT_SERVING, refuses new calls, finishes the one in flight, exits 0', async () => {
-    const server = await startInferenceProcess(['--metrics-port', '0']);
+    // A drain grace the in-flight 1024x1024 call fits on a busy box: with the default 30 s it was
+    // cut off (CANCELLED) once at load 21, where one such inference took over 20 s.
+    const server = await startInferenceProcess(['--metrics-port', '0', '--shutdown-grace-ms', '150000']);
     const client = inferenceClient(server.address);
     const health = new HealthClient(server.address, grpc.credentials.createInsecure());
     try {
@@ -219,7 +222,7 @@ describe('inference server limits and lifecycle (own instance)', () => {
       health.close();
       await server.stop();
     }
-  });
+  }, 180_000); // event waits (a server start and a whole inference on a busy box), not a timing claim
 });
 
 describe('session pool', () => {
@@ -243,13 +246,13 @@ describe('session pool', () => {
     await first;
     expect(pool.stats.started).toBe(startedBefore);
     expect(pool.stats.dropped).toBe(1);
-  });
+  }, 180_000); // a whole 1024x1024 inference on a busy box
 
   it('refuses a job when the queue is full', async () => {
     const running = [pool.run(input(), ['output']), pool.run(input(), ['output']), pool.run(input(), ['output'])];
     await expect(pool.run(input(), ['output'])).rejects.toBeInstanceOf(QueueFullError);
     await Promise.all(running);
-  });
+  }, 180_000); // three whole 1024x1024 inferences on a busy box
 
   it('refuses a job whose signal already aborted', async () => {
     await expect(pool.run(input(), ['output'], AbortSignal.abort())).rejects.toBeInstanceOf(JobAbortedError);

@@ -181,8 +181,10 @@ describe('a job survives the death of the instance running it (two API processes
       expect(started.at(-1)!.at).toBeGreaterThan(killedAt); // the retry that succeeded came from the survivor
       expect(accepted.find((r) => r.type === 'job.completed')!.data).toMatchObject({ id, state: 'succeeded', progress: { done: IMAGES } });
 
-      // The dashboard's deliveries list (the shared log): every attempt, from both instances.
-      const log = await new RedisDeliveryLog(redis.redis).list(ACCOUNT);
+      // The dashboard's deliveries list (the shared log): every attempt, from both instances. The
+      // survivor writes an attempt there after it has read the receiver's answer, so the last 204
+      // may reach the log a moment after the receiver saw its request: read until both have ended.
+      const log = await poll(() => new RedisDeliveryLog(redis.redis).list(ACCOUNT), (l) => l.length === 2 && l.every((d) => d.state !== 'pending'), 30_000, 'both deliveries to end in the log');
       const startedLog = log.find((d) => d.type === 'job.started')!;
       expect(startedLog.state).toBe('delivered');
       expect(startedLog.attempts.at(-1)!.status).toBe(204);

@@ -13,6 +13,7 @@ import { captureInternalError } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 import { startRedisCluster, type RedisClusterServer } from './helpers/redis-cluster.js';
 import { useRedis } from './helpers/use-redis.js';
+import { signal, within } from './helpers/within.js';
 import { WebhookSender } from '../src/core/jobs/webhooks/sender.js';
 import { newJob } from '../src/core/jobs/job.js';
 
@@ -134,6 +135,7 @@ describe('webhook deliveries through BullMQ (BullMQDeliveryQueue)', () => {
     const secret = await secrets.rotate('acct_hooks');
     const deliveries = new MemoryDeliveryLog();
     const received: { at: number; id: string; status: number }[] = [];
+    const thirdAttempt = signal();
     const receiver = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -142,6 +144,7 @@ describe('webhook deliveries through BullMQ (BullMQDeliveryQueue)', () => {
         const status = received.length < 2 ? 503 : 204;
         received.push({ at: Date.now(), id: String(req.headers['webhook-id']), status });
         res.writeHead(status).end();
+        if (received.length === 3) thirdAttempt.resolve();
       });
     });
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
@@ -158,8 +161,7 @@ describe('webhook deliveries through BullMQ (BullMQDeliveryQueue)', () => {
     try {
       const job = newJob({ id: 'job-hooks-1', accountId: 'acct_hooks', plan: 'free', fields: {}, sources: [], callbackUrl: `http://127.0.0.1:${port}/in`, createdAt: new Date().toISOString(), retentionMs: 60_000 });
       await sender.send('job.completed', job);
-      const until = Date.now() + 30_000;
-      while (received.length < 3 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      await within(thirdAttempt.promise, 45_000, () => JSON.stringify(received));
       expect(received.map((r) => [r.id, r.status])).toEqual([
         ['msg_job-hooks-1_job.completed', 503],
         ['msg_job-hooks-1_job.completed', 503],
@@ -167,7 +169,10 @@ describe('webhook deliveries through BullMQ (BullMQDeliveryQueue)', () => {
       ]);
       expect(received[1]!.at - received[0]!.at).toBeGreaterThanOrEqual(140);
       expect(received[2]!.at - received[1]!.at).toBeGreaterThanOrEqual(290);
+      // The third attempt stays in flight until it has read the 204 and written the log.
+      await sender.idle();
       await sender.send('job.completed', job);
+      // Nothing to wait on when nothing is sent: a half-second in which a fourth request would show.
       await new Promise((r) => setTimeout(r, 500));
       expect(received).toHaveLength(3);
       const [entry] = await deliveries.list('acct_hooks');

@@ -15,6 +15,7 @@ import { createTestKeys, multipartBody, TEST_PLANS, type TestKeys } from './help
 import { captureInternalError } from './helpers/log-capture.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 import { guardConnections } from './helpers/connection-guard.js';
+import { signal, within } from './helpers/within.js';
 
 /** Generous: each image runs the real model, and a shared 2-core box can be slow. */
 const MODEL_TEST_MS = 240_000;
@@ -195,6 +196,11 @@ describe('webhooks (Standard Webhooks), loopback receiver', () => {
     const secret = await secrets.rotate('acct_good');
     const received: { at: number; type: string; id: string; verified: unknown; status: number }[] = [];
     let completedCalls = 0;
+    // The third job.completed attempt answered: the event this test waits on. The job's end does
+    // not mean job.completed is scheduled yet (the runner stores the end first, then writes the
+    // results' expiry, then sends the event), so webhooksIdle() right after waitForEnd could find
+    // nothing in flight.
+    const completedDelivered = signal();
     const receiver = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -206,6 +212,7 @@ describe('webhooks (Standard Webhooks), loopback receiver', () => {
         const status = type === 'job.completed' && ++completedCalls <= 2 ? 503 : 204;
         received.push({ at: Date.now(), type, id: String(req.headers['webhook-id']), verified, status });
         res.writeHead(status).end();
+        if (type === 'job.completed' && status === 204) completedDelivered.resolve();
       });
     });
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
@@ -221,6 +228,8 @@ describe('webhooks (Standard Webhooks), loopback receiver', () => {
       expect(accepted.status).toBe(202);
       const { id } = json(accepted);
       await waitForEnd(handler, keys.good, id);
+      await within(completedDelivered.promise, 60_000, () => received.map((r) => `${r.type} ${r.status}`).join(', ') || 'no request');
+      // The sender's third attempt is still in flight until it has read the 204 and written the log.
       await handler.webhooksIdle();
 
       const completed = received.filter((r) => r.type === 'job.completed');

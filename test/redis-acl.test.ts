@@ -1,6 +1,4 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import { describe, expect, inject, it } from 'vitest';
 import { connectRedis, createRemoveBgHandler, dayOf, hashApiKey, redisReady, RedisKeyStore, type RedisClient } from '../src/core/index.js';
 import { RedisIdempotencyStore } from '../src/core/idempotency/redis-store.js';
@@ -10,7 +8,8 @@ import { RedisUsageMeter } from '../src/core/limits/usage-meter.js';
 import { RedisDashboardStore } from '../src/dashboard/index.js';
 import { SignInThrottle } from '../src/dashboard/throttle.js';
 import { drivenRequest } from './helpers/core-request.js';
-import { captureInternalError, captureOutput, recordIssuedKeys } from './helpers/log-capture.js';
+import { captureInternalError, recordIssuedKeys } from './helpers/log-capture.js';
+import { startRedis } from './helpers/redis-server.js';
 
 /** The ACL line docs/redis.md gives operators, word for word. */
 function documentedAcl(): string[] {
@@ -20,36 +19,17 @@ function documentedAcl(): string[] {
   return line.split(/\s+/).slice(1).map((rule) => (rule === '>PASSWORD' ? '>acl-test-password' : rule));
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 describe('an ACL user with exactly the commands docs/redis.md lists runs every Redis store', () => {
   it('keys and change events, rate limits, concurrency, quota, usage, Idempotency-Keys, dashboard store and throttle: no NOPERM', async () => {
-    const port = await freePort();
-    // The default user off: only the documented user can do anything.
-    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--user', 'default', 'off', '--user', ...documentedAcl()], { stdio: ['ignore', 'pipe', 'pipe'] });
-    server.stdout.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
-    server.stderr.on('data', (chunk: Buffer) => captureOutput(chunk.toString()));
+    // The default user off: only the documented user can do anything. startRedis probes a free
+    // port and knows the server ready only when the one answering there is its own child (a
+    // probed port can be taken before redis-server binds it).
+    const server = await startRedis({ args: ['--user', 'default', 'off', '--user', ...documentedAcl()], probeAuth: { username: 'bgcut', password: 'acl-test-password' } });
     const clients: RedisClient[] = [];
     try {
-      let redis: RedisClient | undefined;
-      for (let i = 0; i < 100 && !redis; i++) {
-        const client = connectRedis(`redis://bgcut:acl-test-password@127.0.0.1:${port}`, { onStateChange: () => {} });
-        try {
-          await redisReady(client, 500);
-          redis = client;
-        } catch {
-          client.disconnect();
-        }
-      }
-      if (!redis) throw new Error('redis-server with the documented ACL did not start');
+      const redis = connectRedis(`redis://bgcut:acl-test-password@127.0.0.1:${server.port}`, { onStateChange: () => {} });
       clients.push(redis);
+      await redisReady(redis, 10_000);
 
       const keys = new RedisKeyStore({ redis });
       const { key, record } = await keys.createKey({ accountId: 'acct_acl', plan: 'pro', maxActiveKeys: 5 });
@@ -126,7 +106,7 @@ describe('an ACL user with exactly the commands docs/redis.md lists runs every R
       await expect(redis.get('other:thing')).rejects.toThrow(/NOPERM/);
     } finally {
       for (const client of clients) client.disconnect();
-      server.kill('SIGKILL');
+      await server.stop();
     }
   });
 });

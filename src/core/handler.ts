@@ -73,7 +73,11 @@ export interface RemoveBgHandler {
   routes: Route[];
   /** `/v1/jobs` and below (undefined with `jobs: { enabled: false }`). */
   jobs: ((request: CoreRequest) => Promise<CoreResponse>) | undefined;
-  /** Resolves when the webhooks started so far are delivered or given up (for tests and shutdown). */
+  /**
+   * Resolves when the webhooks started so far are delivered or given up (for tests and shutdown).
+   * A job's end is stored before its `job.completed` delivery starts: a job read as ended may
+   * have no delivery under way yet, so a test waits for its receiver to get the event first.
+   */
   webhooksIdle(): Promise<void>;
   /**
    * What the API reference of this handler says, or undefined with `apiDocs: false`. The core
@@ -350,7 +354,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     }
     // Jobs running get the same time to finish; what they leave is taken up by another instance (BullMQ) or lost (in process).
     await jobService?.close();
-    client.close();
+    await client.close();
     await pixelPool.close();
     // What was counted but not yet written goes now, not with the next timer tick that will never
     // come: the activity batch (the host's recorder keeps running; it is the host's to close) and

@@ -4,6 +4,7 @@ import { bodyAlreadyRead, BODY_ALREADY_READ_HELP } from '../util/read-body.js';
 import { ApiError } from './errors.js';
 import { feedInSlices, type SlicedFeed } from './feed-in-slices.js';
 import type { IncomingHeaders } from './http-types.js';
+import { streamFieldAsFile } from './multipart-streamed-field.js';
 import { UploadBytes } from './upload-bytes.js';
 
 export interface UploadLimits {
@@ -23,7 +24,15 @@ export interface Upload {
   fields: Record<string, string>;
   /** Optional file parts beside the image (FormShape.extraFiles), by part name: e.g. `hints`. */
   parts?: Record<string, UploadedFile>;
+  /** The large field's bytes when they were streamed (see BatchUpload.largeFieldBytes). */
+  largeFieldBytes?: Buffer;
 }
+
+/**
+ * What `fields` holds for a large field whose bytes were streamed (Upload.largeFieldBytes): the
+ * same emptiness as the text, so which source was given is decided as before.
+ */
+export const STREAMED_FIELD = 'streamed';
 
 /** Room for the multipart framing and fields around the file, in bytes. */
 const ENVELOPE_BYTES = 64 * 1024;
@@ -64,6 +73,13 @@ export interface BatchUpload {
   fields: Record<string, string>;
   /** The optional parts (FormShape.extraFiles) that came. */
   parts?: Record<string, UploadedFile>;
+  /**
+   * The large field's (FormShape.largeField) text as its UTF-8 bytes, streamed into one buffer
+   * (shared memory when the body declared its length) instead of built into a string on the
+   * event loop (multipart-streamed-field.ts); `fields` then holds STREAMED_FIELD (or '' when it
+   * was empty) in its place.
+   */
+  largeFieldBytes?: Buffer;
 }
 
 export interface BatchLimits extends UploadLimits {
@@ -98,8 +114,9 @@ export async function readUpload(
   const form = await readForm(body, headers, { ...limits, maxFiles: 1, maxTotalBytes: limits.maxFileBytes }, signal, formShape, maxBytes);
   const first = form.files[0];
   const parts = form.parts ? { parts: form.parts } : {};
-  if (!first) return { file: Buffer.alloc(0), filename: '', declaredType: '', fields: form.fields, ...parts };
-  return { ...first, fields: form.fields, ...parts };
+  const large = form.largeFieldBytes ? { largeFieldBytes: form.largeFieldBytes } : {};
+  if (!first) return { file: Buffer.alloc(0), filename: '', declaredType: '', fields: form.fields, ...parts, ...large };
+  return { ...first, fields: form.fields, ...parts, ...large };
 }
 
 /**
@@ -145,9 +162,11 @@ function readForm(
       // fileSize bytes is flagged; the part that makes `parts` is flagged), so each is set one
       // above what is allowed: a file of maxFileBytes, a field of maxFieldBytes, and maxFields
       // fields beside the file all pass. `fields` and `files` are exact (checked as a part starts).
+      // The large field, streamed as a file part (multipart-streamed-field.ts), is one more file
+      // for busboy: its own limits are checked here, as the field's were.
       limits: {
-        fileSize: Math.max(limits.maxFileBytes, ...Object.values(extraFiles)) + 1,
-        files: limits.maxFiles + extraCount,
+        fileSize: Math.max(limits.maxFileBytes, ...Object.values(extraFiles), largeField ? largeField.maxBytes : 0) + 1,
+        files: limits.maxFiles + extraCount + (largeField ? 1 : 0),
         fields: limits.maxFields,
         fieldSize: Math.max(limits.maxFieldBytes, largeField?.maxBytes ?? 0) + 1,
         fieldNameSize: 100,
@@ -172,6 +191,17 @@ function readForm(
     let fileBytes = 0;
     let settled = false;
     let feed: SlicedFeed | undefined;
+    // The large field streamed (the last one sent, as a field's last value is kept), and whether
+    // the part busboy is about to emit as a file is that field.
+    let large: { bytes: UploadBytes; done: boolean } | undefined;
+    let largeNext = false;
+    // Counted here when the large field is streamed, so busboy's own counts (which see it as a
+    // file) refuse the same forms as before: fields with it, file parts without it.
+    let fieldCount = 0;
+    let fileParts = 0;
+    const streaming = largeField !== undefined && streamFieldAsFile(parser, largeField.name, () => (largeNext = true));
+    const tooManyFiles = () => new ApiError('too_many_files', limits.maxFiles > 1 ? { detail: `Send at most ${limits.maxFiles} files, each in a part named "file".` } : {});
+    const fieldTooLarge = (name: string) => new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` });
 
     const onAbort = () => fail(signal.reason instanceof ApiError ? signal.reason : new ApiError('client_closed'));
     signal.addEventListener('abort', onAbort, { once: true });
@@ -201,6 +231,38 @@ function readForm(
     }
 
     parser.on('file', (name, stream, info) => {
+      if (largeNext && largeField) {
+        largeNext = false;
+        stream.on('error', () => {});
+        if (++fieldCount > limits.maxFields) {
+          stream.resume();
+          fail(new ApiError('too_many_fields'));
+          return;
+        }
+        const entry = { bytes: new UploadBytes(capacity > 0 ? Math.min(declaredLength, largeField.maxBytes + 1) : 0), done: false };
+        large = entry;
+        let partBytes = 0;
+        let truncated = false;
+        stream.on('data', (chunk: Buffer) => {
+          partBytes += chunk.length;
+          // As busboy's fieldSize did: the rest of a field too long is read past, and refused at its end.
+          if (partBytes > largeField.maxBytes) truncated = true;
+          else entry.bytes.push(chunk);
+        });
+        stream.on('limit', () => (truncated = true));
+        stream.on('end', () => {
+          entry.done = true;
+          if (truncated) fail(fieldTooLarge(largeField.name));
+          else if (large === entry) fields[largeField.name] = entry.bytes.length > 0 ? STREAMED_FIELD : '';
+        });
+        return;
+      }
+      if (streaming && ++fileParts > limits.maxFiles + extraCount) {
+        stream.on('error', () => {});
+        stream.resume();
+        fail(tooManyFiles());
+        return;
+      }
       if (name !== fileField && Object.hasOwn(extraFiles, name)) {
         stream.on('error', () => {});
         if (extras.has(name)) {
@@ -259,30 +321,37 @@ function readForm(
     parser.on('field', (partName, value, info) => {
       // busboy gives no name (undefined) for a part whose Content-Disposition has none.
       const name = partName ?? '';
-      const tooLong = name !== largeField?.name && Buffer.byteLength(value) > limits.maxFieldBytes;
-      if (info.nameTruncated || info.valueTruncated || tooLong) {
-        fail(new ApiError('field_too_large', { detail: `The field "${name.slice(0, 100)}" is longer than ${limits.maxFieldBytes} bytes.` }));
+      if (streaming && ++fieldCount > limits.maxFields) {
+        fail(new ApiError('too_many_fields'));
         return;
       }
+      const tooLong = name !== largeField?.name && Buffer.byteLength(value) > limits.maxFieldBytes;
+      if (info.nameTruncated || info.valueTruncated || tooLong) {
+        fail(fieldTooLarge(name));
+        return;
+      }
+      // The large field sent again, whole this time (a charset of its own): its last value is kept.
+      if (name === largeField?.name) large = undefined;
       if (name === fileField) {
         fail(new ApiError('missing_file', { detail: `The part named "${fileField}" is a text field, not a file: send it with a filename.` }));
         return;
       }
       fields[name] = value;
     });
-    parser.on('filesLimit', () =>
-      fail(new ApiError('too_many_files', limits.maxFiles > 1 ? { detail: `Send at most ${limits.maxFiles} files, each in a part named "file".` } : {})),
-    );
+    parser.on('filesLimit', () => fail(tooManyFiles()));
     parser.on('fieldsLimit', () => fail(new ApiError('too_many_fields')));
     parser.on('partsLimit', () => fail(new ApiError('too_many_fields')));
     parser.on('error', (error: Error) => fail(new ApiError('malformed_multipart', { detail: error.message, cause: error })));
     parser.on('close', () => {
       if (settled) return;
-      if ([...extras.values()].some((part) => !part.done)) {
+      if ([...extras.values()].some((part) => !part.done) || (large && !large.done)) {
         fail(new ApiError('malformed_multipart', { detail: 'A part ended early.' }));
         return;
       }
-      const parts = extras.size > 0 ? { parts: Object.fromEntries([...extras].map(([name, part]) => [name, { ...part.info, file: Buffer.concat(part.chunks) }])) } : {};
+      const parts = {
+        ...(extras.size > 0 ? { parts: Object.fromEntries([...extras].map(([name, part]) => [name, { ...part.info, file: Buffer.concat(part.chunks) }])) } : {}),
+        ...(large && large.bytes.length > 0 ? { largeFieldBytes: large.bytes.bytes() } : {}),
+      };
       if (files.length === 0 && shape.fileAlternatives?.some((name) => fields[name] !== undefined)) {
         settled = true;
         cleanup();

@@ -126,7 +126,7 @@ if (process.argv[2] === 'health') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim', 'max-connection-age-ms'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim', 'max-connection-age-ms', 'shutdown-grace-ms'] as const;
 type Flag = (typeof FLAGS)[number];
 
 const MULTIPLE = new Set<Flag>(['model', 'model-file', 'family']);
@@ -229,6 +229,8 @@ try {
     maxFreeDim: integer('max-free-dim'),
     // Short ages make API instances find new servers soon (grpc-js re-resolves DNS on reconnect).
     maxConnectionAgeMs: integer('max-connection-age-ms'),
+    // On SIGTERM, how long calls in flight may finish (keep it under the orchestrator's own grace).
+    shutdownGraceMs: integer('shutdown-grace-ms'),
   });
   let stopping = false;
   const stop = (signal: string) => {

@@ -6,6 +6,7 @@ import type { ProtoGrpcType } from './generated/grpc_predict_v2.js';
 import type { GRPCInferenceServiceClient } from './generated/inference/GRPCInferenceService.js';
 import type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
 import { inferRequestSerializer } from './infer-request-message.js';
+import { modelInferMessages } from './message-counts.js';
 
 export type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
 export type { ModelInferResponse, ModelInferResponse__Output } from './generated/inference/ModelInferResponse.js';
@@ -76,7 +77,15 @@ export function modelInferRequestEncoder(): grpc.serialize<ModelInferRequest> {
  */
 export function inferenceClientConstructor(): new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => GRPCInferenceServiceClient {
   const Service = loadInferenceProto().inference.GRPCInferenceService;
-  const methods = { ...Service.service, ModelInfer: { ...Service.service.ModelInfer, requestSerialize: inferRequestSerializer(modelInferRequestEncoder()) } };
+  const { responseDeserialize } = Service.service.ModelInfer;
+  const countedDeserialize = (bytes: Buffer) => {
+    modelInferMessages.decoded++;
+    return responseDeserialize(bytes);
+  };
+  const methods = {
+    ...Service.service,
+    ModelInfer: { ...Service.service.ModelInfer, requestSerialize: inferRequestSerializer(modelInferRequestEncoder()), responseDeserialize: countedDeserialize },
+  };
   return grpc.makeGenericClientConstructor(methods, INFERENCE_SERVICE_NAME) as unknown as new (
     address: string,
     credentials: grpc.ChannelCredentials,
@@ -84,6 +93,7 @@ export function inferenceClientConstructor(): new (address: string, credentials:
   ) => GRPCInferenceServiceClient;
 }
 
+export { modelInferMessages } from './message-counts.js';
 export { inferResponseSerializer, layOutOutputs, markLaidOut, RESPONSE_HEADROOM } from './infer-response-message.js';
 export {
   allocateInferMessage,

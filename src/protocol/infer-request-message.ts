@@ -16,6 +16,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { ModelInferRequest } from './generated/inference/ModelInferRequest.js';
+import { modelInferMessages } from './message-counts.js';
 import { varint } from './varint.js';
 
 /** `raw_input_contents` (field 7), length-delimited (wire type 2): the tag byte before each tensor. */
@@ -48,13 +49,17 @@ export function inferRequestPrefix(encodeRequest: grpc.serialize<ModelInferReque
 }
 
 /**
- * A message buffer of `prefix` then room for the tensor, in a fresh ArrayBuffer of its own (so a
- * worker can transfer it): `message` is what is sent, `tensor` the bytes to fill, at an offset
- * aligned to TENSOR_ALIGNMENT (the ArrayBuffer starts with up to 7 unused bytes for that).
+ * A message buffer of `prefix` then room for the tensor, in shared memory of its own: `message`
+ * is what is sent, `tensor` the bytes to fill, at an offset aligned to TENSOR_ALIGNMENT (the
+ * memory starts with up to 7 unused bytes for that). Shared, so the pixel worker that writes the
+ * tensor and the inference thread that sends it (src/core/inference/inference-thread.ts) hold the
+ * same bytes, and the host's main thread, which passes the message on, only a handle: a
+ * SharedArrayBuffer is not counted as external memory of a thread's heap (an ArrayBuffer moved
+ * there is, and 3 MiB or more of it per request drives V8's full collections on the event loop).
  */
 export function allocateInferMessage(prefix: Uint8Array, tensorBytes: number): { message: Buffer; tensor: Uint8Array } {
   const pad = (TENSOR_ALIGNMENT - (prefix.length % TENSOR_ALIGNMENT)) % TENSOR_ALIGNMENT;
-  const memory = new ArrayBuffer(pad + prefix.length + tensorBytes);
+  const memory = new SharedArrayBuffer(pad + prefix.length + tensorBytes);
   const message = Buffer.from(memory, pad, prefix.length + tensorBytes);
   message.set(prefix, 0);
   return { message, tensor: new Uint8Array(memory, pad + prefix.length, tensorBytes) };
@@ -72,5 +77,8 @@ export function startsWithPrefix(message: Uint8Array, prefix: Uint8Array): boole
  * object) through protobufjs as before.
  */
 export function inferRequestSerializer(encodeRequest: grpc.serialize<ModelInferRequest>): grpc.serialize<ModelInferRequest | EncodedInferRequest> {
-  return (value) => (value instanceof EncodedInferRequest ? value.bytes : encodeRequest(value));
+  return (value) => {
+    modelInferMessages.encoded++;
+    return value instanceof EncodedInferRequest ? value.bytes : encodeRequest(value);
+  };
 }

@@ -31,12 +31,20 @@ async function freePort(): Promise<number> {
  * mistaken for it. So it is known ready only when the server that answers has the child's pid,
  * and a child that exits before that is started again on another port.
  */
-export async function startRedis(options: { debugCommand?: boolean } = {}): Promise<RedisServer> {
+export async function startRedis(
+  options: {
+    debugCommand?: boolean;
+    /** More redis-server arguments (e.g. `--user` rules). */
+    args?: string[];
+    /** The user the readiness probe signs in as, when the default user is off. */
+    probeAuth?: { username: string; password: string };
+  } = {},
+): Promise<RedisServer> {
   let port = 0;
   let child: ChildProcess | undefined;
   /** Starts redis-server on `port`; resolves false if it exited first (the port was taken). */
   const launchOn = async (): Promise<boolean> => {
-    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.debugCommand ? ['--enable-debug-command', 'local'] : [])], {
+    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.debugCommand ? ['--enable-debug-command', 'local'] : []), ...(options.args ?? [])], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child = started;
@@ -49,7 +57,7 @@ export async function startRedis(options: { debugCommand?: boolean } = {}): Prom
     let exited = false;
     started.once('exit', () => (exited = true));
     for (let i = 0; i < 100 && !exited; i++) {
-      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...options.probeAuth });
       probe.on('error', () => {}); // refused until the server is up: expected
       try {
         await probe.connect();

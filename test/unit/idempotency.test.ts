@@ -8,6 +8,7 @@ import { idempotentRequest, type IdempotencyDeps } from '../../src/core/pipeline
 import type { Order } from '../../src/core/pipeline/order.js';
 import { openRequestScope, type RequestScope } from '../../src/core/pipeline/request-scope.js';
 import { captureInternalError } from '../helpers/log-capture.js';
+import { signal, within } from '../helpers/within.js';
 
 // The Idempotency-Key step alone, over the memory store: no server, no model. The handler-level
 // behaviour (charged once, replays through HTTP, Redis across instances) is in
@@ -201,6 +202,13 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
       await gate;
       return claim(...args);
     };
+    // The event the retry needs: the late claim given back.
+    const abandon = store.abandon.bind(store);
+    const abandoned = signal();
+    store.abandon = async (...args) => {
+      await abandon(...args);
+      abandoned.resolve();
+    };
     const deps = depsWith(store);
     const request: CoreRequest = { method: 'POST', url: '/v1/remove-bg', headers: { 'idempotency-key': 'late' }, body: new PassThrough(), signal: new AbortController().signal };
     const controller = new AbortController();
@@ -210,7 +218,7 @@ describe('Idempotency-Key: claims, replays and the fingerprint', () => {
     controller.abort();
     expect(await pending).toMatchObject({ code: 'client_closed' });
     release();
-    await new Promise((r) => setTimeout(r, 10));
+    await within(abandoned.promise, 10_000, () => 'the late claim was not given back');
     store.claim = claim;
     expect(await codeOf(run(deps, { key: 'late' }))).toBe('runs');
     await scope.end(() => {});

@@ -21,7 +21,10 @@
  *   copied pixels and moves its offsets by -1 to match.
  * - Positions (vips_affine_gen, with each output region's left edge at 0, as sharp's raw output
  *   asks for whole-width strips): along x the position starts at 0 - (0.5 - 1) + 1 = 1.5 and
- *   ia is ADDED once per pixel (accumulated, with its rounding); along y it is
+ *   ia is ADDED once per pixel (accumulated, with its rounding); where the pipeline is made in
+ *   tiles (an image turned by 90 or 270 degrees before the resize: libvips's rot90 asks for
+ *   small tiles, and every operation after it inherits that), each tile starts afresh at
+ *   ia * left - (0.5 - 1) + 1, which can round differently (ENLARGE_TILE_WIDTH); along y it is
  *   (id * y - (0.5 - 1)) + 1 for each row. In the bordered image; the taps are
  *   trunc(p) - 1 .. trunc(p) + 2 there, so trunc(p) - 3 .. trunc(p) in the original, clamped to
  *   it (the copied border).
@@ -45,6 +48,12 @@
  */
 import { BICUBIC_ENLARGE_WASM } from './bicubic-enlarge-wasm.js';
 import { countKernel } from './kernel-calls.js';
+
+/**
+ * The width of the tiles libvips makes an image in when its pipeline asks for small tiles
+ * (VIPS__TILE_WIDTH; only a debugging command-line flag changes it, which sharp never passes).
+ */
+export const ENLARGE_TILE_WIDTH = 128;
 
 /** VIPS_TRANSFORM_SCALE: fractions are quantised to 1/64 of a pixel. */
 const TRANSFORM_SCALE = 64;
@@ -103,13 +112,19 @@ function axisTaps(positions: Float64Array, n: number): AxisTaps {
   return { taps, weights, halfShift };
 }
 
-/** x positions: vips_affine_gen's ix, from a region whose left edge is 0, stepping by ia. */
-function xPositions(m: number, ia: number): Float64Array {
+/**
+ * x positions: vips_affine_gen's ix, stepping by ia from each output region's left edge: 0 for
+ * whole-width strips, every `tileWidth` columns for tiles (where it starts afresh, ia * ox).
+ */
+function xPositions(m: number, ia: number, tileWidth: number): Float64Array {
   const out = new Float64Array(m);
-  let ix = 0; // ia * ox + ib * oy with ox = 0, ib = -0
-  ix -= -0.5; // trn.idx: 0.5 from vips_resize, -1 for the affine's extra border pixel
-  ix += 1; // window_offset
+  let ix = 0;
   for (let x = 0; x < m; x++) {
+    if (x % tileWidth === 0) {
+      ix = ia * x; // ia * ox + ib * oy with ox = the region's left edge, ib = -0
+      ix -= -0.5; // trn.idx: 0.5 from vips_resize, -1 for the affine's extra border pixel
+      ix += 1; // window_offset
+    }
     out[x] = ix;
     ix += ia;
   }
@@ -192,7 +207,24 @@ function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBu
  * target, the growing one unchanged), as vips_resize reduces before it enlarges. `simd: false`
  * keeps to the JavaScript loops (the tests compare both ways with sharp).
  */
-export function enlargeBicubic(src: Uint8Array, width: number, height: number, channels: number, outWidth: number, outHeight: number, options: { simd?: boolean } = {}): Buffer {
+export function enlargeBicubic(
+  src: Uint8Array,
+  width: number,
+  height: number,
+  channels: number,
+  outWidth: number,
+  outHeight: number,
+  options: {
+    simd?: boolean;
+    /**
+     * Where the result goes (outWidth x outHeight x channels bytes long), e.g. shared memory the
+     * caller hands on: written there once rather than into a fresh buffer the caller copies again.
+     */
+    into?: Uint8Array;
+    /** libvips makes the output in tiles this wide, not whole-width strips (see ENLARGE_TILE_WIDTH). */
+    tileWidth?: number;
+  } = {},
+): Buffer {
   countKernel('enlargeBicubic');
   if (![width, height, channels, outWidth, outHeight].every((n) => Number.isInteger(n) && n >= 1)) throw new RangeError('enlargeBicubic: sizes must be positive integers');
   if (outWidth < width || outHeight < height) throw new RangeError(`enlargeBicubic: ${width}x${height} to ${outWidth}x${outHeight} shrinks an axis`);
@@ -205,16 +237,20 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
   const tmp = 1 / (a * d - 0 * 0);
   const ia = tmp * d;
   const id = tmp * a;
-  const xs = axisTaps(xPositions(outWidth, ia), width);
+  const tileWidth = options.tileWidth ?? outWidth;
+  if (!Number.isInteger(tileWidth) || tileWidth < 1) throw new RangeError(`enlargeBicubic: tile width ${tileWidth}`);
+  const xs = axisTaps(xPositions(outWidth, ia, tileWidth), width);
   const ys = axisTaps(yPositions(outHeight, id), height);
 
   const inRow = width * channels;
   const midRow = outWidth * channels;
+  const into = options.into;
+  if (into && into.length !== outHeight * midRow) throw new RangeError(`enlargeBicubic: ${into.length} bytes to write ${outWidth}x${outHeight}x${channels} into`);
   const module = options.simd === false || midRow < 16 ? null : simdModule();
   if (!module) {
     const mid = new Int16Array(height * midRow);
     passAlongX(src, mid, width, height, channels, outWidth, xs, 0, outWidth);
-    const out = new Uint8ClampedArray(outHeight * midRow);
+    const out = into ? new Uint8ClampedArray(into.buffer, into.byteOffset, into.byteLength) : new Uint8ClampedArray(outHeight * midRow);
     passAlongY(mid, out, midRow, outHeight, ys);
     return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
   }
@@ -249,7 +285,10 @@ export function enlargeBicubic(src: Uint8Array, width: number, height: number, c
     }
   }
   kernels.rowsFromPlan(midAt, outAt, midRow, outHeight, planAt);
-  return Buffer.from(new Uint8Array(memory.buffer, outAt, outHeight * midRow));
+  const result = new Uint8Array(memory.buffer, outAt, outHeight * midRow);
+  if (!into) return Buffer.from(result);
+  into.set(result);
+  return Buffer.from(into.buffer, into.byteOffset, into.byteLength);
 }
 
 /** One step of colsFromPlan's plan: 8 output samples (bicubic-enlarge.wat describes the layout). */

@@ -22,7 +22,15 @@ export function openDecoder(bytes: Buffer, limits: ImageLimits, options: { asSto
  * cheap here. Transparent parts are shown to the model on white, as a viewer would show them.
  * `decoded`: the upright full-size opaque decode when there is one already (resized from it).
  */
-export async function decodeForModel(bytes: Buffer, probe: Probe, limits: ImageLimits, profile: PreprocessingProfile, decoded?: Buffer): Promise<Buffer> {
+export async function decodeForModel(
+  bytes: Buffer,
+  probe: Probe,
+  limits: ImageLimits,
+  profile: PreprocessingProfile,
+  decoded?: Buffer,
+  /** Memory for the result where the JS enlarge writes it (resizeFillRgb's `allocate`). */
+  allocate?: (bytes: number) => Buffer,
+): Promise<Buffer> {
   try {
     // An EXIF-turned photo that grows: resized in its stored frame and turned after, as sharp does it.
     const grows = profile.width > probe.width || profile.height > probe.height;
@@ -37,7 +45,7 @@ export async function decodeForModel(bytes: Buffer, probe: Probe, limits: ImageL
         ? openDecoder(bytes, limits).flatten({ background: '#ffffff' })
         : openDecoder(bytes, limits).removeAlpha();
     // A growing axis (a photo under the model's size) is enlarged in JS, the same bytes (fill-resize.ts).
-    return await resizeFillRgb(input, probe.width, probe.height, profile.width, profile.height, decoded !== undefined || enlargesExactly(probe));
+    return await resizeFillRgb(input, probe.width, probe.height, profile.width, profile.height, decoded !== undefined || enlargesExactly(probe), allocate);
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

@@ -6,7 +6,7 @@
  * pixel pool's worker (the model-input and pass-input steps are its tasks).
  */
 import sharp, { type Sharp } from 'sharp';
-import { enlargeBicubic } from './bicubic-enlarge.js';
+import { ENLARGE_TILE_WIDTH, enlargeBicubic } from './bicubic-enlarge.js';
 import type { Probe } from './pipeline.js';
 
 /**
@@ -19,6 +19,28 @@ import type { Probe } from './pipeline.js';
  */
 export function enlargesExactly(probe: Probe): boolean {
   return (probe.orientation ?? 1) === 1 && eightBitSrgb(probe);
+}
+
+/**
+ * Whether the two steps give sharp's one-call bytes for a region of these bytes (a pre-resize
+ * `extract`, as `best`'s region passes take): 8-bit sRGB or grey, in any EXIF orientation. An
+ * extract makes sharp turn the image upright first (sharp's `orientBefore`: pipeline.cc rotates
+ * and flops before the pre-resize extract), so the region is resized in the upright frame, as the
+ * two steps do it, with the enlarge in tiles where the turn is a quarter (regionTileWidth).
+ * Without an extract the image is resized in its stored frame (enlargesExactly,
+ * resizeFillRgbTurned).
+ */
+export function enlargesRegionExactly(probe: Probe): boolean {
+  return eightBitSrgb(probe);
+}
+
+/**
+ * The tile width libvips enlarges a region of these bytes in: a quarter turn (EXIF 5-8) is
+ * libvips's rot90, which asks for small tiles, and the resize after it makes its output in them;
+ * otherwise whole-width strips (undefined).
+ */
+export function regionTileWidth(probe: Probe): number | undefined {
+  return (probe.orientation ?? 1) >= 5 ? ENLARGE_TILE_WIDTH : undefined;
 }
 
 /** Whether resizeFillRgbTurned gives sharp's one-call bytes: an EXIF-turned 8-bit sRGB or grey image. */
@@ -71,7 +93,18 @@ export async function resizeFillRgbTurned(stored: Sharp, width: number, height: 
  * with fit 'fill', as raw 8-bit RGB. `exact`: the two-step form is byte-identical for this
  * pipeline (enlargesExactly, or raw 8-bit RGB input); else, or when no axis grows, the one call.
  */
-export async function resizeFillRgb(image: Sharp, width: number, height: number, outWidth: number, outHeight: number, exact: boolean): Promise<Buffer> {
+export async function resizeFillRgb(
+  image: Sharp,
+  width: number,
+  height: number,
+  outWidth: number,
+  outHeight: number,
+  exact: boolean,
+  /** Memory for the result when this step writes it (an axis grows), e.g. shared memory (shared-bytes.ts); else a fresh buffer. */
+  allocate?: (bytes: number) => Buffer,
+  /** libvips makes this pipeline's output in tiles this wide (regionTileWidth). */
+  tileWidth?: number,
+): Promise<Buffer> {
   if (!exact || (outWidth <= width && outHeight <= height)) {
     return image.resize(outWidth, outHeight, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
   }
@@ -82,5 +115,5 @@ export async function resizeFillRgb(image: Sharp, width: number, height: number,
   if (info.width !== w || info.height !== h || info.channels !== 3) {
     throw new Error(`resizeFillRgb: the reduce gave ${info.width}x${info.height}x${info.channels}, not ${w}x${h}x3`);
   }
-  return enlargeBicubic(data, w, h, 3, outWidth, outHeight);
+  return enlargeBicubic(data, w, h, 3, outWidth, outHeight, { ...(allocate ? { into: allocate(outWidth * outHeight * 3) } : {}), tileWidth });
 }

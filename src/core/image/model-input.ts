@@ -66,11 +66,19 @@ export interface PreparedModelInput {
  * worker (pixel-worker.ts), so the tensor's bytes are written there and only moved to the host's
  * main thread, or here when it has no pool.
  */
-export async function prepareModelInput(job: ModelInputJob): Promise<PreparedModelInput> {
+export async function prepareModelInput(
+  job: ModelInputJob,
+  /**
+   * Memory for the model-size image where this step writes it itself (an axis that grows, see
+   * fill-resize.ts): the pool's worker gives shared memory, which it would copy the image into
+   * otherwise. sharp's own outputs are its buffers whatever this says.
+   */
+  allocate?: (bytes: number) => Buffer,
+): Promise<PreparedModelInput> {
   countKernel('prepareModelInput');
   const started = performance.now();
   const decoded = job.decodeOnce ? await decodeRaw(job.bytes, job.probe, job.limits) : undefined;
-  const rgb = await decodeForModel(job.bytes, job.probe, job.limits, job.profile, decoded);
+  const rgb = await decodeForModel(job.bytes, job.probe, job.limits, job.profile, decoded, allocate);
   const decodeMs = performance.now() - started;
   const input = modelInput(rgb, job.profile, job.prefix);
   return { input, rgb, decoded, decodeMs, preprocessMs: performance.now() - started - decodeMs };

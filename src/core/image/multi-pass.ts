@@ -1,11 +1,11 @@
 import sharp from 'sharp';
 import { ApiError } from '../errors.js';
 import { cutoutConfidence, type Look } from './confidence.js';
-import { enlargesExactly, resizeFillRgb } from './fill-resize.js';
+import { enlargesRegionExactly, regionTileWidth, resizeFillRgb } from './fill-resize.js';
 import { maskConfidence, type MaskPart } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
 import type { BestPasses, Quality, Region } from './passes.js';
-import { openDecoder, segment, type DecodeGate, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
+import { decodeForModel, openDecoder, segment, type DecodeGate, type ImageLimits, type MaskModel, type Probe, type Segmentation } from './pipeline.js';
 import type { PixelPool } from './pixel-pool.js';
 import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
 import { modelInput, type ModelInput } from './model-input.js';
@@ -254,7 +254,7 @@ export interface PassInputs {
 export async function preparePassInputs(job: PassInputJob): Promise<PassInputs> {
   countKernel('preparePassInputs');
   const { profile } = job;
-  const rgb = 'rgb' in job.source ? job.source.rgb : await decodeRegionNow(job.source.bytes, job.source.probe, job.source.limits, job.source.region, profile.width, profile.height);
+  const rgb = 'rgb' in job.source ? job.source.rgb : await decodeRegionNow(job.source.bytes, job.source.probe, job.source.limits, job.source.region, profile);
   return {
     rgb,
     plain: job.plain ? modelInput(rgb, profile, job.prefix) : undefined,
@@ -374,12 +374,19 @@ function rampWidth(region: Region, margin: number): number {
   return Math.max(4, Math.round((margin / (1 + 2 * margin)) * Math.max(region.width, region.height)));
 }
 
-/** A region of the upright image, resized to w x h, as the first pass decodes the whole. */
-async function decodeRegionNow(bytes: Buffer, probe: Probe, limits: ImageLimits, region: Region, w: number, h: number): Promise<Buffer> {
+/**
+ * A region of the upright image, resized to w x h, as the first pass decodes the whole. A growing
+ * axis is enlarged by the split (fill-resize.ts) wherever that gives sharp's one-call bytes: the
+ * whole image as decodeForModel makes it (an EXIF-turned one resized in its stored frame), a
+ * region in the upright frame whatever the orientation (enlargesRegionExactly; in libvips's
+ * tiles after a quarter turn, regionTileWidth).
+ */
+async function decodeRegionNow(bytes: Buffer, probe: Probe, limits: ImageLimits, region: Region, profile: PreprocessingProfile): Promise<Buffer> {
+  const whole = region.left === 0 && region.top === 0 && region.width === probe.width && region.height === probe.height;
+  if (whole) return decodeForModel(bytes, probe, limits, profile);
   try {
     const base = probe.hasAlpha ? openDecoder(bytes, limits).flatten({ background: '#ffffff' }) : openDecoder(bytes, limits).removeAlpha();
-    const whole = region.left === 0 && region.top === 0 && region.width === probe.width && region.height === probe.height;
-    return await resizeFillRgb(whole ? base : base.extract(region), region.width, region.height, w, h, enlargesExactly(probe));
+    return await resizeFillRgb(base.extract(region), region.width, region.height, profile.width, profile.height, enlargesRegionExactly(probe), undefined, regionTileWidth(probe));
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

@@ -186,6 +186,17 @@ export class PixelPool {
     return { fields, image: { bytes: asBuffer(result.image.bytes) } };
   }
 
+  /**
+   * remove.bg's image_file_b64 from a multipart body, as its text's bytes (body-fields.ts's
+   * decodeBase64Bytes), decoded in a worker: shared memory goes as it is; the image is moved back.
+   */
+  async decodeBase64(text: Buffer, maxBytes: number): Promise<Buffer> {
+    const parcel = new Parcel();
+    const result = await this.run<{ bytes: Uint8Array } | WorkerApiError>('decodeBase64', { text: parcel.move(text), maxBytes }, parcel);
+    if ('apiError' in result) throw revive(result);
+    return asBuffer(result.bytes);
+  }
+
   /** The kernel counts (kernel-calls.ts) of the worker that takes this task: for tests. */
   workerKernelCalls(): Promise<Record<string, number>> {
     return this.run<Record<string, number>>('kernelCalls', null);

@@ -45,3 +45,6 @@ export async function removeBgBody(task: Parameters<Awaited<ReturnType<typeof lo
 export async function kernelCalls(): Promise<unknown> {
   return (await worker()).kernelCalls();
 }
+export async function decodeBase64(task: Parameters<Awaited<ReturnType<typeof load>>['decodeBase64']>[0]): Promise<unknown> {
+  return (await worker()).decodeBase64(task);
+}

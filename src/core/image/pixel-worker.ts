@@ -15,9 +15,9 @@ import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectAfterRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
-import { isShared, sharedCopy } from './shared-bytes.js';
+import { isShared, sharedBuffer, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
-import { readBodyFields, type BodyKind } from '../removebg/body-fields.js';
+import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
 
 export type { RenderJob, RenderResult } from './output.js';
@@ -132,22 +132,27 @@ export async function render(job: RenderJob): Promise<unknown> {
 export async function modelInput(job: ModelInputJob): Promise<unknown> {
   let prepared: PreparedModelInput;
   try {
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix });
+    // An image the JS enlarge writes (a photo under the model's size on an axis) is written
+    // into shared memory at once, not into a buffer copied there below.
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, sharedBuffer);
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
   // sharp's buffers cannot move: copied here, in the worker, into shared memory (shared-bytes.ts),
   // which every later task that reads them (the working view, the render, `best`'s passes) gets
-  // without a copy on the main thread. The message (or tensor) is a fresh ArrayBuffer already,
-  // moved as it is; an 8-bit NHWC tensor without a message views the model-size decode, so it
-  // views the shared copy instead.
+  // without a copy on the main thread. The message is in shared memory already (the inference
+  // thread sends it from there); a tensor without one is a fresh ArrayBuffer, moved as it is; an
+  // 8-bit NHWC tensor without a message views the model-size decode, so it views the shared copy instead.
   const rgb = sharedCopy(prepared.rgb);
   const decoded = prepared.decoded && sharedCopy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : [tensorOf(input).buffer as ArrayBuffer]);
+  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : movable(tensorOf(input)));
 }
+
+/** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
+const movable = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
 
 /**
  * A model input that can be moved to the main thread: a message or tensor in a fresh ArrayBuffer
@@ -176,7 +181,7 @@ export async function passInputs(job: PassInputJob): Promise<unknown> {
     const input = made[which];
     if (!input) continue;
     out[which] = movableInput(input, made.rgb);
-    moved.push(tensorOf(out[which]).buffer as ArrayBuffer);
+    moved.push(...movable(tensorOf(out[which])));
   }
   return reply(out, [], moved);
 }
@@ -204,6 +209,17 @@ export function removeBgBody(task: { raw: Uint8Array; kind: BodyKind; limits: Up
   if ('error' in read.image) return reply<RemoveBgBodyResult>({ fields, image: asWorkerError(read.image.error) }, []);
   const bytes = own(read.image.bytes);
   return reply<RemoveBgBodyResult>({ fields, image: { bytes } }, [bytes]);
+}
+
+/** A multipart image_file_b64's bytes decoded (body-fields.ts's decodeBase64Bytes); the image is moved back. */
+export function decodeBase64(task: { text: Uint8Array; maxBytes: number }): unknown {
+  try {
+    const bytes = own(decodeBase64Bytes(task.text, task.maxBytes));
+    return reply<{ bytes: Uint8Array }>({ bytes }, [bytes]);
+  } catch (error) {
+    if (error instanceof ApiError) return reply<WorkerApiError>(asWorkerError(error), []);
+    throw error;
+  }
 }
 
 function asWorkerError(error: ApiError): WorkerApiError {

@@ -1,3 +1,5 @@
+import { countKernel } from './kernel-calls.js';
+
 /**
  * Model-size buffers that several pixel-pool tasks read (the model's view of the image, the mask
  * on the model's grid) are kept in shared memory: a SharedArrayBuffer crosses to a worker as it
@@ -9,10 +11,16 @@ export function isShared(bytes: Uint8Array): boolean {
   return bytes.buffer instanceof SharedArrayBuffer;
 }
 
-/** `bytes` in shared memory of its own: as it is when already shared, else one copy. */
+/** A new buffer of `length` bytes in shared memory of its own (zeroed). */
+export function sharedBuffer(length: number): Buffer {
+  return Buffer.from(new SharedArrayBuffer(length));
+}
+
+/** `bytes` in shared memory of its own: as it is when already shared, else one copy (counted: kernel-calls.ts). */
 export function sharedCopy(bytes: Buffer): Buffer {
   if (bytes.length === 0 || isShared(bytes)) return bytes;
-  const copy = Buffer.from(new SharedArrayBuffer(bytes.length));
+  countKernel('sharedCopy');
+  const copy = sharedBuffer(bytes.length);
   bytes.copy(copy);
   return copy;
 }

@@ -1,22 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
 import {
-  DATATYPE_BYTES,
   INFERENCE_SERVICE_NAME,
   MODEL_INFER_SPAN,
-  EncodedInferRequest,
-  elementCount,
-  inferenceClientConstructor,
   inferRequestPrefix,
-  isDatatype,
   modelInferRequestEncoder,
   startsWithPrefix,
-  typedContentsToBytes,
-  typedValueCount,
   type Datatype,
   type GRPCInferenceServiceClient,
   type InferRequestHeader,
-  type ModelInferRequest,
-  type ModelInferResponse__Output,
   type ModelMetadataResponse__Output,
 } from '../../protocol/index.js';
 import { ApiError } from '../errors.js';
@@ -25,15 +16,12 @@ import { inputShape, maskShape, type PreprocessingProfile } from '../image/profi
 import { isFramed, tensorOf, type ModelInput } from '../image/model-input.js';
 import { tensorBytes, type MaskTensor } from '../image/tensor.js';
 import { traceContextHeaders, traceStep } from '../../tracing/otel.js';
-import { LEAST_REQUEST_POLICY, MODEL_METADATA_KEY, registerLeastRequestPolicy } from './least-request-balancer.js';
+import { createServiceClient, OVERSIZED_MESSAGE, type Balancing, type InferenceTls } from './grpc-channel.js';
+import { InferenceThread, InferenceThreadStopped, type InferTask, type ThreadCounts } from './inference-thread.js';
+import { typedView } from './read-output.js';
 
-export interface InferenceTls {
-  /** PEM of the CA that signed the servers' certificates. */
-  ca: Buffer;
-  /** PEM certificate and key of this client, for mutual TLS. */
-  cert?: Buffer;
-  key?: Buffer;
-}
+export { grpcTarget, type Balancing, type InferenceTls } from './grpc-channel.js';
+export { readOutput } from './read-output.js';
 
 export interface InferenceClientOptions {
   /**
@@ -58,58 +46,18 @@ export interface InferenceClientOptions {
 /** How long "all servers full" is assumed to last before requests are let through to try again. */
 const SATURATION_WINDOW_MS = 1000;
 
-/** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
-const QUEUE_FULL_ATTEMPTS = 4;
-
-/** grpc-js's RESOURCE_EXHAUSTED for a message over `max_{send,receive}_message_length`, on either side. */
-const OVERSIZED_MESSAGE = /message larger than max/i;
-
-/** Largest ModelInfer request kept for a retry (the FP32 input of a 1024x1024 model is 12 MiB). */
-const RETRY_BUFFER_BYTES = 64 * 1024 * 1024;
-
-/**
- * One gRPC target for one or several servers: a list of IP addresses becomes an `ipv4:`/`ipv6:`
- * target (grpc-js resolves it to all of them); names need a `dns:///` target instead.
- */
-export function grpcTarget(address: string | string[]): string {
-  if (!Array.isArray(address)) return address;
-  if (address.length === 1) return address[0]!;
-  const v6 = address.every((a) => a.startsWith('['));
-  const v4 = address.every((a) => /^\d+\.\d+\.\d+\.\d+:\d+$/.test(a));
-  if (!v4 && !v6) throw new RangeError('several inference addresses must all be IP:port; use one dns:///name:port for host names');
-  return `${v6 ? 'ipv6' : 'ipv4'}:${address.join(',')}`;
-}
-
-/**
- * Least outstanding requests (or round-robin) over every resolved server, and transparent
- * retries of UNAVAILABLE (a server that went away or is draining) on another one: inference is
- * idempotent, and the retries stay within the call's deadline.
- */
-export type Balancing = 'least-request' | 'least-outstanding' | 'round-robin';
-const serviceConfig = (balancing: Balancing) => ({
-  loadBalancingConfig: [balancing === 'round-robin' ? { round_robin: {} } : { [LEAST_REQUEST_POLICY]: { weighted: balancing === 'least-request' } }],
-  methodConfig: [
-    {
-      name: [{ service: 'inference.GRPCInferenceService' }],
-      retryPolicy: {
-        maxAttempts: 4,
-        initialBackoff: '0.05s',
-        maxBackoff: '0.5s',
-        backoffMultiplier: 2,
-        // Not RESOURCE_EXHAUSTED: grpc-js also answers it for a message over the size limit,
-        // which no retry fixes; a full queue is retried by infer() itself (QUEUE_FULL_ATTEMPTS).
-        retryableStatusCodes: ['UNAVAILABLE'],
-      },
-    },
-  ],
-});
-
 /**
  * Client for the inference server. Every call has a deadline; gRPC failures become ApiErrors
  * with honest statuses (503 + Retry-After when the server is down or full, 504 on deadline).
+ * ModelInfer calls are made on the inference thread (inference-thread.ts), so their messages
+ * are never framed, written or read on the host's event loop; the span, the trace context, the
+ * statuses and the "every server full" mark stay here.
  */
 export class InferenceClient {
+  /** The main thread's channel: control calls only (model metadata, for the verifier). */
   private readonly client: GRPCInferenceServiceClient;
+  /** The thread that makes every ModelInfer call, on a channel of its own (inference-thread.ts). */
+  private readonly thread: InferenceThread;
   /** protobufjs's ModelInferRequest encoder: the small fields before a tensor written in place. */
   private readonly encodeRequest = modelInferRequestEncoder();
   /** Until when every server answered "queue full" (ms since the epoch). */
@@ -120,26 +68,9 @@ export class InferenceClient {
   private readonly freeSizes = new Set<string>();
 
   constructor(private readonly options: InferenceClientOptions) {
-    // ModelInfer sends a message whose tensor was written into it as it is (infer-request-message.ts).
-    const Service = inferenceClientConstructor();
-    registerLeastRequestPolicy();
-    const credentials = options.tls
-      ? grpc.credentials.createSsl(options.tls.ca, options.tls.key ?? null, options.tls.cert ?? null)
-      : grpc.credentials.createInsecure();
-    this.client = new Service(grpcTarget(options.address), credentials, {
-      'grpc.max_receive_message_length': options.maxMessageBytes,
-      'grpc.max_send_message_length': options.maxMessageBytes,
-      'grpc.service_config': JSON.stringify(serviceConfig(options.balancing ?? 'least-request')),
-      'grpc.per_rpc_retry_buffer_size': RETRY_BUFFER_BYTES,
-      'grpc.retry_buffer_size': 4 * RETRY_BUFFER_BYTES,
-      // Reconnect promptly once a stopped server is back, instead of grpc's default backoff of up to 2 minutes.
-      'grpc.initial_reconnect_backoff_ms': 250,
-      'grpc.max_reconnect_backoff_ms': 2000,
-      // A 4 MiB receive window takes the mask back without stalling on HTTP/2's 64 KiB default.
-      'grpc-node.flow_control_window': 4 * 1024 * 1024,
-      'grpc.keepalive_time_ms': 30_000,
-      'grpc.keepalive_timeout_ms': 10_000,
-    });
+    const channel = { address: options.address, balancing: options.balancing, maxMessageBytes: options.maxMessageBytes, tls: options.tls };
+    this.client = createServiceClient(channel);
+    this.thread = new InferenceThread(channel);
   }
 
   metadata(model: string, timeoutMs: number): Promise<ModelMetadataResponse__Output> {
@@ -212,7 +143,7 @@ export class InferenceClient {
     if (signal.aborted) return Promise.reject(abortReason(signal));
     const tensor = tensorOf(input.data);
     const header = requestHeader(model, input, output);
-    let request: ModelInferRequest | EncodedInferRequest;
+    let request: Pick<InferTask, 'message' | 'header' | 'tensor'>;
     if (isFramed(input.data)) {
       // Written into its message already: sent as it is, once checked that it was laid out for this call.
       const { message } = input.data;
@@ -220,39 +151,41 @@ export class InferenceClient {
       if (message.length !== prefix.length + tensor.byteLength || !startsWithPrefix(message, prefix)) {
         return Promise.reject(new Error('the request message was laid out for another model call'));
       }
-      request = new EncodedInferRequest(message);
+      request = { message };
     } else {
-      // A view of the tensor, not a copy: protobufjs copies it into the message.
-      request = { ...header, rawInputContents: [Buffer.from(tensor.buffer, tensor.byteOffset, tensor.byteLength)] };
+      // Encoded by protobufjs in the thread.
+      request = { header, tensor: new Uint8Array(tensor.buffer, tensor.byteOffset, tensor.byteLength) };
     }
     const bytesSent = tensor.byteLength;
-    const deadline = Date.now() + this.options.timeoutMs;
-    type Result = Awaited<ReturnType<InferenceClient['infer']>>;
-    // The model for the balancer and the trace context, taken here, inside the call's span.
-    const metadata = modelMetadata(model);
-    const attempt = (left: number): Promise<Result> =>
-      new Promise<Result>((resolve, reject) => {
-        // The client's ModelInfer serializer takes either (inferenceClientConstructor).
-        const call = this.client.ModelInfer(request as ModelInferRequest, metadata.clone(), { deadline }, (error, response) => {
-          signal.removeEventListener('abort', cancel);
-          if (error) {
-            // That server's queue is full: the balancer puts the next try on another server
-            // (one that just refused loses to any other for a second: least-request-balancer.ts).
-            if (isQueueFull(error) && left > 1 && !signal.aborted && Date.now() < deadline) resolve(attempt(left - 1));
-            else reject(this.toApiError(error, signal));
-            return;
-          }
-          try {
-            resolve({ ...readOutput(response!, output.name, output.datatype), bytesSent });
-          } catch (failure) {
-            reject(new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: failure }));
-          }
-        });
-        // The HTTP client went away: cancel, so a queued inference is dropped on the server.
-        const cancel = () => call.cancel();
-        signal.addEventListener('abort', cancel, { once: true });
-      });
-    return attempt(QUEUE_FULL_ATTEMPTS);
+    // The trace context is taken here, inside the call's span; the call itself is made, and a
+    // full queue tried again on the next server, in the inference thread.
+    const task = { model, ...request, output, deadline: Date.now() + this.options.timeoutMs, trace: traceContextHeaders() };
+    return this.thread.infer(task, signal).then(
+      (outcome) => {
+        if (outcome.ok) {
+          const data = typedView(output.datatype as 'FP32' | 'UINT8' | 'UINT16', new Uint8Array(outcome.mask));
+          return { shape: outcome.shape, data, serverRunMs: outcome.serverRunMs, bytesSent, bytesReceived: outcome.bytesReceived };
+        }
+        if ('unexpectedOutput' in outcome) {
+          throw new ApiError('internal_error', { detail: 'The inference server returned an unexpected output.', cause: new Error(outcome.unexpectedOutput) });
+        }
+        throw this.toApiError(serviceError(outcome.status), signal);
+      },
+      (error: unknown) => {
+        if (error instanceof InferenceThreadStopped) throw new ApiError('internal_error', { detail: 'Inference failed.', cause: error });
+        throw error;
+      },
+    );
+  }
+
+  /** What the inference thread counted (protocol/message-counts.ts), and its id: for tests. */
+  inferenceThreadCounts(): Promise<ThreadCounts> {
+    return this.thread.counts();
+  }
+
+  /** The inference thread's id while it runs; undefined once it has ended (close()). */
+  get inferenceThreadId(): number | undefined {
+    return this.thread.threadId;
   }
 
   /** Checks that the served model takes and returns what the profile expects (datatype, layout, size). */
@@ -295,8 +228,10 @@ export class InferenceClient {
     return Date.now() < this.saturatedUntil;
   }
 
-  close(): void {
+  /** Closes both channels and ends the inference thread. */
+  close(): Promise<void> {
     this.client.close();
+    return this.thread.close();
   }
 
   private toApiError(error: grpc.ServiceError, signal: AbortSignal): ApiError {
@@ -332,14 +267,10 @@ function requestHeader(model: string, input: { name: string; datatype: Datatype;
   };
 }
 
-function modelMetadata(model: string): grpc.Metadata {
-  const metadata = new grpc.Metadata();
-  metadata.set(MODEL_METADATA_KEY, model);
-  for (const [name, value] of Object.entries(traceContextHeaders())) metadata.set(name, value);
-  return metadata;
+/** A status the thread posted, as the ServiceError grpc-js gives (an ApiError's cause). */
+function serviceError(status: { code: number; details: string; message: string }): grpc.ServiceError {
+  return Object.assign(new Error(status.message), { code: status.code, details: status.details, metadata: new grpc.Metadata() });
 }
-
-const isQueueFull = (error: grpc.ServiceError) => error.code === grpc.status.RESOURCE_EXHAUSTED && !OVERSIZED_MESSAGE.test(error.details ?? '');
 
 /** Why the request ended, as the pipeline put it (client_closed, upload_timeout, service_unavailable). */
 function abortReason(signal: AbortSignal): ApiError {
@@ -348,35 +279,4 @@ function abortReason(signal: AbortSignal): ApiError {
 
 export class ModelMismatchError extends Error {
   override readonly name = 'ModelMismatchError';
-}
-
-/**
- * The named output of a ModelInfer answer as a typed array, from `raw_output_contents` or the
- * tensor's typed `contents`, after checking its datatype and that its bytes fill its shape.
- */
-export function readOutput(response: ModelInferResponse__Output, name: string, datatype: Datatype) {
-  const index = response.outputs.findIndex((o) => o.name === name);
-  const tensor = response.outputs[index];
-  if (!tensor) throw new Error(`no output ${name} in the answer`);
-  if (tensor.datatype !== datatype || !isDatatype(datatype)) throw new Error(`output ${name} is ${tensor.datatype}, expected ${datatype}`);
-  if (datatype !== 'FP32' && datatype !== 'UINT8' && datatype !== 'UINT16') throw new Error(`masks of type ${datatype} are not supported`);
-  const shape = tensor.shape.map(Number);
-  const elements = elementCount(shape);
-  const raw = response.rawOutputContents.length > 0 ? response.rawOutputContents[index] : undefined;
-  if (raw && typedValueCount(tensor.contents) > 0) throw new Error(`output ${name} has both raw and typed contents`);
-  const bytes = raw ?? typedContentsToBytes(datatype, tensor.contents ?? ({} as never), elements);
-  if (bytes.length !== elements * DATATYPE_BYTES[datatype]) throw new Error(`output ${name} has ${bytes.length} bytes for shape [${shape}]`);
-  const runUs = response.parameters.session_run_us?.int64Param;
-  const serverRunMs = runUs === undefined ? undefined : Number(runUs) / 1000;
-  return { shape, data: typedView(datatype, bytes), serverRunMs, bytesReceived: bytes.length };
-}
-
-/** A typed view of received bytes; copied only when they do not start on the element's alignment. */
-function typedView(datatype: 'FP32' | 'UINT8' | 'UINT16', bytes: Buffer): MaskTensor {
-  const size = DATATYPE_BYTES[datatype];
-  const aligned = bytes.byteOffset % size === 0 ? bytes : Buffer.from(bytes);
-  const { buffer, byteOffset, byteLength } = aligned;
-  if (datatype === 'UINT8') return new Uint8Array(buffer, byteOffset, byteLength);
-  if (datatype === 'UINT16') return new Uint16Array(buffer, byteOffset, byteLength / 2);
-  return new Float32Array(buffer, byteOffset, byteLength / 4);
 }

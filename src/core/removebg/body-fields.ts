@@ -67,3 +67,12 @@ export function decodeBase64(text: string, maxBytes: number): Buffer {
   const written = out.write(data, 'base64');
   return written === bytes ? out : out.subarray(0, written);
 }
+
+/**
+ * decodeBase64 of a multipart field's text given as its bytes (multipart.ts streams remove.bg's
+ * image_file_b64): read as UTF-8, busboy's charset for a field that names none, so the same text
+ * gives the same answers as the field's string did.
+ */
+export function decodeBase64Bytes(text: Uint8Array, maxBytes: number): Buffer {
+  return decodeBase64(Buffer.from(text.buffer, text.byteOffset, text.byteLength).toString('utf8'), maxBytes);
+}

@@ -18,7 +18,7 @@ export function base64Length(bytes: number): number {
   return 4 * Math.ceil(bytes / 3);
 }
 
-import { decodeBase64 } from './body-fields.js';
+import { decodeBase64, decodeBase64Bytes } from './body-fields.js';
 export { decodeBase64 };
 
 /**
@@ -82,7 +82,7 @@ export async function readRemoveBgRequest(
   const source = sources[0]!;
   let image: { file: Buffer; filename: string; declaredType: string };
   if (source === 'image_file') image = form;
-  else if (source === 'image_file_b64') image = { file: base64Image(form.fields.image_file_b64!, decoded, limits.maxFileBytes), filename: '', declaredType: '' };
+  else if (source === 'image_file_b64') image = { file: await base64Image(form, decoded, limits.maxFileBytes, pool), filename: '', declaredType: '' };
   else {
     if (!imageUrl.enabled) throw new ApiError('invalid_option', { detail: 'image_url: this server does not fetch images by URL; send image_file or image_file_b64.' });
     image = await fetchImage(form.fields.image_url!, { ...imageUrl, maxBytes: limits.maxFileBytes, signal });
@@ -106,9 +106,18 @@ async function readWhole(request: CoreRequest, maxBytes: number, signal: AbortSi
   }
 }
 
-/** The image in image_file_b64: decoded with the body's fields (JSON, urlencoded), else here (a multipart field). */
-function base64Image(text: string, decoded: BodyFields['image'], maxBytes: number): Buffer {
-  if (!decoded) return decodeBase64(text, maxBytes);
-  if ('error' in decoded) throw decoded.error;
-  return decoded.bytes;
+/**
+ * The image in image_file_b64: decoded with the body's fields (JSON, urlencoded); a multipart
+ * field's, streamed as bytes (multipart.ts's largeFieldBytes), decoded in the pixel pool when
+ * large, like a JSON body's (the same decode, the same errors); else here.
+ */
+async function base64Image(form: Upload, decoded: BodyFields['image'], maxBytes: number, pool: PixelPool | undefined): Promise<Buffer> {
+  if (decoded) {
+    if ('error' in decoded) throw decoded.error;
+    return decoded.bytes;
+  }
+  const streamed = form.largeFieldBytes;
+  if (!streamed) return decodeBase64(form.fields.image_file_b64!, maxBytes);
+  if (pool && streamed.length >= BODY_IN_POOL_BYTES) return pool.decodeBase64(streamed, maxBytes);
+  return decodeBase64Bytes(streamed, maxBytes);
 }

@@ -1,0 +1,93 @@
+/**
+ * The inference thread (inference-thread.ts): a worker thread with a gRPC channel of its own on
+ * which every ModelInfer call of the API is made. A call's message (the tensor written into it by
+ * a pixel-pool worker, in shared memory) is framed and written here, and the answer read here;
+ * the mask goes back to the main thread in shared memory. The main thread only posts a task and
+ * gets a reply, each a few small fields and a handle on shared memory.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { Metadata } from '@grpc/grpc-js';
+import { parentPort, threadId, workerData } from 'node:worker_threads';
+import { EncodedInferRequest, modelInferMessages, type ModelInferRequest } from '../../protocol/index.js';
+import { createServiceClient, isQueueFull, type ChannelOptions } from './grpc-channel.js';
+import type { FromThread, InferTask, ToThread } from './inference-thread.js';
+import { MODEL_METADATA_KEY } from './least-request-balancer.js';
+import { readOutput } from './read-output.js';
+
+/** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
+const QUEUE_FULL_ATTEMPTS = 4;
+
+const port = parentPort!;
+const client = createServiceClient(workerData as ChannelOptions);
+/** The calls under way, by task id: what a cancel needs. */
+const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }>();
+
+const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+function reply(message: FromThread): void {
+  port.postMessage(message);
+}
+
+function infer(task: InferTask): void {
+  const state: { call?: grpc.ClientUnaryCall; cancelled: boolean } = { cancelled: false };
+  open.set(task.id, state);
+  const finish = (message: FromThread) => {
+    open.delete(task.id);
+    reply(message);
+  };
+  // The client's ModelInfer serializer takes either (inferenceClientConstructor).
+  const request = task.message
+    ? new EncodedInferRequest(asBuffer(task.message))
+    : { ...task.header!, rawInputContents: [asBuffer(task.tensor!)] };
+  const metadata = new Metadata();
+  metadata.set(MODEL_METADATA_KEY, task.model);
+  for (const [name, value] of Object.entries(task.trace)) metadata.set(name, value);
+  const attempt = (left: number): void => {
+    state.call = client.ModelInfer(request as ModelInferRequest, metadata.clone(), { deadline: task.deadline }, (error, response) => {
+      if (error) {
+        // That server's queue is full: the balancer puts the next try on another server
+        // (one that just refused loses to any other for a second: least-request-balancer.ts).
+        if (isQueueFull(error) && left > 1 && !state.cancelled && Date.now() < task.deadline) attempt(left - 1);
+        else finish({ type: 'infer', id: task.id, ok: false, status: { code: error.code, details: error.details, message: error.message } });
+        return;
+      }
+      let output: ReturnType<typeof readOutput>;
+      try {
+        output = readOutput(response!, task.output.name, task.output.datatype);
+      } catch (failure) {
+        finish({ type: 'infer', id: task.id, ok: false, unexpectedOutput: failure instanceof Error ? failure.message : String(failure) });
+        return;
+      }
+      // The mask into shared memory: the main thread gets a handle, not 1 MiB or more of external memory.
+      const { data } = output;
+      const mask = new SharedArrayBuffer(data.byteLength);
+      new Uint8Array(mask).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      finish({ type: 'infer', id: task.id, ok: true, shape: output.shape, mask, serverRunMs: output.serverRunMs, bytesReceived: output.bytesReceived });
+    });
+  };
+  attempt(QUEUE_FULL_ATTEMPTS);
+}
+
+port.on('message', (message: ToThread) => {
+  switch (message.type) {
+    case 'infer':
+      infer(message);
+      break;
+    case 'cancel': {
+      // The HTTP request ended: cancel, so a queued inference is dropped on the server.
+      const state = open.get(message.id);
+      if (state) {
+        state.cancelled = true;
+        state.call?.cancel();
+      }
+      break;
+    }
+    case 'counts':
+      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages } });
+      break;
+    case 'close':
+      client.close();
+      port.close();
+      break;
+  }
+});

@@ -1,0 +1,155 @@
+/**
+ * The inference thread, seen from the host's main thread: one worker thread
+ * (inference-thread-worker.ts) that owns a gRPC channel of its own and makes every ModelInfer
+ * call on it. Why a thread: a call's message is 3 MiB or more (the tensor), which grpc-js copies
+ * into its frame and writes over HTTP/2, and the mask comes back through its decoder; on the main
+ * thread that is CPU per request on the host's event loop, and 4+ MiB of external memory per
+ * request that makes V8 collect the main heap in full, again on the event loop. Here the main
+ * thread posts a task (a few fields and a handle on the message in shared memory, written by a
+ * pixel-pool worker) and gets the mask back the same way.
+ *
+ * One thread: its work per call is a copy of the message into grpc-js's frame, HTTP/2 writes and
+ * reads, and a copy of the mask: under 10 ms of CPU per 3 MiB call even on a loaded 2-core box
+ * (bench/inference-thread-cpu.ts), so one thread carries over 100 calls a second. It is started with the client, kept from holding the
+ * process open while no call is under way (a host's process ends as before), started again if it
+ * ever stops, and ended by close() (RemoveBgHandler.close()).
+ */
+import { Worker } from 'node:worker_threads';
+import type { Datatype, InferRequestHeader } from '../../protocol/index.js';
+import type { ChannelOptions } from './grpc-channel.js';
+
+/** One ModelInfer call for the thread: the message as it is sent (or a header and a tensor to encode), and its deadline and metadata. */
+export interface InferTask {
+  type: 'infer';
+  id: number;
+  model: string;
+  /** A message with its tensor in place (infer-request-message.ts), in shared memory. */
+  message?: Uint8Array | undefined;
+  /** Else the request's fields and its tensor, encoded by protobufjs in the thread. */
+  header?: InferRequestHeader | undefined;
+  tensor?: Uint8Array | undefined;
+  output: { name: string; datatype: Datatype };
+  /** ms since the epoch (threads share the clock). */
+  deadline: number;
+  /** W3C trace context of the client span, made on the main thread (src/tracing/otel.ts). */
+  trace: Record<string, string>;
+}
+
+export type ToThread = InferTask | { type: 'cancel'; id: number } | { type: 'counts'; id: number } | { type: 'close' };
+
+/** How a call ended: the mask (in shared memory), a gRPC status, or an answer that could not be read. */
+export type InferOutcome =
+  | { ok: true; shape: number[]; mask: SharedArrayBuffer; serverRunMs: number | undefined; bytesReceived: number }
+  | { ok: false; status: { code: number; details: string; message: string } }
+  | { ok: false; unexpectedOutput: string };
+
+/** What the thread counted (protocol/message-counts.ts), and its id. */
+export interface ThreadCounts {
+  threadId: number;
+  counts: { encoded: number; decoded: number };
+}
+
+export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ type: 'counts'; id: number } & ThreadCounts);
+
+// Tests run the sources through vitest, but a worker thread runs plain Node: it loads the built
+// file (`npm test` builds first), as the pixel pool does.
+/** The file the thread runs (a file: URL). */
+export const INFERENCE_WORKER_FILE = (
+  import.meta.url.endsWith('.ts')
+    ? new URL('../../../dist/src/core/inference/inference-thread-worker.js', import.meta.url)
+    : new URL('./inference-thread-worker.js', import.meta.url)
+).href;
+
+/** The thread stopped (closed, or failed) before the call was answered. */
+export class InferenceThreadStopped extends Error {
+  override readonly name = 'InferenceThreadStopped';
+}
+
+interface Pending {
+  resolve: (value: never) => void;
+  reject: (error: Error) => void;
+}
+
+export class InferenceThread {
+  private worker: Worker | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: ChannelOptions) {
+    this.start();
+  }
+
+  /** The worker's thread id (for tests), or undefined while none runs. */
+  get threadId(): number | undefined {
+    return this.worker?.threadId;
+  }
+
+  private start(): Worker {
+    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: this.options, name: 'bgcut-inference' });
+    worker.unref();
+    worker.on('message', (message: FromThread) => this.settle(message.id, (p) => p.resolve(message as never)));
+    worker.on('error', (error) => this.stopped(worker, error));
+    worker.on('exit', (code) => this.stopped(worker, new InferenceThreadStopped(`the inference thread exited (code ${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+
+  private stopped(worker: Worker, error: Error): void {
+    if (this.worker !== worker) return;
+    this.worker = undefined;
+    const failed = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of failed) p.reject(error instanceof InferenceThreadStopped ? error : new InferenceThreadStopped(`the inference thread failed: ${error.message}`, { cause: error }));
+  }
+
+  private settle(id: number, how: (pending: Pending) => void): void {
+    const pending = this.pending.get(id);
+    if (!pending) return;
+    this.pending.delete(id);
+    if (this.pending.size === 0) this.worker?.unref();
+    how(pending);
+  }
+
+  private request<T>(message: ToThread & { id: number }): Promise<T> {
+    if (this.closing) return Promise.reject(new InferenceThreadStopped('the inference client is closed'));
+    const worker = this.worker ?? this.start();
+    return new Promise<T>((resolve, reject) => {
+      // Held open while a call is under way, as grpc-js holds a process open during a call.
+      if (this.pending.size === 0) worker.ref();
+      this.pending.set(message.id, { resolve: resolve as (value: never) => void, reject });
+      worker.postMessage(message);
+    });
+  }
+
+  /**
+   * Makes one call in the thread. A message in shared memory reaches the thread as it is; any
+   * other buffer is copied by the post (a tensor made outside the pixel pool, as in tests).
+   * `signal` cancels the call there.
+   */
+  infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal): Promise<InferOutcome> {
+    const id = this.nextId++;
+    const cancel = () => this.worker?.postMessage({ type: 'cancel', id } satisfies ToThread);
+    signal.addEventListener('abort', cancel, { once: true });
+    return this.request<InferOutcome>({ ...task, type: 'infer', id }).finally(() => signal.removeEventListener('abort', cancel));
+  }
+
+  /** The thread's counts of ModelInfer messages encoded and decoded (for tests). */
+  counts(): Promise<ThreadCounts> {
+    return this.request<ThreadCounts>({ type: 'counts', id: this.nextId++ });
+  }
+
+  /** Closes the thread's channel and ends the thread (waits at most a second for it to end on its own). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const worker = this.worker;
+      if (!worker) return;
+      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+      worker.postMessage({ type: 'close' } satisfies ToThread);
+      const timer = setTimeout(() => void worker.terminate(), 1000);
+      await exited;
+      clearTimeout(timer);
+    })();
+    return this.closing;
+  }
+}
