@@ -49,17 +49,17 @@ export function inferRequestPrefix(encodeRequest: grpc.serialize<ModelInferReque
 }
 
 /**
- * A message buffer of `prefix` then room for the tensor, in shared memory of its own: `message`
- * is what is sent, `tensor` the bytes to fill, at an offset aligned to TENSOR_ALIGNMENT (the
- * memory starts with up to 7 unused bytes for that). Shared, so the pixel worker that writes the
- * tensor and the inference thread that sends it (src/core/inference/inference-thread.ts) hold the
- * same bytes, and the host's main thread, which passes the message on, only a handle: a
- * SharedArrayBuffer is not counted as external memory of a thread's heap (an ArrayBuffer moved
- * there is, and 3 MiB or more of it per request drives V8's full collections on the event loop).
+ * A message buffer of `prefix` then room for the tensor, in a fresh ArrayBuffer of its own (so a
+ * pixel worker can move it to the main thread): `message` is what is sent, `tensor` the bytes to
+ * fill, at an offset aligned to TENSOR_ALIGNMENT (the ArrayBuffer starts with up to 7 unused bytes
+ * for that). Not shared memory: a SharedArrayBuffer lives until every thread that saw it (the
+ * pixel worker, the main thread, the inference thread) has collected its handle, and none of them
+ * counts it toward a collection, so under a burst of 12 MP cutouts the dead messages piled up
+ * (API peak ~440 vs ~340 MB: docs/benchmarks.md, "The inference thread", sixth round).
  */
 export function allocateInferMessage(prefix: Uint8Array, tensorBytes: number): { message: Buffer; tensor: Uint8Array } {
   const pad = (TENSOR_ALIGNMENT - (prefix.length % TENSOR_ALIGNMENT)) % TENSOR_ALIGNMENT;
-  const memory = new SharedArrayBuffer(pad + prefix.length + tensorBytes);
+  const memory = new ArrayBuffer(pad + prefix.length + tensorBytes);
   const message = Buffer.from(memory, pad, prefix.length + tensorBytes);
   message.set(prefix, 0);
   return { message, tensor: new Uint8Array(memory, pad + prefix.length, tensorBytes) };

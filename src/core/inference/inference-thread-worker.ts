@@ -1,9 +1,10 @@
 /**
  * The inference thread (inference-thread.ts): a worker thread with a gRPC channel of its own on
  * which every ModelInfer call of the API is made. A call's message (the tensor written into it by
- * a pixel-pool worker, in shared memory) is framed and written here, and the answer read here;
- * the mask goes back to the main thread in shared memory. The main thread only posts a task and
- * gets a reply, each a few small fields and a handle on shared memory.
+ * a pixel-pool worker, copied here by the main thread's post) is framed and written here, and the
+ * answer read here; the mask goes back to the main thread in shared memory (the render's worker
+ * reads it from there without a copy). The main thread posts a task and gets a reply: no gRPC
+ * framing, HTTP/2 or protobuf decoding on the host's event loop.
  */
 import type * as grpc from '@grpc/grpc-js';
 import { Metadata } from '@grpc/grpc-js';
@@ -13,6 +14,7 @@ import { createServiceClient, isQueueFull, type ChannelOptions } from './grpc-ch
 import type { FromThread, InferTask, ToThread } from './inference-thread.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
+import { gcFunction } from '../image/render-garbage.js';
 
 /** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
 const QUEUE_FULL_ATTEMPTS = 4;
@@ -24,6 +26,28 @@ const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }
 
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
+/**
+ * Each call leaves its message (moved here from the main thread), grpc-js's framed copy of it and
+ * the answer's receive buffers dead in this thread: about 7 MiB at 1024x1024 int8, outside a heap
+ * of a few MB, which V8 would let grow by 64 MB before collecting. The thread collects once
+ * COLLECT_AFTER_BYTES of messages were sent since its last collection instead (a few ms of this
+ * thread's small heap, never the host's event loop): under a burst of 16 12 MP cutouts the API's
+ * peak was ~30-50 MB lower (docs/benchmarks.md, "The inference thread", sixth round).
+ */
+export const COLLECT_AFTER_BYTES = 16 * 1024 * 1024;
+let bytesSinceCollection = 0;
+let collections = 0;
+function collectAfterCall(bytes: number): void {
+  bytesSinceCollection += bytes;
+  if (bytesSinceCollection < COLLECT_AFTER_BYTES) return;
+  bytesSinceCollection = 0;
+  const gc = gcFunction();
+  if (gc) {
+    gc();
+    collections++;
+  }
+}
+
 function reply(message: FromThread): void {
   port.postMessage(message);
 }
@@ -34,6 +58,7 @@ function infer(task: InferTask): void {
   const finish = (message: FromThread) => {
     open.delete(task.id);
     reply(message);
+    collectAfterCall(task.message?.byteLength ?? task.tensor?.byteLength ?? 0);
   };
   // The client's ModelInfer serializer takes either (inferenceClientConstructor).
   const request = task.message
@@ -83,7 +108,7 @@ port.on('message', (message: ToThread) => {
       break;
     }
     case 'counts':
-      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages } });
+      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections });
       break;
     case 'close':
       client.close();

@@ -5,8 +5,8 @@
  * into its frame and writes over HTTP/2, and the mask comes back through its decoder; on the main
  * thread that is CPU per request on the host's event loop, and 4+ MiB of external memory per
  * request that makes V8 collect the main heap in full, again on the event loop. Here the main
- * thread posts a task (a few fields and a handle on the message in shared memory, written by a
- * pixel-pool worker) and gets the mask back the same way.
+ * thread posts a task (a few fields and the message, written by a pixel-pool worker; the post
+ * copies it, see infer()) and gets the mask back in shared memory.
  *
  * One thread: its work per call is a copy of the message into grpc-js's frame, HTTP/2 writes and
  * reads, and a copy of the mask: under 10 ms of CPU per 3 MiB call even on a loaded 2-core box
@@ -23,7 +23,7 @@ export interface InferTask {
   type: 'infer';
   id: number;
   model: string;
-  /** A message with its tensor in place (infer-request-message.ts), in shared memory. */
+  /** A message with its tensor in place (infer-request-message.ts). */
   message?: Uint8Array | undefined;
   /** Else the request's fields and its tensor, encoded by protobufjs in the thread. */
   header?: InferRequestHeader | undefined;
@@ -47,6 +47,8 @@ export type InferOutcome =
 export interface ThreadCounts {
   threadId: number;
   counts: { encoded: number; decoded: number };
+  /** Collections the thread made after its calls (inference-thread-worker.ts's collectAfterCall). */
+  collections: number;
 }
 
 export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ type: 'counts'; id: number } & ThreadCounts);
@@ -123,8 +125,11 @@ export class InferenceThread {
   }
 
   /**
-   * Makes one call in the thread. A message in shared memory reaches the thread as it is; any
-   * other buffer is copied by the post (a tensor made outside the pixel pool, as in tests).
+   * Makes one call in the thread. The message is copied by the post (~0.3 ms for 3 MiB) rather
+   * than moved: the caller keeps a usable input, and the copy left dead here is counted by this
+   * thread's heap, which then collects as often as before the calls moved (moved or shared, the
+   * main thread's collections grew rarer and its dead buffers, the rendered images above all,
+   * stayed resident longer: docs/benchmarks.md, "The inference thread").
    * `signal` cancels the call there.
    */
   infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal): Promise<InferOutcome> {
