@@ -159,7 +159,7 @@ export class InferenceClient {
     const bytesSent = tensor.byteLength;
     // The trace context is taken here, inside the call's span; the call itself is made, and a
     // full queue tried again on the next server, in the inference thread.
-    const task = { model, ...request, output, deadline: Date.now() + this.options.timeoutMs, trace: traceContextHeaders() };
+    const task = { model, ...request, output, timeoutMs: this.options.timeoutMs, trace: traceContextHeaders() };
     return this.thread.infer(task, signal).then(
       (outcome) => {
         if (outcome.ok) {

@@ -64,15 +64,16 @@ function infer(task: InferTask): void {
   const request = task.message
     ? new EncodedInferRequest(asBuffer(task.message))
     : { ...task.header!, rawInputContents: [asBuffer(task.tensor!)] };
+  const deadline = Date.now() + task.timeoutMs;
   const metadata = new Metadata();
   metadata.set(MODEL_METADATA_KEY, task.model);
   for (const [name, value] of Object.entries(task.trace)) metadata.set(name, value);
   const attempt = (left: number): void => {
-    state.call = client.ModelInfer(request as ModelInferRequest, metadata.clone(), { deadline: task.deadline }, (error, response) => {
+    state.call = client.ModelInfer(request as ModelInferRequest, metadata.clone(), { deadline }, (error, response) => {
       if (error) {
         // That server's queue is full: the balancer puts the next try on another server
         // (one that just refused loses to any other for a second: least-request-balancer.ts).
-        if (isQueueFull(error) && left > 1 && !state.cancelled && Date.now() < task.deadline) attempt(left - 1);
+        if (isQueueFull(error) && left > 1 && !state.cancelled && Date.now() < deadline) attempt(left - 1);
         else finish({ type: 'infer', id: task.id, ok: false, status: { code: error.code, details: error.details, message: error.message } });
         return;
       }

@@ -29,8 +29,12 @@ export interface InferTask {
   header?: InferRequestHeader | undefined;
   tensor?: Uint8Array | undefined;
   output: { name: string; datatype: Datatype };
-  /** ms since the epoch (threads share the clock). */
-  deadline: number;
+  /**
+   * The call's time limit in ms, from when the thread gets it (its deadline is taken on the
+   * thread's own clock: a host or test that fakes the main thread's Date, as test/month-turn.test.ts
+   * does, must not hand the thread a deadline already past or far ahead).
+   */
+  timeoutMs: number;
   /** W3C trace context of the client span, made on the main thread (src/tracing/otel.ts). */
   trace: Record<string, string>;
 }
