@@ -31,8 +31,9 @@ const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.
  * the answer's receive buffers dead in this thread: about 7 MiB at 1024x1024 int8, outside a heap
  * of a few MB, which V8 would let grow by 64 MB before collecting. The thread collects once
  * COLLECT_AFTER_BYTES of messages were sent since its last collection instead (a few ms of this
- * thread's small heap, never the host's event loop): under a burst of 16 12 MP cutouts the API's
- * peak was ~30-50 MB lower (docs/benchmarks.md, "The inference thread", sixth round).
+ * thread's small heap, never the host's event loop). Measured only together with the message
+ * copied here as ordinary memory: 16 x 12 MP peak 391 MB against 438 with the message shared
+ * (docs/benchmarks.md, "Sixth round"); this collection alone was not measured apart.
  */
 export const COLLECT_AFTER_BYTES = 16 * 1024 * 1024;
 let bytesSinceCollection = 0;

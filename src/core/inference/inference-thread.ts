@@ -131,9 +131,9 @@ export class InferenceThread {
   /**
    * Makes one call in the thread. The message is copied by the post (~0.3 ms for 3 MiB) rather
    * than moved: the caller keeps a usable input, and the copy left dead here is counted by this
-   * thread's heap, which then collects as often as before the calls moved (moved or shared, the
-   * main thread's collections grew rarer and its dead buffers, the rendered images above all,
-   * stayed resident longer: docs/benchmarks.md, "The inference thread").
+   * thread's heap, so it collects about as often as before the calls moved (shared, the main
+   * thread's collections grew rarer and its dead buffers, the rendered images above all, stayed
+   * resident longer: docs/benchmarks.md, "Sixth round"; moving it was not measured).
    * `signal` cancels the call there.
    */
   infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal): Promise<InferOutcome> {
