@@ -26,10 +26,16 @@ async function burst(bytes: Buffer, count: number, budget: Budget | undefined) {
   let holding = 0;
   let mostHolding = 0;
   const taken: number[] = [];
-  const watch = () => {
+  // Read the counters on the next turn, not inside the 'change' event: sharp runs a task's JS
+  // callback (which releases the gate and lets the next decode queue) before it lowers its
+  // `process` counter, so a reading taken at that enqueue counts the finished task too (this
+  // made the counts flake: "expected 2 to be 1"). A real overlap lasts a whole decode and is
+  // still there a turn later.
+  const read = () => {
     const { queue, process } = sharp.counters();
     most = Math.max(most, queue + process);
   };
+  const watch = () => void setImmediate(read);
   sharp.queue.on('change', watch);
   const gate: DecodeGate | undefined = budget
     ? async (pixels, signal) => {
@@ -49,6 +55,7 @@ async function burst(bytes: Buffer, count: number, budget: Budget | undefined) {
     expect(segs.every((s) => s.model.rgb.length === ISNET_PROFILE.width * ISNET_PROFILE.height * 3)).toBe(true);
   } finally {
     sharp.queue.off('change', watch);
+    await new Promise((resolve) => setImmediate(resolve)); // readings scheduled by the last events
   }
   return { most, mostHolding, taken, pixels: probe.width * probe.height, holdingAfter: holding };
 }
