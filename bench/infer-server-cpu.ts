@@ -8,7 +8,12 @@
  * Reads /proc: the main thread's CPU (its task id is the process id) and the whole process's
  * (main thread + session worker + libuv), per call, as medians over rounds.
  *
- *   node dist/bench/infer-server-cpu.js [--side 1024] [--calls 100] [--rounds 5] [--cli path/to/cli.js]
+ *   node dist/bench/infer-server-cpu.js [--side 1024] [--calls 100] [--rounds 5] [--cli path/to/cli.js] [--client api|plain]
+ *
+ * The caller is a channel as the API makes it (core/inference/grpc-channel.ts: its limits and
+ * HTTP/2 windows), or with `--client plain` one with grpc-js's defaults. `wallMsPerCall` is the
+ * call's latency seen by the caller: with session.run a copy, the time the two processes take
+ * to move 3 MiB each way.
  *
  * BENCH_SERVER_NODE_ARGS adds node flags to the server (e.g. `--cpu-prof`).
  * `--cli` runs another build of the server (an A/B against a checkout of the previous commit).
@@ -21,6 +26,7 @@ import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
 import { allocateInferMessage, EncodedInferRequest, inferenceClientConstructor, inferRequestPrefix, modelInferRequestEncoder } from '../src/protocol/index.js';
 import { writeIdentityModel } from '../test/helpers/identity-model.js';
+import { createServiceClient } from '../src/core/inference/grpc-channel.js';
 
 const TICK_MS = 1000 / 100; // USER_HZ is 100 on Linux
 
@@ -35,7 +41,7 @@ function median(values: number[]): number {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { side: { type: 'string', default: '1024' }, calls: { type: 'string', default: '100' }, rounds: { type: 'string', default: '5' }, cli: { type: 'string' } } });
+  const { values } = parseArgs({ options: { side: { type: 'string', default: '1024' }, calls: { type: 'string', default: '100' }, rounds: { type: 'string', default: '5' }, cli: { type: 'string' }, client: { type: 'string', default: 'api' } } });
   const side = Number(values.side);
   const calls = Number(values.calls);
   const rounds = Number(values.rounds);
@@ -54,8 +60,11 @@ async function main(): Promise<void> {
     child.stderr.on('data', onData);
     child.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
   });
-  const Client = inferenceClientConstructor();
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
+  // The API's channel (its options: limits, windows, retries), or grpc-js's defaults (`--client plain`).
+  const client =
+    values.client === 'plain'
+      ? new (inferenceClientConstructor())(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 })
+      : createServiceClient({ address: `127.0.0.1:${port}`, maxMessageBytes: 64 << 20 });
   const bytes = side * side * 3;
   const prefix = inferRequestPrefix(modelInferRequestEncoder(), { modelName: 'tiny', inputs: [{ name: 'x', datatype: 'UINT8', shape: [1, side, side, 3] }] }, bytes);
   const call = () =>
@@ -89,7 +98,7 @@ async function main(): Promise<void> {
     await rm(dir, { recursive: true, force: true });
   }
   const r = (x: number) => Math.round(x * 100) / 100;
-  console.log(JSON.stringify({ cli, side, tensorBytes: bytes, calls, rounds, mainThreadMsPerCall: r(median(mainPerCall)), processMsPerCall: r(median(wholePerCall)), wallMsPerCall: r(median(wallPerCall)), rawMain: mainPerCall.map(r), rawProcess: wholePerCall.map(r), loadavg: os.loadavg().map(r) }));
+  console.log(JSON.stringify({ cli, client: values.client, side, tensorBytes: bytes, calls, rounds, mainThreadMsPerCall: r(median(mainPerCall)), processMsPerCall: r(median(wholePerCall)), wallMsPerCall: r(median(wallPerCall)), rawMain: mainPerCall.map(r), rawProcess: wholePerCall.map(r), loadavg: os.loadavg().map(r) }));
 }
 
 main().catch((error: unknown) => {

@@ -23,6 +23,7 @@ import { resolveServedModel } from './families/served-model.js';
 import { fileDigest } from './model-source.js';
 import { batchSizes } from './batching.js';
 import { markingDeserializer, movableTensor } from './received-message.js';
+import { openFlowControlWindows } from './http2-windows.js';
 import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
 import { tensorBytes, type TensorData, type TensorSpec } from './worker-protocol.js';
 
@@ -210,6 +211,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     'grpc.max_connection_age_ms': config.maxConnectionAgeMs,
     'grpc.max_connection_age_grace_ms': config.shutdownGraceMs,
   });
+  // A request's tensor crosses in one go instead of 32 KiB per turn of this event loop (http2-windows.ts).
+  const openWindows = openFlowControlWindows(server);
   health.addToServer(server);
 
   const models = new Map<string, LoadedModel>();
@@ -402,6 +405,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${config.host}:${config.port}`, credentials, (error, bound) => (error ? reject(error) : resolve(bound)));
   });
+  if (!openWindows?.()) log(`HTTP/2 flow-control windows left at 64 KiB: this version of @grpc/grpc-js does not have the fields http2-windows.ts opens them through`);
   const security = config.tls ? (config.tls.clientCa ? 'mTLS' : 'TLS') : 'plaintext';
   log(`inference server listening on ${config.host}:${port} (${security}; health NOT_SERVING while the models load)`);
 
