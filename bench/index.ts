@@ -342,6 +342,7 @@ async function latency(label: string, image: Buffer) {
   if (compared) alsoStop.push(compared.stop);
   if (compared) for (let i = 0; i < warmup; i++) await post(compared.url, image);
   let comparedMainCpu = 0;
+  const comparedE2e: number[] = [];
   const stages: Record<string, number[]> = {};
   for (let i = 0; i < runs; i++) {
     const cpuBefore = cpuMs(api.child.pid!);
@@ -351,8 +352,10 @@ async function latency(label: string, image: Buffer) {
     mainCpu += mainThreadCpuMs(api.child.pid!) - mainBefore;
     if (compared) {
       const before = mainThreadCpuMs(compared.child.pid!);
-      if ((await post(compared.url, image)).status !== 200) throw new Error('compared build: HTTP error');
+      const other = await post(compared.url, image);
+      if (other.status !== 200) throw new Error('compared build: HTTP error');
       comparedMainCpu += mainThreadCpuMs(compared.child.pid!) - before;
+      comparedE2e.push(other.ms);
     }
     if (result.status !== 200) throw new Error(`HTTP ${result.status}`);
     e2e.push(result.ms);
@@ -370,7 +373,14 @@ async function latency(label: string, image: Buffer) {
     apiCpuMsPerImage: round(apiCpu / runs),
     // Its main thread's share: what the host's event loop spent per image.
     apiMainThreadCpuMsPerImage: round(mainCpu / runs),
-    ...(compared ? { comparedMainThreadCpuMsPerImage: round(comparedMainCpu / runs) } : {}),
+    ...(compared
+      ? {
+          comparedMainThreadCpuMsPerImage: round(comparedMainCpu / runs),
+          // The other build's end to end, its requests alternating with this one's.
+          comparedEndToEndMs: round(median(comparedE2e)),
+          ratioEndToEndOverCompared: Math.round((median(e2e) / median(comparedE2e)) * 1000) / 1000,
+        }
+      : {}),
   };
   await compared?.stop();
   report[label] = section;
@@ -381,6 +391,7 @@ async function latency(label: string, image: Buffer) {
   console.log(`| API process CPU per image (mean) | ${section.apiCpuMsPerImage} |`);
   console.log(`| API main thread CPU per image (mean) | ${section.apiMainThreadCpuMsPerImage} |`);
   if (compared) console.log(`| ${values.compare}: API main thread CPU per image (mean, alternating) | ${section.comparedMainThreadCpuMsPerImage} |`);
+  if (compared) console.log(`| ${values.compare}: end-to-end HTTP (alternating) | ${section.comparedEndToEndMs} |\n| **end-to-end / ${values.compare}'s** | **${section.ratioEndToEndOverCompared}** |`);
   return median(rawMs);
 }
 
