@@ -17,8 +17,9 @@
  * received and decoded, to the answer's hand-off), session.run, the render and its encode.
  * Offsets are from the request's root span; the client's own send and full read of the answer
  * (fetch) frame them. Spans of two processes share the system clock (performance.timeOrigin),
- * to about a millisecond. With `--compare` another build's API runs against the same server,
- * requests alternating, and its timeline is printed beside this one.
+ * to about a millisecond. With `--compare` another build's API and inference server run beside
+ * this build's (each API calling its own build's server), requests alternating, and its
+ * timeline is printed after this one's.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -92,6 +93,27 @@ async function writeReplayModel(mask: Uint8Array): Promise<string> {
   const file = path.join(dir, 'replay.onnx');
   await writeFile(file, bytes);
   return file;
+}
+
+/** A build's inference server serving the replay model as `isnet`, tracing into `spansFile`. */
+async function startServer(modelFile: string, spansFile: string, build?: string): Promise<{ address: string; stop: () => Promise<void> }> {
+  const args = ['--threads', String(os.availableParallelism()), '--model', `isnet=${modelFile}`];
+  const env = { BGCUT_TEST_SPANS_FILE: spansFile, NODE_OPTIONS: `--import ${SPANS_HELPER}` };
+  if (!build) return startInferenceProcess(args, env);
+  const child = spawn(process.execPath, [path.resolve(build, 'src/inference-server/cli.js'), '--port', '0', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      log += chunk.toString();
+      const listening = /listening on [^\s]+:(\d+)/.exec(log);
+      if (listening && /all ready in \d+ ms/.test(log)) resolve(Number(listening[1]));
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${build}'s inference server exited with ${code}:\n${log}`)));
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { address: `127.0.0.1:${port}`, stop: () => (child.kill('SIGTERM'), exited) };
 }
 
 const keyStore = new FileKeyStore({ file: path.join(dir, 'keys.json') });
@@ -195,14 +217,12 @@ const mask = values.mask && existsSync(values.mask) ? new Uint8Array(await readF
 if (values.mask && !existsSync(values.mask)) await writeFile(values.mask, mask);
 if (mask.length !== ISNET_PROFILE.width * ISNET_PROFILE.height) throw new Error(`the mask has ${mask.length} bytes`);
 const model = await writeReplayModel(mask);
-const serverSpans = path.join(dir, 'server-spans.jsonl');
-const inference = await startInferenceProcess(['--threads', String(os.availableParallelism()), '--model', `isnet=${model}`], {
-  BGCUT_TEST_SPANS_FILE: serverSpans,
-  NODE_OPTIONS: `--import ${SPANS_HELPER}`,
-});
 const apis = [{ label: 'this build', spans: path.join(dir, 'api-spans.jsonl'), build: undefined as string | undefined }];
 if (values.compare) apis.push({ label: values.compare, spans: path.join(dir, 'compared-spans.jsonl'), build: values.compare });
-const started = await Promise.all(apis.map((a) => startApi(inference.address, a.spans, a.build)));
+// Each build's API calls its own build's inference server (both sides of the gRPC call change).
+const serverSpans = path.join(dir, 'server-spans.jsonl');
+const servers = await Promise.all(apis.map((a) => startServer(model, serverSpans, a.build)));
+const started = await Promise.all(apis.map((a, k) => startApi(servers[k]!.address, a.spans, a.build)));
 try {
   for (let i = 0; i < warmup; i++) for (const api of started) await post(api.url);
   const requests = started.map(() => [] as Awaited<ReturnType<typeof post>>[]);
@@ -222,5 +242,5 @@ try {
   if (values.json) await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`);
 } finally {
   await Promise.all(started.map((api) => api.stop()));
-  await inference.stop();
+  await Promise.all(servers.map((server) => server.stop()));
 }
