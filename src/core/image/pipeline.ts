@@ -46,8 +46,9 @@ export type Stage = 'decode' | 'preprocess' | 'transfer' | 'inference' | 'postpr
  */
 export interface Segmentation {
   /**
-   * The upright full-size 8-bit sRGB decode when segment() made it anyway (a small JPEG decoded
-   * once for both sizes, see decodeOnce); else empty, and the render decodes in its worker.
+   * The upright full-size 8-bit sRGB decode (RGBA when the image has alpha) when segment() made
+   * it: a small JPEG decoded once for both sizes (decodeOnce), or another image of about the
+   * model's size decoded while the model ran; else empty, and the render decodes in its worker.
    */
   rgb: Buffer;
   bytes: Buffer;
@@ -136,8 +137,9 @@ export async function segment(
   signal: AbortSignal,
   /**
    * Whether memory for the full size is to be had now: a small upright JPEG is then decoded once,
-   * at full size, for both the model's input and the output (kept in `rgb`); else `rgb` is left
-   * empty and the render decodes the full size when it has the memory.
+   * at full size, for both the model's input and the output, and another image of about the
+   * model's size is decoded at full size in `pool` while the model runs (either kept in `rgb`);
+   * else `rgb` is left empty and the render decodes the full size when it has the memory.
    */
   decodeAlongside = true,
   /** Where the confidence count on the model's grid runs (a few ms); without one, in this thread. */
@@ -156,12 +158,7 @@ export async function segment(
   // An upright, opaque JPEG too small for shrink-on-load (sharp shrinks JPEGs on load from half
   // the size up) is decoded once, at full size, and resized from there: the same pixels as two
   // decodes (a rotated or 16-bit source would resize differently, so those decode twice).
-  const decodeOnce =
-    decodeAlongside &&
-    probe.format === 'jpeg' &&
-    !probe.hasAlpha &&
-    (probe.orientation ?? 1) === 1 &&
-    Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
+  const decodeOnce = decodeAlongside && probe.format === 'jpeg' && !probe.hasAlpha && (probe.orientation ?? 1) === 1 && modelSized(probe, profile);
   const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce };
   // The decode budget (DecodeGate) is held while the model's input is decoded and written, and
   // let go before the model runs. In the pool's worker when there is one: the model-size
@@ -177,8 +174,21 @@ export async function segment(
   const { input, rgb: modelRgb, decoded: once, preprocessMs } = prepared;
   // Decoding, with the waits for the budget and a worker and the move back.
   const decodeMs = lap() - preprocessMs;
-  const { mask, serverRunMs } = await model(input, signal, { width: profile.width, height: profile.height });
+  // The full-size decode the render would make after the model, made while the model runs
+  // instead (the same decode, earlier: off the request's critical path): for the images
+  // decodeOnce would take by size but leaves to two decodes (not JPEG, with alpha, turned, 16-bit).
+  const beside = !once && decodeAlongside && pool && modelSized(probe, profile) ? pool.fullDecode(bytes, probe, limits) : undefined;
+  let answer: Awaited<ReturnType<MaskModel>>;
+  try {
+    answer = await model(input, signal, { width: profile.width, height: profile.height });
+  } catch (error) {
+    // Not left running past the request (its pixel budget is let go after this).
+    await beside?.catch(() => undefined);
+    throw error;
+  }
+  const { mask, serverRunMs } = answer;
   const modelMs = lap();
+  const full = beside && (await beside);
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
@@ -193,20 +203,31 @@ export async function segment(
     bytes,
     probe,
     limits,
-    rgb: once ?? Buffer.alloc(0),
+    rgb: once ?? full?.decoded ?? Buffer.alloc(0),
     mask: { grey, width: profile.width, height: profile.height, parts: [] },
     width,
     height,
     model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
     confidence,
     timings: {
-      decode: decodeMs,
+      // The decode beside the model is counted here too (work done, though not waited for).
+      decode: decodeMs + (full?.decodeMs ?? 0),
       preprocess: preprocessMs,
       transfer: modelMs - inferenceMs,
       inference: inferenceMs,
       postprocess: postprocessMs,
     },
   };
+}
+
+/**
+ * Whether an image is too small for JPEG shrink-on-load at the model's size (sharp shrinks on load
+ * from half the size up): its full-size decode costs about what its model-size decode does, and
+ * is decoded while the model runs (segment()) when memory for it is to be had. Larger images
+ * keep it for the render, which holds it for less time.
+ */
+function modelSized(probe: Probe, profile: PreprocessingProfile): boolean {
+  return Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { BestPasses, Region } from './passes.js';
 import type { RemoveBgBodyResult, RenderJob, RenderResult, WorkerApiError } from './pixel-worker.js';
 import type { BodyFields, BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
+import type { ImageLimits, Probe } from './pipeline.js';
 import { countKernel } from './kernel-calls.js';
 import { isShared } from './shared-bytes.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
@@ -137,6 +138,17 @@ export class PixelPool {
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message) } : result.input;
     return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
+  }
+
+  /**
+   * The upright full-size decode (decodeRaw), in a worker, into shared memory that the render
+   * writes in place; the upload goes as modelInput()'s does. segment() runs it beside the model call.
+   */
+  async fullDecode(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<{ decoded: Buffer; decodeMs: number }> {
+    const parcel = new Parcel();
+    const result = await this.run<{ decoded: Uint8Array; decodeMs: number } | WorkerApiError>('fullDecode', { bytes: parcel.add(bytes), probe, limits }, parcel);
+    if ('apiError' in result) throw revive(result);
+    return { decoded: asBuffer(result.decoded), decodeMs: result.decodeMs };
   }
 
   /**

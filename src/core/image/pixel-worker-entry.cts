@@ -36,6 +36,9 @@ export async function render(task: Parameters<Awaited<ReturnType<typeof load>>['
 export async function modelInput(task: Parameters<Awaited<ReturnType<typeof load>>['modelInput']>[0]): Promise<unknown> {
   return (await worker()).modelInput(task);
 }
+export async function fullDecode(task: Parameters<Awaited<ReturnType<typeof load>>['fullDecode']>[0]): Promise<unknown> {
+  return (await worker()).fullDecode(task);
+}
 export async function passInputs(task: Parameters<Awaited<ReturnType<typeof load>>['passInputs']>[0]): Promise<unknown> {
   return (await worker()).passInputs(task);
 }

@@ -17,6 +17,8 @@ import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedBuffer, sharedCopy } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
+import { decodeRaw } from './decode.js';
+import type { ImageLimits, Probe } from './pipeline.js';
 import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
 
@@ -149,6 +151,22 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
   return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : movable(tensorOf(input)));
+}
+
+/**
+ * The upright full-size decode (decode.ts's decodeRaw), made while the model runs (pipeline.ts's
+ * segment()): into shared memory, which the render then writes in place, as it writes
+ * modelInput's `decoded`.
+ */
+export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits: ImageLimits }): Promise<unknown> {
+  const started = performance.now();
+  try {
+    const decoded = sharedCopy(await decodeRaw(buf(job.bytes), job.probe, job.limits));
+    return reply({ decoded, decodeMs: performance.now() - started }, []);
+  } catch (error) {
+    if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
+    throw error;
+  }
 }
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
