@@ -64,6 +64,11 @@ export interface Segmentation {
   /** The image and mask at the model's size: a cheap, small view for whole-image estimates. */
   model: { rgb: Buffer; alpha: Buffer; width: number; height: number };
   /**
+   * Of `timings.decode`, the milliseconds of the full-size decode made while the model call was
+   * under way (segment()): work done, but not waited for.
+   */
+  decodedBesideMs?: number;
+  /**
    * Milliseconds per stage so far. `inference` is session.run on the inference server;
    * `transfer` is the rest of the ModelInfer call (queueing, gRPC, copies).
    */
@@ -209,6 +214,7 @@ export async function segment(
     height,
     model: { rgb: modelRgb, alpha: grey, width: profile.width, height: profile.height },
     confidence,
+    ...(full ? { decodedBesideMs: full.decodeMs } : {}),
     timings: {
       // The decode beside the model is counted here too (work done, though not waited for).
       decode: decodeMs + (full?.decodeMs ?? 0),

@@ -94,7 +94,8 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
       );
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {
-      past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0), attributes: stageAttributes(seg.timings) }],
+      // The decode the request waited for: one made beside the model call overlaps that span instead.
+      past: (seg, start) => [{ name: 'bgcut.decode', start, end: start + (seg.timings.decode ?? 0) - (seg.decodedBesideMs ?? 0), attributes: stageAttributes(seg.timings) }],
     });
   } finally {
     await slot.release();
