@@ -39,6 +39,9 @@ describe('the full-size decode beside the model call', () => {
     };
     const seg = await segment(image.bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(60_000), true, pool);
     expect(seenInsideModel).toBe(1);
+    // Counted in the decode stage, and told apart from the decode the request waited for (its span).
+    expect(seg.decodedBesideMs).toBeGreaterThan(0);
+    expect(seg.timings.decode).toBeGreaterThanOrEqual(seg.decodedBesideMs!);
     expect(seg.rgb.equals(await decodeRaw(image.bytes, probe, limits))).toBe(true);
     const beside = await renderOutput(seg, DEFAULT_OUTPUT, render, pool);
     pool.fullDecode = fullDecode;
@@ -46,6 +49,7 @@ describe('the full-size decode beside the model call', () => {
     // Without the memory for it (decodeAlongside false), the render decodes after the model, as before.
     const later = await segment(image.bytes, probe, ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(60_000), false, pool);
     expect(later.rgb.length).toBe(0);
+    expect(later.decodedBesideMs).toBeUndefined();
     const rendered = await renderOutput(later, DEFAULT_OUTPUT, render, pool);
     expect(beside.body.length).toBeGreaterThan(0);
     expect(beside.body.equals(rendered.body)).toBe(true);
