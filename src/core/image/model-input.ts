@@ -16,6 +16,12 @@ import { imageToTensor, tensorBytes, type InputTensor } from './tensor.js';
 export interface FramedTensor {
   message: Buffer;
   tensor: InputTensor;
+  /**
+   * The message's memory is this one call's alone (the pixel pool made it for the call): the
+   * inference client moves it to the inference thread instead of copying it there, and it reads
+   * as empty here from then on. Left out: the caller's message is copied and stays usable.
+   */
+  sendOnce?: boolean;
 }
 
 /** What a model call takes: a tensor of its own, or one already in its message. */

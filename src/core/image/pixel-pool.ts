@@ -135,7 +135,8 @@ export class PixelPool {
     const parcel = new Parcel();
     const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', { ...job, bytes: parcel.add(job.bytes) }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
-    const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message) } : result.input;
+    // The message was made for this one call: the inference client moves it on, not copies it.
+    const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message), sendOnce: true } : result.input;
     return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
   }
 
@@ -148,7 +149,7 @@ export class PixelPool {
     const source = 'rgb' in job.source ? { rgb: parcel.add(job.source.rgb) } : { ...job.source, bytes: parcel.add(job.source.bytes) };
     const result = await this.run<PassInputs | WorkerApiError>('passInputs', { ...job, source }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
-    const framed = (input: ModelInput | undefined) => (input && isFramed(input) ? { ...input, message: asBuffer(input.message) } : input);
+    const framed = (input: ModelInput | undefined) => (input && isFramed(input) ? { ...input, message: asBuffer(input.message), sendOnce: true } : input);
     return { rgb: EMPTY, plain: framed(result.plain), mirrored: framed(result.mirrored) };
   }
 

@@ -9,12 +9,13 @@
 import type * as grpc from '@grpc/grpc-js';
 import { Metadata } from '@grpc/grpc-js';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
-import { EncodedInferRequest, modelInferMessages, type ModelInferRequest } from '../../protocol/index.js';
+import { EncodedInferRequest, modelInferMessages, TENSOR_ALIGNMENT, type ModelInferRequest } from '../../protocol/index.js';
 import { createServiceClient, isQueueFull, type ChannelOptions } from './grpc-channel.js';
 import type { FromThread, InferTask, ToThread } from './inference-thread.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
 import { gcFunction } from '../image/render-garbage.js';
+import { releaseNow } from '../../util/release-now.js';
 
 /** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
 const QUEUE_FULL_ATTEMPTS = 4;
@@ -35,9 +36,11 @@ const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.
  * copied here as ordinary memory: 16 x 12 MP peak 391 MB against 438 with the message shared
  * (docs/benchmarks.md, "Sixth round"); this collection alone was not measured apart.
  */
-export const COLLECT_AFTER_BYTES = 16 * 1024 * 1024;
+export const COLLECT_AFTER_BYTES = Number(process.env.H26M_COLLECT_MB ?? 16) * 1024 * 1024;
 let bytesSinceCollection = 0;
 let collections = 0;
+/** Moved messages this thread released as their calls ended (for tests). */
+let released = 0;
 function collectAfterCall(bytes: number): void {
   bytesSinceCollection += bytes;
   if (bytesSinceCollection < COLLECT_AFTER_BYTES) return;
@@ -59,7 +62,11 @@ function infer(task: InferTask): void {
   const finish = (message: FromThread) => {
     open.delete(task.id);
     reply(message);
-    collectAfterCall(task.message?.byteLength ?? task.tensor?.byteLength ?? 0);
+    const bytes = task.message?.byteLength ?? task.tensor?.byteLength ?? 0;
+    // A message moved here (its memory this thread's alone) goes now: grpc-js framed a copy of it
+    // when the call started, and nothing reads it after the call ended.
+    if (task.moved && !process.env.H26M_NOTHREADRELEASE && releaseNow(task.message, TENSOR_ALIGNMENT)) released++;
+    collectAfterCall(bytes);
   };
   // The client's ModelInfer serializer takes either (inferenceClientConstructor).
   const request = task.message
@@ -110,7 +117,7 @@ port.on('message', (message: ToThread) => {
       break;
     }
     case 'counts':
-      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections });
+      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections, released });
       break;
     case 'close':
       client.close();

@@ -37,6 +37,8 @@ export interface InferTask {
   timeoutMs: number;
   /** W3C trace context of the client span, made on the main thread (src/tracing/otel.ts). */
   trace: Record<string, string>;
+  /** The message's memory was moved here (infer()'s `move`): the thread frees it once the call ended. */
+  moved?: boolean;
 }
 
 export type ToThread = InferTask | { type: 'cancel'; id: number } | { type: 'counts'; id: number } | { type: 'close' };
@@ -53,6 +55,8 @@ export interface ThreadCounts {
   counts: { encoded: number; decoded: number };
   /** Collections the thread made after its calls (inference-thread-worker.ts's collectAfterCall). */
   collections: number;
+  /** Moved messages the thread freed as their calls ended. */
+  released: number;
 }
 
 export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ type: 'counts'; id: number } & ThreadCounts);
@@ -81,6 +85,8 @@ export class InferenceThread {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closing: Promise<void> | undefined;
+  /** Messages moved to the thread rather than copied (for tests). */
+  moved = 0;
 
   constructor(private readonly options: ChannelOptions) {
     this.start();
@@ -117,30 +123,31 @@ export class InferenceThread {
     how(pending);
   }
 
-  private request<T>(message: ToThread & { id: number }): Promise<T> {
+  private request<T>(message: ToThread & { id: number }, transfer?: ArrayBuffer): Promise<T> {
     if (this.closing) return Promise.reject(new InferenceThreadStopped('the inference client is closed'));
     const worker = this.worker ?? this.start();
     return new Promise<T>((resolve, reject) => {
       // Held open while a call is under way, as grpc-js holds a process open during a call.
       if (this.pending.size === 0) worker.ref();
       this.pending.set(message.id, { resolve: resolve as (value: never) => void, reject });
-      worker.postMessage(message);
+      worker.postMessage(message, transfer ? [transfer] : undefined);
+      if (transfer) this.moved++;
     });
   }
 
   /**
-   * Makes one call in the thread. The message is copied by the post (~0.3 ms for 3 MiB) rather
-   * than moved: the caller keeps a usable input, and the copy left dead here is counted by this
-   * thread's heap, so it collects about as often as before the calls moved (shared, the main
-   * thread's collections grew rarer and its dead buffers, the rendered images above all, stayed
-   * resident longer: docs/benchmarks.md, "Sixth round"; moving it was not measured).
-   * `signal` cancels the call there.
+   * Makes one call in the thread. `move`: the message's memory, given up by the caller (a message
+   * the pixel pool made for this call alone): moved to the thread, so nothing of it stays here
+   * dead until this thread's next full collection (16 concurrent 12 MP uploads left up to 16 such
+   * 3 MiB messages on the host's thread: docs/benchmarks.md, "Seventh round"); the caller's views
+   * of it read as empty from then on. Without it the post copies the message (~0.3 ms for 3 MiB)
+   * and the caller keeps a usable input. `signal` cancels the call there.
    */
-  infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal): Promise<InferOutcome> {
+  infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal, move?: ArrayBuffer): Promise<InferOutcome> {
     const id = this.nextId++;
     const cancel = () => this.worker?.postMessage({ type: 'cancel', id } satisfies ToThread);
     signal.addEventListener('abort', cancel, { once: true });
-    return this.request<InferOutcome>({ ...task, type: 'infer', id }).finally(() => signal.removeEventListener('abort', cancel));
+    return this.request<InferOutcome>({ ...task, type: 'infer', id, moved: move !== undefined }, move).finally(() => signal.removeEventListener('abort', cancel));
   }
 
   /** The thread's counts of ModelInfer messages encoded and decoded (for tests). */
