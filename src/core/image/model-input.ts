@@ -53,6 +53,15 @@ export interface ModelInputJob {
   prefix?: Uint8Array | undefined;
   /** Also decode the full size, once, and resize from it (a small upright opaque JPEG: see segment()). */
   decodeOnce: boolean;
+  /**
+   * Where the pool puts the model-size image (`rgb`): `shared` (the default), for a caller that
+   * hands it to several tasks (`best`'s passes); `movable`, memory of its own moved to the caller,
+   * for one that gives it to one task (the working view or the render) and moves it there. Shared
+   * memory lives until every thread that saw it collected its handle, and the host's thread
+   * rarely collects: 16 concurrent 12 MP uploads left ~48 MB of finished requests' model-size
+   * images held by it (docs/benchmarks.md, "Seventh round").
+   */
+  modelImage?: 'shared' | 'movable';
 }
 
 /** The model's input for an upload, and what was made on the way. */

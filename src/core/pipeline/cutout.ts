@@ -13,6 +13,8 @@ import type { RequestScope } from './request-scope.js';
 import { traceStep } from '../../tracing/otel.js';
 import type { JsonAnswerRequest } from './json-answer.js';
 import { outputFilename } from './responses.js';
+import { gcFunction } from '../image/render-garbage.js';
+const minorMs: number[] = [];
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -113,11 +115,17 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
       : order.output.response === 'json'
         ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) }
         : undefined;
-  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background), {
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background, true), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.bodyBytes ?? out.body.length } }],
   });
   await pixels.release();
+  if (process.env.H26M_MINOR) {
+    const t = performance.now();
+    (gcFunction() as unknown as (o: { type: string }) => void)?.({ type: 'minor' });
+    minorMs.push(performance.now() - t);
+    if (minorMs.length % 16 === 0) console.error('h26m minor ms', minorMs.map((x) => x.toFixed(1)).join(','));
+  }
   deps.checkResult?.(rendered);
 
   // Charged for good only if the client is still there to get the cutout.
