@@ -142,9 +142,11 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   }
   // sharp's buffers cannot move: copied here, in the worker, into shared memory (shared-bytes.ts),
   // which every later task that reads them (the working view, the render, `best`'s passes) gets
-  // without a copy on the main thread. The message is in shared memory already (the inference
-  // thread sends it from there); a tensor without one is a fresh ArrayBuffer, moved as it is; an
-  // 8-bit NHWC tensor without a message views the model-size decode, so it views the shared copy instead.
+  // without a copy on the main thread; or, for a caller that hands the model-size image to one
+  // task only (`movable`), into memory of its own, moved to the main thread and on to that task.
+  // The message (or a tensor without one) is a fresh ArrayBuffer, moved as it is (the main thread
+  // moves the message on to the inference thread); an 8-bit NHWC tensor without a message views
+  // the model-size decode, so it views the copy instead.
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers).
   const rgb = movable ? own(prepared.rgb) : sharedCopy(prepared.rgb);
   const decoded = prepared.decoded && sharedCopy(prepared.decoded);

@@ -1,7 +1,8 @@
 /**
  * The inference thread (inference-thread.ts): a worker thread with a gRPC channel of its own on
  * which every ModelInfer call of the API is made. A call's message (the tensor written into it by
- * a pixel-pool worker, copied here by the main thread's post) is framed and written here, and the
+ * a pixel-pool worker, moved here by the main thread's post, or copied when the caller keeps it)
+ * is framed and written here, freed as its call ends when it was moved, and the
  * answer read here; the mask goes back to the main thread in shared memory (the render's worker
  * reads it from there without a copy). The main thread posts a task and gets a reply: no gRPC
  * framing, HTTP/2 or protobuf decoding on the host's event loop.
@@ -28,13 +29,13 @@ const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 /**
- * Each call leaves its message (moved here from the main thread), grpc-js's framed copy of it and
- * the answer's receive buffers dead in this thread: about 7 MiB at 1024x1024 int8, outside a heap
- * of a few MB, which V8 would let grow by 64 MB before collecting. The thread collects once
- * COLLECT_AFTER_BYTES of messages were sent since its last collection instead (a few ms of this
- * thread's small heap, never the host's event loop). Measured only together with the message
- * copied here as ordinary memory: 16 x 12 MP peak 391 MB against 438 with the message shared
- * (docs/benchmarks.md, "Sixth round"); this collection alone was not measured apart.
+ * Each call leaves grpc-js's framed copy of its message and the answer's receive buffers dead in
+ * this thread (and its message, when copied here rather than moved: a moved one is freed as the
+ * call ends): about 4-7 MiB at 1024x1024 int8, outside a heap of a few MB, which V8 would let
+ * grow by 64 MB before collecting. The thread collects once COLLECT_AFTER_BYTES of messages were
+ * sent since its last collection instead (a few ms of this thread's small heap, never the host's
+ * event loop). 16 MiB until the seventh round; 8 since, measured with the message moved and freed
+ * here (docs/benchmarks.md, "Seventh round").
  */
 export const COLLECT_AFTER_BYTES = Number(process.env.H26M_COLLECT_MB ?? 16) * 1024 * 1024;
 let bytesSinceCollection = 0;
