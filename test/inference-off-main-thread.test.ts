@@ -8,6 +8,7 @@ import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { isShared } from '../src/core/image/shared-bytes.js';
 import { ApiError } from '../src/core/errors.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
+import { COLLECT_AFTER_BYTES } from '../src/core/inference/inference-thread.js';
 import { loadInferenceProto, modelInferMessages, type GRPCInferenceServiceHandlers } from '../src/protocol/index.js';
 import { uploadRequest } from './helpers/core-request.js';
 import { oneKeyHandler } from './helpers/one-key-handler.js';
@@ -152,13 +153,14 @@ describe('the inference thread stopping', () => {
 });
 
 describe('the inference thread collects its own garbage', () => {
-  it('collects exactly once after just over 16 MiB of messages sent since its last collection', async () => {
+  it('collects exactly once after just over COLLECT_AFTER_BYTES (8 MiB) of messages sent since its last collection', async () => {
     const { client, input, call } = isnetAtSide(512);
     try {
       const messageBytes = (input() as { message: Uint8Array }).message.byteLength;
       const before = (await client.inferenceThreadCounts()).collections;
-      // Enough calls to pass 16 MiB once, not twice.
-      const calls = Math.floor((16 << 20) / messageBytes) + 1;
+      // Enough calls to pass the threshold once, not twice.
+      expect(COLLECT_AFTER_BYTES).toBe(8 << 20);
+      const calls = Math.floor(COLLECT_AFTER_BYTES / messageBytes) + 1;
       for (let i = 0; i < calls; i++) await call();
       const after = (await client.inferenceThreadCounts()).collections;
       expect(after - before).toBe(1);

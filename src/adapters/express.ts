@@ -54,7 +54,7 @@ function writeResponse(res: Response, response: CoreResponse): void {
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   // The body's memory goes back once it was written out, unless a middleware of the host wrapped
   // the response's writes (compression, a cache) and may hold it longer.
-  if (response.release && !process.env.H26M_NORELEASE && !writesWrapped(res)) res.once('finish', response.release);
+  if (response.release && !writesWrapped(res)) res.once('finish', response.release);
   res.end(response.body);
 }
 

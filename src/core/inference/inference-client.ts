@@ -155,7 +155,7 @@ export class InferenceClient {
       }
       request = { message };
       // A message made for this call alone is moved to the thread (no copy; nothing dead left here).
-      if (input.data.sendOnce && !process.env.H26M_NOMOVE) move = movableMemory(message);
+      if (input.data.sendOnce) move = movableMemory(message);
     } else {
       // Encoded by protobufjs in the thread.
       request = { header, tensor: new Uint8Array(tensor.buffer, tensor.byteOffset, tensor.byteLength) };

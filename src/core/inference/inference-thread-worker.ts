@@ -12,7 +12,7 @@ import { Metadata } from '@grpc/grpc-js';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { EncodedInferRequest, modelInferMessages, TENSOR_ALIGNMENT, type ModelInferRequest } from '../../protocol/index.js';
 import { createServiceClient, isQueueFull, type ChannelOptions } from './grpc-channel.js';
-import type { FromThread, InferTask, ToThread } from './inference-thread.js';
+import { COLLECT_AFTER_BYTES, type FromThread, type InferTask, type ToThread } from './inference-thread.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
 import { gcFunction } from '../image/render-garbage.js';
@@ -28,16 +28,6 @@ const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }
 
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
-/**
- * Each call leaves grpc-js's framed copy of its message and the answer's receive buffers dead in
- * this thread (and its message, when copied here rather than moved: a moved one is freed as the
- * call ends): about 4-7 MiB at 1024x1024 int8, outside a heap of a few MB, which V8 would let
- * grow by 64 MB before collecting. The thread collects once COLLECT_AFTER_BYTES of messages were
- * sent since its last collection instead (a few ms of this thread's small heap, never the host's
- * event loop). 16 MiB until the seventh round; 8 since, measured with the message moved and freed
- * here (docs/benchmarks.md, "Seventh round").
- */
-export const COLLECT_AFTER_BYTES = Number(process.env.H26M_COLLECT_MB ?? 16) * 1024 * 1024;
 let bytesSinceCollection = 0;
 let collections = 0;
 /** Moved messages this thread released as their calls ended (for tests). */
@@ -66,7 +56,7 @@ function infer(task: InferTask): void {
     const bytes = task.message?.byteLength ?? task.tensor?.byteLength ?? 0;
     // A message moved here (its memory this thread's alone) goes now: grpc-js framed a copy of it
     // when the call started, and nothing reads it after the call ended.
-    if (task.moved && !process.env.H26M_NOTHREADRELEASE && releaseNow(task.message, TENSOR_ALIGNMENT)) released++;
+    if (task.moved && releaseNow(task.message, TENSOR_ALIGNMENT)) released++;
     collectAfterCall(bytes);
   };
   // The client's ModelInfer serializer takes either (inferenceClientConstructor).

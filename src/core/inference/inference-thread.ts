@@ -61,6 +61,17 @@ export interface ThreadCounts {
 
 export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ type: 'counts'; id: number } & ThreadCounts);
 
+/**
+ * Each call leaves grpc-js's framed copy of its message and the answer's receive buffers dead in
+ * the inference thread (and its message, when copied here rather than moved: a moved one is freed as the
+ * call ends): about 4-7 MiB at 1024x1024 int8, outside a heap of a few MB, which V8 would let
+ * grow by 64 MB before collecting. The thread collects once COLLECT_AFTER_BYTES of messages were
+ * sent since its last collection instead (a few ms of its small heap, never the host's event
+ * loop). 16 MiB until the seventh round; 8 since, measured with the message moved and freed
+ * here (docs/benchmarks.md, "Seventh round").
+ */
+export const COLLECT_AFTER_BYTES = 8 * 1024 * 1024;
+
 // Tests run the sources through vitest, but a worker thread runs plain Node: it loads the built
 // file (`npm test` builds first), as the pixel pool does.
 /** The file the thread runs (a file: URL). */

@@ -13,8 +13,6 @@ import type { RequestScope } from './request-scope.js';
 import { traceStep } from '../../tracing/otel.js';
 import type { JsonAnswerRequest } from './json-answer.js';
 import { outputFilename } from './responses.js';
-import { gcFunction } from '../image/render-garbage.js';
-const minorMs: number[] = [];
 
 export interface CutoutDeps {
   enforcer: PlanEnforcer;
@@ -120,12 +118,6 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.bodyBytes ?? out.body.length } }],
   });
   await pixels.release();
-  if (process.env.H26M_MINOR) {
-    const t = performance.now();
-    (gcFunction() as unknown as (o: { type: string }) => void)?.({ type: 'minor' });
-    minorMs.push(performance.now() - t);
-    if (minorMs.length % 16 === 0) console.error('h26m minor ms', minorMs.map((x) => x.toFixed(1)).join(','));
-  }
   deps.checkResult?.(rendered);
 
   // Charged for good only if the client is still there to get the cutout.
