@@ -109,8 +109,7 @@ export class InferenceThread {
   }
 
   private start(): Worker {
-    const young = Number(process.env.H26M_INF_YOUNG ?? 0);
-    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: this.options, name: 'bgcut-inference', ...(young > 0 ? { resourceLimits: { maxYoungGenerationSizeMb: young } } : {}) });
+    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: this.options, name: 'bgcut-inference' });
     worker.unref();
     worker.on('message', (message: FromThread) => this.settle(message.id, (p) => p.resolve(message as never)));
     worker.on('error', (error) => this.stopped(worker, error));
