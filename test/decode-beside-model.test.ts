@@ -43,7 +43,10 @@ describe('the full-size decode beside the model call', () => {
     expect(seg.decodedBesideMs).toBeGreaterThan(0);
     expect(seg.timings.decode).toBeGreaterThanOrEqual(seg.decodedBesideMs!);
     expect(seg.rgb.equals(await decodeRaw(image.bytes, probe, limits))).toBe(true);
+    // In shared memory: it reaches the render's worker without a copy on this thread.
+    const copiedBefore = pool.copiedBytes;
     const beside = await renderOutput(seg, DEFAULT_OUTPUT, render, pool);
+    expect(pool.copiedBytes - copiedBefore).toBeLessThan(probe.width * probe.height * 3);
     pool.fullDecode = fullDecode;
 
     // Without the memory for it (decodeAlongside false), the render decodes after the model, as before.
