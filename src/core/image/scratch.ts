@@ -7,15 +7,21 @@ import { countKernel } from './kernel-calls.js';
  * 256 KiB under the API's malloc tuning until h26c; over 8 MiB since: runtime/allocator.ts),
  * about 0.65 ms per MB, where a reused one costs nothing: 2.5-3 ms per 1 MP cutout then. It also
  * spares the collector a dead 4 MB per render. The contents are whatever the last borrower left:
- * a borrower writes every byte it reads. Counted (kernel-calls.ts): `scratchReused`,
- * `scratchFresh`.
+ * a borrower writes every byte it reads. Counted (kernel-calls.ts): `<counter>Reused` and
+ * `<counter>Fresh` (`scratchReused`, `scratchFresh` for the RGBA's).
  */
 export class Scratch {
   private memory: Buffer = Buffer.alloc(0);
   private lent = false;
 
-  /** `keepBytes`: the largest buffer kept between loans (larger loans get a fresh one, dropped after). */
-  constructor(readonly keepBytes: number) {}
+  /**
+   * `keepBytes`: the largest buffer kept between loans (larger loans get a fresh one, dropped
+   * after). `counter`: the name its loans are counted under.
+   */
+  constructor(
+    readonly keepBytes: number,
+    private readonly counter = 'scratch',
+  ) {}
 
   /**
    * `bytes` bytes (contents undefined) and the function that gives them back. A fresh buffer
@@ -24,14 +30,14 @@ export class Scratch {
    */
   take(bytes: number): { buffer: Buffer; release: () => void } {
     if (this.lent || bytes > this.keepBytes) {
-      countKernel('scratchFresh');
+      countKernel(`${this.counter}Fresh`);
       return { buffer: Buffer.allocUnsafeSlow(bytes), release: () => {} };
     }
     if (this.memory.length < bytes) {
-      countKernel('scratchFresh');
+      countKernel(`${this.counter}Fresh`);
       this.memory = Buffer.allocUnsafeSlow(bytes);
     } else {
-      countKernel('scratchReused');
+      countKernel(`${this.counter}Reused`);
     }
     this.lent = true;
     let returned = false;
