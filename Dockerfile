@@ -64,7 +64,7 @@ ENV NODE_ENV=production PORT=3000 PATH=/app/node_modules/.bin:$PATH
 # glibc malloc tuned as bgcut-launch (npm start) sets it: the lowest API peak RSS under bursts of
 # large uploads measured (docs/benchmarks.md, "Memory: the allocator"). Set here directly, as the
 # image starts the app without the launcher.
-ENV MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=8388608 MALLOC_TRIM_THRESHOLD_=33554432
+ENV MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144
 WORKDIR /app
 COPY --from=api-install /app /app
 USER node

@@ -10,7 +10,7 @@ import { captureOutput } from './helpers/log-capture.js';
 
 const LAUNCH = path.resolve('dist/src/runtime/launch.js');
 const jemalloc = JEMALLOC_PATHS.find((p) => existsSync(p));
-const TUNING = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '8388608', MALLOC_TRIM_THRESHOLD_: '33554432' };
+const TUNING = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '262144' };
 const onGlibc = () => true;
 const glibcLinux = process.platform === 'linux' && Boolean((process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime);
 
@@ -32,7 +32,7 @@ async function reporter(): Promise<string> {
   await writeFile(
     file,
     `import { runningAllocator } from ${JSON.stringify(allocator)};
-const names = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'LD_PRELOAD', 'BGCUT_MALLOC_ENV'];
+const names = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'LD_PRELOAD', 'BGCUT_MALLOC_ENV'];
 const env = Object.fromEntries(names.map((name) => [name, process.env[name]]));
 console.log('report=' + JSON.stringify({ allocator: runningAllocator(), ppid: process.ppid, args: process.argv.slice(2), execArgv: process.execArgv, env, uv: process.env.UV_THREADPOOL_SIZE }));
 process.exit(Number(process.argv[2] ?? 0));
@@ -48,7 +48,7 @@ function launch(
   nodeArgs: string[] = [],
 ): Promise<{ stdout: string; stderr: string; code: number; pid: number; report?: Report }> {
   const base = { ...process.env };
-  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP', 'UV_THREADPOOL_SIZE']) delete base[name];
+  for (const name of ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES', 'BGCUT_MALLOC', 'BGCUT_JEMALLOC', 'BGCUT_MALLOC_ENV', 'BGCUT_V8_HEAP', 'UV_THREADPOOL_SIZE']) delete base[name];
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [...nodeArgs, LAUNCH, ...args], { env: { ...base, ...env } }, (error, stdout, stderr) => {
       captureOutput(stdout + stderr);
@@ -63,7 +63,7 @@ describe('choosing the API process malloc', () => {
   const lib = path.join(os.tmpdir(), 'libjemalloc.so.2');
   const missing = '/nonexistent/libjemalloc.so.2';
 
-  it('exports the tuning MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=8388608 MALLOC_TRIM_THRESHOLD_=33554432', () => {
+  it('exports the tuning MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144', () => {
     expect(GLIBC_MALLOC_TUNING).toEqual(TUNING);
   });
 
@@ -97,9 +97,9 @@ describe('choosing the API process malloc', () => {
     expect(chooseAllocator({ BGCUT_JEMALLOC: missing }, 'linux', [lib], onGlibc)).toMatchObject({ malloc: 'tuned', env: TUNING, reason: expect.stringContaining(`BGCUT_JEMALLOC=${missing} but`) });
   });
 
-  it('sets nothing when the user set LD_PRELOAD, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES, and says which', async () => {
+  it('sets nothing when the user set LD_PRELOAD, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES, and says which', async () => {
     await writeFile(lib, '');
-    const userSet = { LD_PRELOAD: '/opt/other.so', MALLOC_ARENA_MAX: '4', MALLOC_MMAP_THRESHOLD_: '65536', MALLOC_TRIM_THRESHOLD_: '131072', GLIBC_TUNABLES: 'glibc.malloc.arena_max=1' };
+    const userSet = { LD_PRELOAD: '/opt/other.so', MALLOC_ARENA_MAX: '4', MALLOC_MMAP_THRESHOLD_: '65536', GLIBC_TUNABLES: 'glibc.malloc.arena_max=1' };
     for (const [name, value] of Object.entries(userSet)) {
       for (const malloc of ['tuned', 'jemalloc']) {
         expect(chooseAllocator({ BGCUT_MALLOC: malloc, [name]: value }, 'linux', [lib], onGlibc)).toEqual({ malloc: 'system', env: null, reason: `${name}=${value} set already: left as it is` });
@@ -142,7 +142,7 @@ describe('choosing the API process V8 heap flags', () => {
 
 describe('the inference server environment of examples/start.ts (withoutLauncherMalloc)', () => {
   it("drops the variables the launcher listed in BGCUT_MALLOC_ENV, and that list, and keeps the user's own", () => {
-    const launched = { PATH: '/bin', ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_,MALLOC_TRIM_THRESHOLD_' };
+    const launched = { PATH: '/bin', ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' };
     expect(withoutLauncherMalloc(launched)).toEqual({ PATH: '/bin' });
     const preloaded = { PATH: '/bin', LD_PRELOAD: '/usr/lib/libjemalloc.so.2', BGCUT_MALLOC_ENV: 'LD_PRELOAD' };
     expect(withoutLauncherMalloc(preloaded)).toEqual({ PATH: '/bin' });
@@ -158,13 +158,13 @@ describe('bgcut-launch', () => {
   it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment and the V8 heap flag by default, passing on its arguments and exit code', async () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '3', 'two words']);
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=8388608 MALLOC_TRIM_THRESHOLD_=33554432), --initial-old-space-size=128`);
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128`);
     expect(report).toEqual({
       allocator: 'glibc tuned',
       ppid: pid,
       args: ['3', 'two words'],
       execArgv: ['--initial-old-space-size=128'],
-      env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_,MALLOC_TRIM_THRESHOLD_' },
+      env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
       uv: '8',
     });
     expect(code).toBe(3);
@@ -186,35 +186,6 @@ describe('bgcut-launch', () => {
     expect(report).toMatchObject({ allocator: 'jemalloc', args: ['3'], env: { LD_PRELOAD: jemalloc, BGCUT_MALLOC_ENV: 'LD_PRELOAD' } });
     expect(report?.env.MALLOC_ARENA_MAX).toBeUndefined();
     expect(code).toBe(3);
-  });
-
-  it.runIf(glibcLinux)("reuses a 1 MP photo's 4 MiB buffer from the heap but maps a 12 MP photo's 24 MiB one fresh and returns it, under the launcher's tuning", async () => {
-    // Page faults per buffer made, filled and collected: a block malloc maps on its own faults
-    // in every page again (1024 for 4 MiB), one it reuses from the heap faults in none.
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-alloc-'));
-    const script = path.join(dir, 'faults.mjs');
-    await writeFile(
-      script,
-      `import { readFileSync } from 'node:fs';
-import v8 from 'node:v8';
-import vm from 'node:vm';
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc');
-const minflt = () => Number(readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ')[7]);
-function faults(bytes, times) {
-  let first = Buffer.allocUnsafeSlow(bytes); first.fill(1); first = null; gc();
-  const before = minflt();
-  for (let i = 0; i < times; i++) { let b = Buffer.allocUnsafeSlow(bytes); b.fill(i); b = null; gc(); }
-  return (minflt() - before) / times;
-}
-console.log('faults=' + JSON.stringify({ small: faults(4 << 20, 10), large: faults(24 << 20, 5) }));
-`,
-    );
-    const { stdout, code } = await launch([script]);
-    expect(code).toBe(0);
-    const faults = JSON.parse(stdout.split('\n').find((l) => l.startsWith('faults='))!.slice('faults='.length)) as { small: number; large: number };
-    expect(faults.small).toBeLessThan(300);
-    expect(faults.large).toBeGreaterThan(0.9 * 6144);
   });
 
   it('runs the app as its child on the system malloc with BGCUT_MALLOC=system, with the heap flag and no malloc variables, logging why', async () => {

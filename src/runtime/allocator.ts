@@ -34,25 +34,19 @@ export const JEMALLOC_PATHS = [
 ];
 
 /**
- * The glibc malloc settings the launcher sets by default: one arena for every thread; blocks of
- * 8 MiB and more (a large image's buffers: 12 MP is 12-48 MB each) mapped on their own and
- * returned to the system when freed; smaller ones (a 1 MP photo's 1-4 MB buffers, the model-size
- * tensor, message and mask) kept in the heap and reused, with up to 32 MiB free at its top kept
- * rather than given back. One arena rather than 2: the API's peak under 16 concurrent 12 MP
- * uploads was 30-40 MB lower, at about the same CPU (docs/benchmarks.md, "The main thread's dead
- * buffers"); sharp still uses every core, since it only checks that the variable is set. Every
- * block over 256 KiB mapped fresh (the threshold until issue 26's h26c) made each request fault
- * and zero its pages again: ~29 ms of CPU per 1 MP request over all threads (docs/benchmarks.md,
- * "Every thread of the API" and "Memory: the allocator").
+ * The glibc malloc settings the launcher sets by default: one arena for every thread, and every
+ * block over 256 KiB (each image buffer) mapped on its own and returned to the system when freed.
+ * One arena rather than 2: the API's peak under 16 concurrent 12 MP uploads was 30-40 MB lower,
+ * at about the same CPU (docs/benchmarks.md, "The main thread's dead buffers"); sharp still uses
+ * every core, since it only checks that the variable is set.
  */
-export const GLIBC_MALLOC_TUNING: Readonly<{ MALLOC_ARENA_MAX: string; MALLOC_MMAP_THRESHOLD_: string; MALLOC_TRIM_THRESHOLD_: string }> = Object.freeze({
+export const GLIBC_MALLOC_TUNING: Readonly<{ MALLOC_ARENA_MAX: string; MALLOC_MMAP_THRESHOLD_: string }> = Object.freeze({
   MALLOC_ARENA_MAX: '1',
-  MALLOC_MMAP_THRESHOLD_: String(8 * 1024 * 1024),
-  MALLOC_TRIM_THRESHOLD_: String(32 * 1024 * 1024),
+  MALLOC_MMAP_THRESHOLD_: '262144',
 });
 
 /** Variables that choose or tune malloc: when the user set any of them, the launcher sets nothing. */
-export const USER_MALLOC_VARIABLES = ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'GLIBC_TUNABLES'] as const;
+export const USER_MALLOC_VARIABLES = ['LD_PRELOAD', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'GLIBC_TUNABLES'] as const;
 
 /**
  * The variable through which the launcher tells the app which variables it added (names, comma

@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 /**
  * bgcut-launch <script.js> [args...]: runs a Node app (the API) on the malloc chosen in
- * allocator.ts (by default glibc tuned: MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=8388608
- * MALLOC_TRIM_THRESHOLD_=33554432;
+ * allocator.ts (by default glibc tuned: MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144;
  * BGCUT_MALLOC=jemalloc preloads jemalloc; BGCUT_MALLOC=system sets nothing) and with the V8 heap
  * flag of v8-heap.ts (`--initial-old-space-size=128`; BGCUT_V8_HEAP=default leaves it out). glibc
  * reads those variables, the loader LD_PRELOAD and V8 its heap flags only when a process starts,

@@ -3,12 +3,12 @@ import { countKernel } from './kernel-calls.js';
 /**
  * One buffer a thread lends again and again for a full-size temporary that dies before the
  * next one is made (the RGBA the fast PNG encoder copies: output.ts). A fresh buffer of a few MB
- * costs a page fault per 4 kB on its first write where malloc maps it fresh (every block over
- * 256 KiB under the API's malloc tuning until h26c; over 8 MiB since: runtime/allocator.ts),
- * about 0.65 ms per MB, where a reused one costs nothing: 2.5-3 ms per 1 MP cutout then. It also
- * spares the collector a dead 4 MB per render. The contents are whatever the last borrower left:
- * a borrower writes every byte it reads. Counted (kernel-calls.ts): `<counter>Reused` and
- * `<counter>Fresh` (`scratchReused`, `scratchFresh` for the RGBA's).
+ * costs a page fault per 4 kB on its first write (buffers this large are mmap'd: the API runs
+ * with MALLOC_MMAP_THRESHOLD_, runtime/allocator.ts), about 0.65 ms per MB, where a reused one
+ * costs nothing: 2.5-3 ms per 1 MP cutout; and it spares the collector a dead buffer per render.
+ * The contents are whatever the last borrower left: a borrower writes every byte it reads.
+ * Counted (kernel-calls.ts): `<counter>Reused` and `<counter>Fresh` (`scratchReused`,
+ * `scratchFresh` for the RGBA's).
  */
 export class Scratch {
   private memory: Buffer = Buffer.alloc(0);
