@@ -15,7 +15,7 @@ import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectAfterRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
-import { isShared, sharedBuffer, sharedCopy } from './shared-bytes.js';
+import { isShared, sharedBuffer, sharedCopy, SharedPool } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
 import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
@@ -96,7 +96,25 @@ export interface WorkerApiError {
   apiError: { code: ApiError['code']; detail: string; headers: Record<string, string> };
 }
 
+/**
+ * The full-size decodes of small photos (segment()'s decode-once: under twice the model's size),
+ * copied into shared memory by modelInput and taken back after their render (shared-bytes.ts).
+ * Two 1 MP decodes, one being rendered while the next request's is made; 8 MiB at most.
+ */
+const decodes = new SharedPool(8 * 1024 * 1024);
+
 export async function render(job: RenderJob): Promise<unknown> {
+  try {
+    return await renderTask(job);
+  } finally {
+    // The render wrote the decode in place and is done with it; the main thread gave it up when
+    // it sent it here (output.ts's renderOutput empties the segmentation's), and a segmentation
+    // is rendered once: the next request's decode may be copied into it.
+    decodes.giveBack(job.decoded);
+  }
+}
+
+async function renderTask(job: RenderJob): Promise<unknown> {
   let result: RenderResult;
   try {
     result = await renderFullSize({
@@ -145,7 +163,7 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   // thread sends it from there); a tensor without one is a fresh ArrayBuffer, moved as it is; an
   // 8-bit NHWC tensor without a message views the model-size decode, so it views the shared copy instead.
   const rgb = sharedCopy(prepared.rgb);
-  const decoded = prepared.decoded && sharedCopy(prepared.decoded);
+  const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
   return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : movable(tensorOf(input)));
