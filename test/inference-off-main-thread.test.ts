@@ -23,6 +23,17 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  */
 const mainCounts = () => ({ ...modelInferMessages });
 
+/** A client of the suite's inference server, and calls of its isnet model on a grey side x side input. */
+function isnetAtSide(side: number) {
+  const client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+  const model = client.maskModel('isnet', ISNET_PROFILE);
+  const size = { width: side, height: side };
+  const profile = { ...ISNET_PROFILE, ...size };
+  const input = () => modelInput(Buffer.alloc(side * side * 3, 128), profile, model.prefix!(size));
+  const call = () => model(input(), new AbortController().signal, size);
+  return { client, input, call };
+}
+
 describe('ModelInfer calls stay off the main thread', () => {
   let handler: RemoveBgHandler;
   let key: string;
@@ -80,20 +91,16 @@ describe('ModelInfer calls stay off the main thread', () => {
 
 describe('the inference thread stopping', () => {
   it('fails the calls waiting on it with 500 internal_error, and the next call starts a fresh thread', async () => {
-    const client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    const { client, call } = isnetAtSide(64);
     try {
-      const model = client.maskModel('isnet', ISNET_PROFILE);
-      const size = { width: 64, height: 64 };
-      const profile = { ...ISNET_PROFILE, ...size };
-      const input = () => modelInput(Buffer.alloc(64 * 64 * 3, 128), profile, model.prefix!(size));
       const first = client.inferenceThreadId;
-      const waiting = model(input(), new AbortController().signal, size);
+      const waiting = call();
       // A crash, as the thread would see one.
       await (client as unknown as { thread: { worker: Worker } }).thread.worker.terminate();
       const error = await waiting.then(() => undefined, (e: unknown) => e);
       expect(error).toBeInstanceOf(ApiError);
       expect([(error as ApiError).status, (error as ApiError).code]).toEqual([500, 'internal_error']);
-      const { mask } = await model(input(), new AbortController().signal, size);
+      const { mask } = await call();
       expect(mask.length).toBe(64 * 64);
       expect(client.inferenceThreadId).toBeGreaterThan(first!);
     } finally {
@@ -103,18 +110,14 @@ describe('the inference thread stopping', () => {
 });
 
 describe('the inference thread collects its own garbage', () => {
-  it('collects once 16 MiB of messages were sent since its last collection (not left to V8\'s 64 MB of external memory)', async () => {
-    const client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+  it('collects exactly once after just over 16 MiB of messages sent since its last collection', async () => {
+    const { client, input, call } = isnetAtSide(512);
     try {
-      const model = client.maskModel('isnet', ISNET_PROFILE);
-      const size = { width: 512, height: 512 };
-      const profile = { ...ISNET_PROFILE, ...size };
-      const input = () => modelInput(Buffer.alloc(512 * 512 * 3, 128), profile, model.prefix!(size));
       const messageBytes = (input() as { message: Uint8Array }).message.byteLength;
       const before = (await client.inferenceThreadCounts()).collections;
       // Enough calls to pass 16 MiB once, not twice.
       const calls = Math.floor((16 << 20) / messageBytes) + 1;
-      for (let i = 0; i < calls; i++) await model(input(), new AbortController().signal, size);
+      for (let i = 0; i < calls; i++) await call();
       const after = (await client.inferenceThreadCounts()).collections;
       expect(after - before).toBe(1);
     } finally {
