@@ -60,9 +60,10 @@ function own(bytes: Buffer): Buffer {
  * encoders' output (sharp's, @napi-rs/image's) is memory with a native deleter, which Node's
  * postMessage does not move even when it is in the transfer list (it ignores it there and copies
  * it instead, without an error), so the encoded image was copied twice: into the message here and
- * out of it on the host's main thread, a fresh 10-30 MB allocation and copy there per 24 MP cutout
- * (`perf` on the API's main thread: 6 ms of one event-loop turn in `ValueDeserializer`'s memmove
- * and page faults; docs/benchmarks.md, "Seventh round"). Copied once here, it moves.
+ * out of it on the host's main thread, a fresh allocation and copy there of the whole image (the
+ * smoke photo's 24 MP PNG is 32.8 MB): `perf` on the API's main thread found 6 ms of one
+ * event-loop turn in `ValueDeserializer`'s memmove and its page faults (docs/benchmarks.md, "The
+ * long turns by CPU, not by samples"). Copied once here, it moves.
  */
 export function movableCopy(bytes: Uint8Array): Buffer {
   const copy = Buffer.from(new ArrayBuffer(bytes.byteLength));
