@@ -66,18 +66,26 @@ export interface Turn {
 export function turns(samples: Sample[], periodMs: number): Turn[] {
   const out: Turn[] = [];
   let current: { start: number; stacks: string[][] } | undefined;
+  const close = (turn: { start: number; stacks: string[][] }, endMs: number) => {
+    const ran = new Map<string, number>();
+    for (const stack of turn.stacks) ran.set(categoryOf(stack), (ran.get(categoryOf(stack)) ?? 0) + periodMs);
+    out.push({ startMs: turn.start, wallMs: endMs - turn.start, cpuMs: turn.stacks.length * periodMs, ran: [...ran].sort((a, b) => b[1] - a[1]) });
+  };
   for (const s of samples) {
     // A turn starts at the first return from epoll after the last call into it (a lost event
     // merges two turns rather than dropping one).
     if (/sys_exit_epoll/.test(s.event)) current ??= { start: s.ms, stacks: [] };
     else if (/sys_enter_epoll/.test(s.event)) {
-      if (current) {
-        const ran = new Map<string, number>();
-        for (const stack of current.stacks) ran.set(categoryOf(stack), (ran.get(categoryOf(stack)) ?? 0) + periodMs);
-        out.push({ startMs: current.start, wallMs: s.ms - current.start, cpuMs: current.stacks.length * periodMs, ran: [...ran].sort((a, b) => b[1] - a[1]) });
-      }
+      if (current) close(current, s.ms);
       current = undefined;
-    } else if (s.event === 'cpu-clock' && current) current.stacks.push(s.stack);
+    } else if (s.event === 'cpu-clock' && current) {
+      // A sample inside epoll_pwait is the thread in its wait: the turn ended there even when
+      // perf lost the call's event (it does under load), so two turns are not read as one.
+      if (s.stack.some((frame) => /^epoll_pwait\b|^__GI_epoll_pwait|^epoll_wait\b/.test(frame))) {
+        close(current, s.ms);
+        current = undefined;
+      } else current.stacks.push(s.stack);
+    }
   }
   return out;
 }

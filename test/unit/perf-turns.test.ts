@@ -28,6 +28,14 @@ describe('perf-turns: event-loop turns by the CPU they took', () => {
     expect(result.map((t) => [t.startMs, t.wallMs, t.cpuMs])).toEqual([[0, 9, 1]]);
   });
 
+  it('ends a turn at a sample taken inside epoll_pwait, when the call\'s own event was lost', () => {
+    const result = turns([exit(0), cpu(1, 'a'), cpu(2, 'schedule', 'epoll_pwait', 'uv__io_poll'), cpu(3, 'epoll_pwait'), exit(20), cpu(21, 'b'), enter(22)], 0.5);
+    expect(result.map((t) => [t.startMs, t.wallMs, t.cpuMs])).toEqual([
+      [0, 2, 0.5],
+      [20, 2, 0.5],
+    ]);
+  });
+
   it('names what a sample ran by its stack', () => {
     expect(categoryOf(['__memmove_avx512_unaligned_erms', 'v8::internal::ValueDeserializer::ReadObjectInternal', 'node::worker::Message::Deserialize'])).toBe('postMessage: deserialize');
     expect(categoryOf(['v8::internal::RememberedSetUpdatingItem::Process', 'v8::internal::MarkCompactCollector::UpdatePointersAfterEvacuation'])).toBe('GC mark-compact');
