@@ -8,6 +8,7 @@ import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { isShared } from '../src/core/image/shared-bytes.js';
 import { ApiError } from '../src/core/errors.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
+import { COLLECT_AFTER_BYTES } from '../src/core/inference/inference-thread.js';
 import { loadInferenceProto, modelInferMessages, type GRPCInferenceServiceHandlers } from '../src/protocol/index.js';
 import { uploadRequest } from './helpers/core-request.js';
 import { oneKeyHandler } from './helpers/one-key-handler.js';
@@ -89,6 +90,48 @@ describe('ModelInfer calls stay off the main thread', () => {
   }, 300_000);
 });
 
+describe('the model call\'s message leaves the main thread with the call', () => {
+  it('a message the pixel pool made for the call is moved to the thread (it reads as empty here after) and freed there as the call ends; one the caller made is copied (still whole); both answer alike', async () => {
+    const client = new InferenceClient({ address: inject('inferenceAddress'), timeoutMs: 120_000, maxMessageBytes: 64 << 20, retryAfterSeconds: 1 });
+    const pool = new PixelPool({ threads: 1 });
+    try {
+      const model = client.maskModel('isnet', ISNET_PROFILE);
+      const { bytes } = await objectOnTexture(300, 200);
+      const limits = { maxInputPixels: 50_000_000 };
+      const probe = await probeImage(bytes, limits);
+      const size = { width: 256, height: 256 };
+      const profile = { ...ISNET_PROFILE, ...size };
+      const { input, rgb } = await pool.modelInput({ bytes, probe, limits, profile, prefix: model.prefix!(size), decodeOnce: false });
+      if (!isFramed(input)) throw new Error('expected a framed input');
+      const length = input.message.length;
+      expect(input.sendOnce).toBe(true);
+      // The caller's own message for the same image, laid out alike.
+      const own = modelInput(Buffer.from(rgb), profile, model.prefix!(size));
+      if (!isFramed(own)) throw new Error('expected a framed input');
+      expect(own.message.equals(input.message)).toBe(true);
+      const thread = (client as unknown as { thread: { moved: number } }).thread;
+      const movedBefore = thread.moved;
+      const releasedBefore = (await client.inferenceThreadCounts()).released;
+      const moved = await model(input, new AbortController().signal, size);
+      // Moved: its memory is gone from this thread at once, no collection needed...
+      expect(input.message.length).toBe(0);
+      expect(input.message.buffer.byteLength).toBe(0);
+      expect(thread.moved).toBe(movedBefore + 1);
+      // ...and the inference thread freed it as the call ended, not at its next collection.
+      expect((await client.inferenceThreadCounts()).released).toBe(releasedBefore + 1);
+      const copied = await model(own, new AbortController().signal, size);
+      expect(own.message.length).toBe(length);
+      expect(thread.moved).toBe(movedBefore + 1);
+      // A copy is the thread's too, but not counted as moved: left to its collections as before.
+      expect((await client.inferenceThreadCounts()).released).toBe(releasedBefore + 1);
+      expect(Buffer.from(moved.mask.buffer, moved.mask.byteOffset, moved.mask.byteLength).equals(Buffer.from(copied.mask.buffer, copied.mask.byteOffset, copied.mask.byteLength))).toBe(true);
+    } finally {
+      await pool.close();
+      await client.close();
+    }
+  }, 300_000);
+});
+
 describe('the inference thread stopping', () => {
   it('fails the calls waiting on it with 500 internal_error, and the next call starts a fresh thread', async () => {
     const { client, call } = isnetAtSide(64);
@@ -110,13 +153,14 @@ describe('the inference thread stopping', () => {
 });
 
 describe('the inference thread collects its own garbage', () => {
-  it('collects exactly once after just over 16 MiB of messages sent since its last collection', async () => {
+  it('collects exactly once after just over COLLECT_AFTER_BYTES (8 MiB) of messages sent since its last collection', async () => {
     const { client, input, call } = isnetAtSide(512);
     try {
       const messageBytes = (input() as { message: Uint8Array }).message.byteLength;
       const before = (await client.inferenceThreadCounts()).collections;
-      // Enough calls to pass 16 MiB once, not twice.
-      const calls = Math.floor((16 << 20) / messageBytes) + 1;
+      // Enough calls to pass the threshold once, not twice.
+      expect(COLLECT_AFTER_BYTES).toBe(8 << 20);
+      const calls = Math.floor(COLLECT_AFTER_BYTES / messageBytes) + 1;
       for (let i = 0; i < calls; i++) await call();
       const after = (await client.inferenceThreadCounts()).collections;
       expect(after - before).toBe(1);

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ISNET_PROFILE } from '../src/core/index.js';
 import { renderFullSize } from '../src/core/image/output.js';
-import { renderOutput } from '../src/core/image/output.js';
+import { keepOnlyWhatRenderNeeds, renderOutput } from '../src/core/image/output.js';
 import { probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
@@ -32,9 +32,9 @@ const discModel: MaskModel = async (_input, _signal, size) => {
 const limits = { maxInputPixels: 1e7 };
 const render = { pngCompressionLevel: 2, maxOutputPixels: Infinity, foregroundEstimation: true };
 
-async function segmented(bytes: Buffer, usePool: boolean) {
+async function segmented(bytes: Buffer, usePool: boolean, modelImage: 'shared' | 'movable' = 'shared') {
   const probe = await probeImage(bytes, limits);
-  return segment(bytes, probe, ISNET_PROFILE, discModel, limits, new AbortController().signal, true, usePool ? pool : undefined);
+  return segment(bytes, probe, ISNET_PROFILE, discModel, limits, new AbortController().signal, true, usePool ? pool : undefined, undefined, modelImage);
 }
 
 describe('a segmentation reaches its render without copies on this thread', () => {
@@ -64,5 +64,48 @@ describe('a segmentation reaches its render without copies on this thread', () =
     });
     expect(rendered.body.equals(here.body)).toBe(true);
     expect(rendered.foreground).toEqual(here.foreground);
+  });
+});
+
+/**
+ * A one-pass cutout's model-size image goes to one task after segment() (the working view, or the
+ * render): it comes back in memory of its own and is moved there, not shared. Shared memory lives
+ * until every thread that saw it collected its handle, and the host's thread rarely collects
+ * (docs/benchmarks.md, "Seventh round"); moved, it is gone from this thread at once.
+ */
+describe("a one-pass segmentation's model-size image is moved on, not shared", () => {
+  it('the render given it (giveUp) moves it without a copy, it reads as empty here after, and the image is the same as from shared memory', async () => {
+    const { bytes } = await objectOnTexture(480, 360);
+    const shared = await segmented(bytes, true);
+    const expected = await renderOutput(shared, { ...DEFAULT_OUTPUT }, render, pool);
+    const seg = await segmented(bytes, true, 'movable');
+    expect(seg.model.rgb.buffer).toBeInstanceOf(ArrayBuffer);
+    expect(seg.model.rgb.length).toBe(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
+    const copiedBefore = pool.copiedBytes;
+    const rendered = await renderOutput(seg, { ...DEFAULT_OUTPUT }, render, pool, undefined, undefined, undefined, true);
+    expect(pool.copiedBytes - copiedBefore).toBe(0);
+    expect(seg.model.rgb.length).toBe(0);
+    expect(rendered.body.equals(expected.body)).toBe(true);
+  });
+
+  it('a request that waits to render moves it into its working view, and renders the same image', async () => {
+    const { bytes } = await objectOnTexture(480, 360);
+    const expected = await renderOutput(await segmented(bytes, true), { ...DEFAULT_OUTPUT }, render, pool);
+    const seg = await segmented(bytes, true, 'movable');
+    const image = seg.model.rgb;
+    const copiedBefore = pool.copiedBytes;
+    await keepOnlyWhatRenderNeeds(seg, { ...DEFAULT_OUTPUT }, render, pool);
+    expect(pool.copiedBytes - copiedBefore).toBe(0);
+    expect(image.length).toBe(0);
+    const rendered = await renderOutput(seg, { ...DEFAULT_OUTPUT }, render, pool, undefined, undefined, undefined, true);
+    expect(rendered.body.equals(expected.body)).toBe(true);
+  });
+
+  it('a mask-only request frees it at once', async () => {
+    const { bytes } = await objectOnTexture(480, 360);
+    const seg = await segmented(bytes, true, 'movable');
+    const image = seg.model.rgb;
+    await keepOnlyWhatRenderNeeds(seg, { ...DEFAULT_OUTPUT, channels: 'alpha' }, render, pool);
+    expect(image.length).toBe(0);
   });
 });

@@ -52,7 +52,15 @@ function writeResponse(res: Response, response: CoreResponse): void {
   if (res.headersSent || res.destroyed) return;
   res.status(response.status);
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  // The body's memory goes back once it was written out, unless a middleware of the host wrapped
+  // the response's writes (compression, a cache) and may hold it longer.
+  if (response.release && !writesWrapped(res)) res.once('finish', response.release);
   res.end(response.body);
+}
+
+/** Whether something replaced the response's own write or end (they are the prototype's otherwise). */
+function writesWrapped(res: Response): boolean {
+  return Object.hasOwn(res, 'write') || Object.hasOwn(res, 'end') || Object.hasOwn(res, 'writev');
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

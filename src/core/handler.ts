@@ -38,6 +38,7 @@ import { removeBgAccount, removeBgAnswer, removeBgError, wantsJson } from './rem
 import { createJobService } from './jobs/service.js';
 import { cutoutImage } from './jobs/image-cutout.js';
 import { JOBS_PATH } from './jobs/http.js';
+import { releaseNow } from '../util/release-now.js';
 
 export type { Route } from './http-types.js';
 
@@ -267,7 +268,10 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
       for (const [stage, ms] of Object.entries(cutout.timings)) metrics.stages.observe({ stage }, ms / 1000);
       const response = dialect.answer(cutout, order, admitted, scope.rateHeaders);
       await idempotent?.complete(response);
-      return response;
+      // The body is the adapter's alone unless an idempotency store keeps it (to replay it) or
+      // the dashboard, not an adapter, takes the answer: then it is left to the collector.
+      if (idempotent || known) return response;
+      return { ...response, release: () => void releaseNow(response.body) };
     });
     // Spans only when the app has @opentelemetry/api and a recording SDK (src/tracing/otel.ts).
     return traceRequest('bgcut remove-bg', handled, (response, set) => set({ 'http.response.status_code': response.status }));

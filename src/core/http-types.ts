@@ -24,6 +24,14 @@ export interface CoreResponse {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
+  /**
+   * Set when nothing but the adapter holds `body` (a cutout without an idempotency key, whose
+   * store keeps it): an adapter calls it once the body was written out (the response's `finish`),
+   * and the body's memory goes back at once rather than at V8's next full collection of the
+   * host's thread (util/release-now.ts). `body` reads as empty afterwards. An adapter that cannot
+   * tell when the write finished, or whose host wrapped the writes, leaves it uncalled.
+   */
+  release?: (() => void) | undefined;
 }
 
 /** One path an adapter mounts, and what answers it. */

@@ -101,5 +101,6 @@ export {
   inferRequestPrefix,
   inferRequestSerializer,
   startsWithPrefix,
+  TENSOR_ALIGNMENT,
   type InferRequestHeader,
 } from './infer-request-message.js';

@@ -16,6 +16,12 @@ import { imageToTensor, tensorBytes, type InputTensor } from './tensor.js';
 export interface FramedTensor {
   message: Buffer;
   tensor: InputTensor;
+  /**
+   * The message's memory is this one call's alone (the pixel pool made it for the call): the
+   * inference client moves it to the inference thread instead of copying it there, and it reads
+   * as empty here from then on. Left out: the caller's message is copied and stays usable.
+   */
+  sendOnce?: boolean;
 }
 
 /** What a model call takes: a tensor of its own, or one already in its message. */
@@ -47,6 +53,15 @@ export interface ModelInputJob {
   prefix?: Uint8Array | undefined;
   /** Also decode the full size, once, and resize from it (a small upright opaque JPEG: see segment()). */
   decodeOnce: boolean;
+  /**
+   * Where the pool puts the model-size image (`rgb`): `shared` (the default), for a caller that
+   * hands it to several tasks (`best`'s passes); `movable`, memory of its own moved to the caller,
+   * for one that gives it to one task (the working view or the render) and moves it there. Shared
+   * memory lives until every thread that saw it collected its handle, and the host's thread
+   * rarely collects: 16 concurrent 12 MP uploads left ~48 MB of finished requests' model-size
+   * images held by it (docs/benchmarks.md, "Seventh round").
+   */
+  modelImage?: 'shared' | 'movable';
 }
 
 /** The model's input for an upload, and what was made on the way. */

@@ -112,7 +112,9 @@ export async function segmentAtQuality(
 ): Promise<Segmentation> {
   const models: PassModels = typeof model === 'function' ? { whole: model, crop: model } : model;
   const sized = plan ? { ...profile, width: plan.size, height: plan.size } : profile;
-  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool, gate);
+  // One pass: its model-size image goes to one task after (the working view or the render),
+  // which takes it moved (output.ts); `best` hands it to its mirror pass too, so it stays shared.
+  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool, gate, 'movable');
   const passes = plan?.passes ?? BEST_PASSES;
 
   // The input's own alpha is folded into the mask when the output is rendered, after the merge.

@@ -14,6 +14,7 @@ import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
 import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
 import { Scratch } from './scratch.js';
+import { releaseNow } from '../../util/release-now.js';
 
 export interface Box {
   top: number;
@@ -134,8 +135,14 @@ export function foregroundBox(alpha: Buffer, width: number, height: number): Box
  */
 export async function keepOnlyWhatRenderNeeds(seg: Segmentation, options: OutputOptions, render: RenderOptions, pool: PixelPool): Promise<void> {
   const empty = Buffer.alloc(0);
-  if (options.channels === 'alpha' || !render.foregroundEstimation) seg.model = { rgb: empty, alpha: empty, width: 0, height: 0 };
-  else seg.model = await pool.workingView(seg.model, seg.width, seg.height);
+  const model = seg.model;
+  // The model-size view is replaced here: its image, when in memory of its own (segment()'s
+  // `movable` model image), goes now, moved to the worker that samples it or freed, rather than
+  // at the host thread's next full collection.
+  if (options.channels === 'alpha' || !render.foregroundEstimation) {
+    seg.model = { rgb: empty, alpha: empty, width: 0, height: 0 };
+    releaseNow(model.rgb);
+  } else seg.model = await pool.workingView(model, seg.width, seg.height, true);
 }
 
 /**
@@ -153,6 +160,12 @@ export async function renderOutput(
   json?: JsonAnswerRequest,
   hints?: Buffer,
   background?: Buffer,
+  /**
+   * The segmentation is rendered once (the request's cutout): its model-size image, when in
+   * memory of its own, is moved to the render's worker (or freed, when the render does not read
+   * it) rather than copied, and reads as empty afterwards.
+   */
+  giveUp = false,
 ): Promise<Rendered> {
   // The model-size view (or the working-size one a waiting request kept): the worker samples the
   // working size from it (a few ms of loop, not on this thread).
@@ -161,6 +174,7 @@ export async function renderOutput(
   // The render writes the decode in place (foreground colour, composition): in shared memory
   // (segment()'s, from the pool) it is that same memory, so the segmentation gives it up here.
   seg.rgb = Buffer.alloc(0);
+  if (giveUp && !view) releaseNow(seg.model.rgb);
   return pool.render({
     bytes: seg.bytes,
     probe: seg.probe,
@@ -173,7 +187,7 @@ export async function renderOutput(
     json: json && jsonAnswerSpec(json, seg.confidence),
     hints,
     background,
-  });
+  }, giveUp);
 }
 
 /**

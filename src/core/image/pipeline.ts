@@ -144,6 +144,8 @@ export async function segment(
   pool?: PixelPool,
   /** Taken around the decode (see DecodeGate); without one, the decode starts at once. */
   gate?: DecodeGate,
+  /** Where the pool puts the model-size image (ModelInputJob's `modelImage`): shared unless the caller moves it on. */
+  modelImage: 'shared' | 'movable' = 'shared',
 ): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
@@ -162,7 +164,7 @@ export async function segment(
     !probe.hasAlpha &&
     (probe.orientation ?? 1) === 1 &&
     Math.min(probe.width / profile.width, probe.height / profile.height) < 2;
-  const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce };
+  const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce, modelImage };
   // The decode budget (DecodeGate) is held while the model's input is decoded and written, and
   // let go before the model runs. In the pool's worker when there is one: the model-size
   // decode's buffer and the tensor's bytes are made and written there, and only moved to this

@@ -113,10 +113,14 @@ export class PixelPool {
     return this.run<number>('looksConfidence', { whole: parcel.add(whole), w, h, looks: looks.map((look) => ({ ...look, mask: parcel.add(look.mask) })), laidFrom }, parcel);
   }
 
-  /** workingView of foreground.ts. */
-  async workingView(view: ImageView, width: number, height: number): Promise<ImageView> {
+  /**
+   * workingView of foreground.ts. `giveUp`: the caller is done with `view` (it keeps the working
+   * view instead): a model-size image in memory of its own is moved to the worker, not copied,
+   * and reads as empty here afterwards.
+   */
+  async workingView(view: ImageView, width: number, height: number, giveUp = false): Promise<ImageView> {
     const parcel = new Parcel();
-    const small = await this.run<ImageView>('workingView', { view: parcel.view(view), width, height }, parcel);
+    const small = await this.run<ImageView>('workingView', { view: parcel.view(view, giveUp), width, height }, parcel);
     return { ...small, rgb: asBuffer(small.rgb), alpha: asBuffer(small.alpha) };
   }
 
@@ -135,7 +139,8 @@ export class PixelPool {
     const parcel = new Parcel();
     const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', { ...job, bytes: parcel.add(job.bytes) }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
-    const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message) } : result.input;
+    // The message was made for this one call: the inference client moves it on, not copies it.
+    const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message), sendOnce: true } : result.input;
     return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
   }
 
@@ -148,12 +153,16 @@ export class PixelPool {
     const source = 'rgb' in job.source ? { rgb: parcel.add(job.source.rgb) } : { ...job.source, bytes: parcel.add(job.source.bytes) };
     const result = await this.run<PassInputs | WorkerApiError>('passInputs', { ...job, source }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
-    const framed = (input: ModelInput | undefined) => (input && isFramed(input) ? { ...input, message: asBuffer(input.message) } : input);
+    const framed = (input: ModelInput | undefined) => (input && isFramed(input) ? { ...input, message: asBuffer(input.message), sendOnce: true } : input);
     return { rgb: EMPTY, plain: framed(result.plain), mirrored: framed(result.mirrored) };
   }
 
-  /** The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker. */
-  async render(job: RenderJob): Promise<RenderResult> {
+  /**
+   * The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker.
+   * `giveUp`: the caller renders this job once: its model-size view's image, when in memory of
+   * its own, is moved to the worker (reads as empty here afterwards), not copied.
+   */
+  async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
     const parcel = new Parcel();
     const sent: RenderJob = {
       ...job,
@@ -161,7 +170,7 @@ export class PixelPool {
       bytes: job.decoded ? EMPTY : parcel.add(job.bytes),
       decoded: job.decoded && parcel.add(job.decoded),
       mask: parcel.plan(job.mask),
-      view: job.view && parcel.view(job.view),
+      view: job.view && parcel.view(job.view, giveUp),
       hints: job.hints && parcel.add(job.hints),
       background: job.background && parcel.add(job.background),
     };
@@ -256,7 +265,10 @@ class Parcel {
    */
   move(bytes: Buffer): Buffer {
     if (bytes.length === 0 || isShared(bytes) || bytes.byteOffset !== 0 || bytes.byteLength !== bytes.buffer.byteLength) return this.add(bytes);
-    this.transferList.push(bytes.buffer as ArrayBuffer);
+    // Sent twice (the same buffer in two fields): once, as its copy or as itself.
+    const copy = this.copies.get(bytes);
+    if (copy) return copy;
+    if (!this.transferList.includes(bytes.buffer as ArrayBuffer)) this.transferList.push(bytes.buffer as ArrayBuffer);
     return bytes;
   }
 
@@ -264,8 +276,9 @@ class Parcel {
     return { ...plan, grey: this.add(plan.grey), parts: plan.parts.map((part) => ({ ...part, mask: this.add(part.mask) })) };
   }
 
-  view(view: ImageView): ImageView {
-    return { ...view, rgb: this.add(view.rgb), alpha: this.add(view.alpha) };
+  /** `giveUp`: the view's buffers that have their memory to themselves are moved (move()), the rest added. */
+  view(view: ImageView, giveUp = false): ImageView {
+    return giveUp ? { ...view, rgb: this.move(view.rgb), alpha: this.move(view.alpha) } : { ...view, rgb: this.add(view.rgb), alpha: this.add(view.alpha) };
   }
 }
 

@@ -149,28 +149,35 @@ export async function render(job: RenderJob): Promise<unknown> {
 
 export async function modelInput(job: ModelInputJob): Promise<unknown> {
   let prepared: PreparedModelInput;
+  const movable = job.modelImage === 'movable';
   try {
     // An image the JS enlarge writes (a photo under the model's size on an axis) is written
-    // into shared memory at once, not into a buffer copied there below.
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, sharedBuffer);
+    // into the memory it goes back in at once (shared, or its own to move), not into a buffer copied there below.
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? ownBuffer : sharedBuffer);
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
   // sharp's buffers cannot move: copied here, in the worker, into shared memory (shared-bytes.ts),
   // which every later task that reads them (the working view, the render, `best`'s passes) gets
-  // without a copy on the main thread. The message is in shared memory already (the inference
-  // thread sends it from there); a tensor without one is a fresh ArrayBuffer, moved as it is; an
-  // 8-bit NHWC tensor without a message views the model-size decode, so it views the shared copy instead.
-  const rgb = sharedCopy(prepared.rgb);
+  // without a copy on the main thread; or, for a caller that hands the model-size image to one
+  // task only (`movable`), into memory of its own, moved to the main thread and on to that task.
+  // The message (or a tensor without one) is a fresh ArrayBuffer, moved as it is (the main thread
+  // moves the message on to the inference thread); an 8-bit NHWC tensor without a message views
+  // the model-size decode, so it views the copy instead.
+  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers).
+  const rgb = movable ? own(prepared.rgb) : sharedCopy(prepared.rgb);
   const decoded = prepared.decoded && sharedCopy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  return reply({ ...prepared, input, rgb, decoded }, [], viewsRgb ? [] : movable(tensorOf(input)));
+  return reply({ ...prepared, input, rgb, decoded }, movable ? [rgb] : [], viewsRgb ? [] : movableMemory(tensorOf(input)));
 }
 
+/** A new buffer of `length` bytes in memory of its own (movable). */
+const ownBuffer = (length: number): Buffer => Buffer.from(new ArrayBuffer(length));
+
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
-const movable = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
+const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
 
 /**
  * A model input that can be moved to the main thread: a message or tensor in a fresh ArrayBuffer
@@ -199,7 +206,7 @@ export async function passInputs(job: PassInputJob): Promise<unknown> {
     const input = made[which];
     if (!input) continue;
     out[which] = movableInput(input, made.rgb);
-    moved.push(...movable(tensorOf(out[which])));
+    moved.push(...movableMemory(tensorOf(out[which])));
   }
   return reply(out, [], moved);
 }

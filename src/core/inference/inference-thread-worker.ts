@@ -1,7 +1,8 @@
 /**
  * The inference thread (inference-thread.ts): a worker thread with a gRPC channel of its own on
  * which every ModelInfer call of the API is made. A call's message (the tensor written into it by
- * a pixel-pool worker, copied here by the main thread's post) is framed and written here, and the
+ * a pixel-pool worker, moved here by the main thread's post, or copied when the caller keeps it)
+ * is framed and written here, freed as its call ends when it was moved, and the
  * answer read here; the mask goes back to the main thread in shared memory (the render's worker
  * reads it from there without a copy). The main thread posts a task and gets a reply: no gRPC
  * framing, HTTP/2 or protobuf decoding on the host's event loop.
@@ -9,12 +10,13 @@
 import type * as grpc from '@grpc/grpc-js';
 import { Metadata } from '@grpc/grpc-js';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
-import { EncodedInferRequest, modelInferMessages, type ModelInferRequest } from '../../protocol/index.js';
+import { EncodedInferRequest, modelInferMessages, TENSOR_ALIGNMENT, type ModelInferRequest } from '../../protocol/index.js';
 import { createServiceClient, isQueueFull, type ChannelOptions } from './grpc-channel.js';
-import type { FromThread, InferTask, ToThread } from './inference-thread.js';
+import { COLLECT_AFTER_BYTES, type FromThread, type InferTask, type ToThread } from './inference-thread.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
 import { gcFunction } from '../image/render-garbage.js';
+import { releaseNow } from '../../util/release-now.js';
 
 /** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
 const QUEUE_FULL_ATTEMPTS = 4;
@@ -26,18 +28,10 @@ const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }
 
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
-/**
- * Each call leaves its message (moved here from the main thread), grpc-js's framed copy of it and
- * the answer's receive buffers dead in this thread: about 7 MiB at 1024x1024 int8, outside a heap
- * of a few MB, which V8 would let grow by 64 MB before collecting. The thread collects once
- * COLLECT_AFTER_BYTES of messages were sent since its last collection instead (a few ms of this
- * thread's small heap, never the host's event loop). Measured only together with the message
- * copied here as ordinary memory: 16 x 12 MP peak 391 MB against 438 with the message shared
- * (docs/benchmarks.md, "Sixth round"); this collection alone was not measured apart.
- */
-export const COLLECT_AFTER_BYTES = 16 * 1024 * 1024;
 let bytesSinceCollection = 0;
 let collections = 0;
+/** Moved messages this thread released as their calls ended (for tests). */
+let released = 0;
 function collectAfterCall(bytes: number): void {
   bytesSinceCollection += bytes;
   if (bytesSinceCollection < COLLECT_AFTER_BYTES) return;
@@ -59,7 +53,11 @@ function infer(task: InferTask): void {
   const finish = (message: FromThread) => {
     open.delete(task.id);
     reply(message);
-    collectAfterCall(task.message?.byteLength ?? task.tensor?.byteLength ?? 0);
+    const bytes = task.message?.byteLength ?? task.tensor?.byteLength ?? 0;
+    // A message moved here (its memory this thread's alone) goes now: grpc-js framed a copy of it
+    // when the call started, and nothing reads it after the call ended.
+    if (task.moved && releaseNow(task.message, TENSOR_ALIGNMENT)) released++;
+    collectAfterCall(bytes);
   };
   // The client's ModelInfer serializer takes either (inferenceClientConstructor).
   const request = task.message
@@ -110,7 +108,7 @@ port.on('message', (message: ToThread) => {
       break;
     }
     case 'counts':
-      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections });
+      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections, released });
       break;
     case 'close':
       client.close();

@@ -5,8 +5,8 @@
  * into its frame and writes over HTTP/2, and the mask comes back through its decoder; on the main
  * thread that is CPU per request on the host's event loop, and 4+ MiB of external memory per
  * request that makes V8 collect the main heap in full, again on the event loop. Here the main
- * thread posts a task (a few fields and the message, written by a pixel-pool worker; the post
- * copies it, see infer()) and gets the mask back in shared memory.
+ * thread posts a task (a few fields and the message, written by a pixel-pool worker and moved
+ * on to the thread, see infer()) and gets the mask back in shared memory.
  *
  * One thread: its work per call is a copy of the message into grpc-js's frame, HTTP/2 writes and
  * reads, and a copy of the mask: under 10 ms of CPU per 3 MiB call even on a loaded 2-core box
@@ -37,6 +37,8 @@ export interface InferTask {
   timeoutMs: number;
   /** W3C trace context of the client span, made on the main thread (src/tracing/otel.ts). */
   trace: Record<string, string>;
+  /** The message's memory was moved here (infer()'s `move`): the thread frees it once the call ended. */
+  moved?: boolean;
 }
 
 export type ToThread = InferTask | { type: 'cancel'; id: number } | { type: 'counts'; id: number } | { type: 'close' };
@@ -53,9 +55,22 @@ export interface ThreadCounts {
   counts: { encoded: number; decoded: number };
   /** Collections the thread made after its calls (inference-thread-worker.ts's collectAfterCall). */
   collections: number;
+  /** Moved messages the thread freed as their calls ended. */
+  released: number;
 }
 
 export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ type: 'counts'; id: number } & ThreadCounts);
+
+/**
+ * Each call leaves grpc-js's framed copy of its message and the answer's receive buffers dead in
+ * the inference thread (and its message, when copied here rather than moved: a moved one is freed as the
+ * call ends): about 4-7 MiB at 1024x1024 int8, outside a heap of a few MB, which V8 would let
+ * grow by 64 MB before collecting. The thread collects once COLLECT_AFTER_BYTES of messages were
+ * sent since its last collection instead (a few ms of its small heap, never the host's event
+ * loop). 16 MiB until the seventh round; 8 since, measured with the message moved and freed
+ * here (docs/benchmarks.md, "Seventh round").
+ */
+export const COLLECT_AFTER_BYTES = 8 * 1024 * 1024;
 
 // Tests run the sources through vitest, but a worker thread runs plain Node: it loads the built
 // file (`npm test` builds first), as the pixel pool does.
@@ -81,6 +96,8 @@ export class InferenceThread {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closing: Promise<void> | undefined;
+  /** Messages moved to the thread rather than copied (for tests). */
+  moved = 0;
 
   constructor(private readonly options: ChannelOptions) {
     this.start();
@@ -117,30 +134,31 @@ export class InferenceThread {
     how(pending);
   }
 
-  private request<T>(message: ToThread & { id: number }): Promise<T> {
+  private request<T>(message: ToThread & { id: number }, transfer?: ArrayBuffer): Promise<T> {
     if (this.closing) return Promise.reject(new InferenceThreadStopped('the inference client is closed'));
     const worker = this.worker ?? this.start();
     return new Promise<T>((resolve, reject) => {
       // Held open while a call is under way, as grpc-js holds a process open during a call.
       if (this.pending.size === 0) worker.ref();
       this.pending.set(message.id, { resolve: resolve as (value: never) => void, reject });
-      worker.postMessage(message);
+      worker.postMessage(message, transfer ? [transfer] : undefined);
+      if (transfer) this.moved++;
     });
   }
 
   /**
-   * Makes one call in the thread. The message is copied by the post (~0.3 ms for 3 MiB) rather
-   * than moved: the caller keeps a usable input, and the copy left dead here is counted by this
-   * thread's heap, so it collects about as often as before the calls moved (shared, the main
-   * thread's collections grew rarer and its dead buffers, the rendered images above all, stayed
-   * resident longer: docs/benchmarks.md, "Sixth round"; moving it was not measured).
-   * `signal` cancels the call there.
+   * Makes one call in the thread. `move`: the message's memory, given up by the caller (a message
+   * the pixel pool made for this call alone): moved to the thread, so nothing of it stays here
+   * dead until this thread's next full collection (16 concurrent 12 MP uploads left up to 16 such
+   * 3 MiB messages on the host's thread: docs/benchmarks.md, "Seventh round"); the caller's views
+   * of it read as empty from then on. Without it the post copies the message (~0.3 ms for 3 MiB)
+   * and the caller keeps a usable input. `signal` cancels the call there.
    */
-  infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal): Promise<InferOutcome> {
+  infer(task: Omit<InferTask, 'type' | 'id'>, signal: AbortSignal, move?: ArrayBuffer): Promise<InferOutcome> {
     const id = this.nextId++;
     const cancel = () => this.worker?.postMessage({ type: 'cancel', id } satisfies ToThread);
     signal.addEventListener('abort', cancel, { once: true });
-    return this.request<InferOutcome>({ ...task, type: 'infer', id }).finally(() => signal.removeEventListener('abort', cancel));
+    return this.request<InferOutcome>({ ...task, type: 'infer', id, moved: move !== undefined }, move).finally(() => signal.removeEventListener('abort', cancel));
   }
 
   /** The thread's counts of ModelInfer messages encoded and decoded (for tests). */

@@ -113,7 +113,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
       : order.output.response === 'json'
         ? { filename: outputFilename(order.upload.filename, FORMATS[order.output.format].extension) }
         : undefined;
-  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background), {
+  const rendered = await traceStep('bgcut.render', () => renderOutput(segmentation, order.output, render, deps.pixelPool, json, order.hints, order.background, true), {
     attributes: { 'bgcut.output.format': order.output.format },
     past: (out, _start, end) => [{ name: 'bgcut.encode', start: end - out.timings.encode, end, attributes: { 'bgcut.output.bytes': out.bodyBytes ?? out.body.length } }],
   });
