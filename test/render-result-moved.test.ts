@@ -4,7 +4,8 @@ import { transferableSymbol, valueSymbol } from 'piscina';
 import { describe, expect, it } from 'vitest';
 import { renderFullSize, type RenderJob } from '../src/core/image/output.js';
 import { probeImage } from '../src/core/image/pipeline.js';
-import { render } from '../src/core/image/pixel-worker.js';
+import { modelInput, render } from '../src/core/image/pixel-worker.js';
+import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { jsonAnswerSpec } from '../src/core/pipeline/json-answer.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
@@ -75,4 +76,25 @@ describe("the render's result moves to the main thread, not copied there", () =>
     expect(value.body.length).toBe(0);
     expect(JSON.parse(copies[1]!.toString()).contentType).toBe('image/png');
   });
+
+  // A model-size image handed to one task (`modelImage: 'movable'`) comes back as memory of its
+  // own: sharp's resize (a photo larger than the model's size on both axes) and the project's
+  // enlarge (smaller on one: it writes into memory made for it) alike.
+  for (const [name, width, height] of [['resized by sharp', 1600, 1200], ['enlarged here', 1224, 816]] as const) {
+    it(`a movable model-size image (${name}) is listed to move, and moves`, async () => {
+      const { bytes } = await objectOnTexture(width, height);
+      const limits = { maxInputPixels: 1e7 };
+      const job = { bytes, probe: await probeImage(bytes, limits), limits, profile: ISNET_PROFILE, decodeOnce: false, modelImage: 'movable' as const };
+      const answer = (await modelInput(job)) as Record<symbol, unknown>;
+      const list = (answer[transferableSymbol] ?? []) as ArrayBuffer[];
+      const value = (answer[valueSymbol] as { value: { rgb: Buffer } }).value;
+      expect(list).toContain(value.rgb.buffer);
+      expect(value.rgb.length).toBe(ISNET_PROFILE.width * ISNET_PROFILE.height * 3);
+      const { port1, port2 } = new MessageChannel();
+      port1.postMessage(value, list);
+      port1.close();
+      port2.close();
+      expect(list.map((memory) => memory.byteLength)).toEqual(list.map(() => 0));
+    });
+  }
 });

@@ -165,16 +165,24 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   // The message (or a tensor without one) is a fresh ArrayBuffer, moved as it is (the main thread
   // moves the message on to the inference thread); an 8-bit NHWC tensor without a message views
   // the model-size decode, so it views the copy instead.
-  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers).
-  const rgb = movable ? own(prepared.rgb) : sharedCopy(prepared.rgb);
+  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
+  // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
   const decoded = prepared.decoded && sharedCopy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
   return reply({ ...prepared, input, rgb, decoded }, movable ? [rgb] : [], viewsRgb ? [] : movableMemory(tensorOf(input)));
 }
 
+/** Memory ownBuffer() made (JavaScript's, so movable), as against sharp's. */
+const madeHere = new WeakSet<ArrayBufferLike>();
+
 /** A new buffer of `length` bytes in memory of its own (movable). */
-const ownBuffer = (length: number): Buffer => Buffer.from(new ArrayBuffer(length));
+const ownBuffer = (length: number): Buffer => {
+  const memory = new ArrayBuffer(length);
+  madeHere.add(memory);
+  return Buffer.from(memory);
+};
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
 const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
