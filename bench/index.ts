@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--host-attribution DIR] [--host-loads 24mp,1mp] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--host-attribution DIR] [--host-perf DIR] [--host-loads 24mp,1mp] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
  *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--memory-image 12mp.jpg] [--memory-variants npm-start] [--concurrency-levels 1,2,4,8,16] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]] [--only modes,imgly --model default [--imgly-dir DIR]]
  *                 [--only png-settings --image a.jpg,b.jpg [--large c.jpg]]
@@ -107,6 +107,7 @@ const { values } = parseArgs({
     'imgly-dir': { type: 'string' },
     'host-requests': { type: 'string', default: '2' },
     'host-attribution': { type: 'string' },
+    'host-perf': { type: 'string' },
     'host-loads': { type: 'string' },
     // floor: which images (the photo of --image, the 24 MP one), e.g. `photo` for a quick run.
     'floor-images': { type: 'string', default: 'photo,large' },
@@ -475,6 +476,7 @@ try {
       compare: values.compare,
       requestsPerClient: Number(values['host-requests']),
       attribution: values['host-attribution'],
+      perf: values['host-perf'],
       loads: values['host-loads']?.split(',') as ('24mp' | '1mp')[] | undefined,
     });
   }

@@ -25,9 +25,10 @@ export type { RenderJob, RenderResult } from './output.js';
 const buf = (bytes: Uint8Array): Buffer => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
 
 /**
- * A result and the buffers to move with it. A buffer that is not alone in its memory (a small
- * one from Node's pool) or not movable (made by native code, as sharp's are) is copied instead:
- * into memory of its own when large, so the main thread gets it without a copy there.
+ * A result and the buffers to move with it: each must be alone in its memory (see own()) and
+ * made by JavaScript (see movableCopy()). A buffer Node cannot move is not refused: the post
+ * silently copies it, and the main thread then copies it again out of the message, on its
+ * event loop.
  */
 function reply<T>(value: T, buffers: Uint8Array[], memory: ArrayBuffer[] = []): unknown {
   const list: ArrayBuffer[] = [...memory];
@@ -45,11 +46,28 @@ function reply<T>(value: T, buffers: Uint8Array[], memory: ArrayBuffer[] = []): 
   } as never);
 }
 
-/** A copy of `bytes` in memory of its own (movable), when it is not already. */
+/**
+ * A copy of `bytes` in memory of its own, when it is not alone in its memory already (a view, or a
+ * small buffer from Node's pool). Only for buffers JavaScript made: see movableCopy().
+ */
 function own(bytes: Buffer): Buffer {
   if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.byteLength >= 4096) return bytes;
-  const copy = Buffer.from(new ArrayBuffer(bytes.length));
-  bytes.copy(copy);
+  return movableCopy(bytes);
+}
+
+/**
+ * A copy of `bytes` in a fresh ArrayBuffer, which a post can move. For what native code made: the
+ * encoders' output (sharp's, @napi-rs/image's) is memory with a native deleter, which Node's
+ * postMessage does not move even when it is in the transfer list (it ignores it there and copies
+ * it instead, without an error), so the encoded image was copied twice: into the message here and
+ * out of it on the host's main thread, a fresh allocation and copy there of the whole image (the
+ * smoke photo's 24 MP PNG is 32.8 MB): `perf` on the API's main thread found 6 ms of one
+ * event-loop turn in `ValueDeserializer`'s memmove and its page faults (docs/benchmarks.md, "The
+ * long turns by CPU, not by samples"). Copied once here, it moves.
+ */
+export function movableCopy(bytes: Uint8Array): Buffer {
+  const copy = Buffer.from(new ArrayBuffer(bytes.byteLength));
+  copy.set(bytes);
   return copy;
 }
 
@@ -132,19 +150,19 @@ async function renderTask(job: RenderJob): Promise<unknown> {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
-  // This render's full-size buffers and the PNG encoder's copy go now, not at the next render
-  // (render-garbage.ts); the result is alive and moves to the main thread.
-  collectAfterRender(job.probe.width * job.probe.height);
   // `response=json`: the main thread sends the JSON alone, which holds the image in base64, so
   // the image is not moved there too. Each large buffer that reaches the main thread is external
   // memory to its heap, and V8 collects that heap (a full collection, on the event loop) once
   // enough of it has come since the last: a 24 MP answer's image and JSON were about 1.3 + 1 of it.
-  if (result.json) {
-    const json = own(result.json);
-    return reply({ ...result, body: Buffer.alloc(0), bodyBytes: result.body.length, json }, [json]);
-  }
-  const body = own(result.body);
-  return reply({ ...result, body }, [body]);
+  // The JSON is made by JavaScript (json-with-base64.ts) and moves as it is; the encoder's image
+  // is copied into memory that moves (movableCopy), before the collection below, which then frees
+  // the encoder's own buffer with the render's others.
+  const moved = result.json ? { ...result, body: Buffer.alloc(0), bodyBytes: result.body.length, json: own(result.json) } : { ...result, body: movableCopy(result.body) };
+  result = moved;
+  // This render's full-size buffers and the PNG encoder's copy go now, not at the next render
+  // (render-garbage.ts); the result is alive and moves to the main thread.
+  collectAfterRender(job.probe.width * job.probe.height);
+  return reply(moved, [moved.json ?? moved.body]);
 }
 
 export async function modelInput(job: ModelInputJob): Promise<unknown> {
@@ -165,8 +183,9 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   // The message (or a tensor without one) is a fresh ArrayBuffer, moved as it is (the main thread
   // moves the message on to the inference thread); an 8-bit NHWC tensor without a message views
   // the model-size decode, so it views the copy instead.
-  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers).
-  const rgb = movable ? own(prepared.rgb) : sharedCopy(prepared.rgb);
+  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
+  // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
   // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
   const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
@@ -174,8 +193,15 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   return reply({ ...prepared, input, rgb, decoded }, movable ? [rgb] : [], viewsRgb ? [] : movableMemory(tensorOf(input)));
 }
 
+/** Memory ownBuffer() made (JavaScript's, so movable), as against sharp's. */
+const madeHere = new WeakSet<ArrayBufferLike>();
+
 /** A new buffer of `length` bytes in memory of its own (movable). */
-const ownBuffer = (length: number): Buffer => Buffer.from(new ArrayBuffer(length));
+const ownBuffer = (length: number): Buffer => {
+  const memory = new ArrayBuffer(length);
+  madeHere.add(memory);
+  return Buffer.from(memory);
+};
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
 const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
