@@ -15,6 +15,12 @@
  * to the loop (bench/block-attribution.ts): blocks found by attribution, not by wall time alone,
  * since on a loaded machine a delay can be a wait for a core. The profiler slows the API: use it
  * for where the time goes, not for the figures. `--host-loads 24mp` or `1mp` runs one load.
+ * `--host-perf DIR`: each API's main thread is also recorded by Linux `perf` (cpu-clock and
+ * epoll_pwait events), and a table after the run lists, per cell, its event-loop turns that took
+ * the most CPU and what that CPU ran (bench/perf-turns.ts): a sample there counts only while the
+ * thread is on a CPU, so a turn's CPU against its wall length tells its own work from a wait for
+ * a core, which V8's sampling profiler cannot (it counts a thread asleep inside a collection, or
+ * running in slices between other processes, as running).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile } from 'node:fs/promises';
@@ -23,6 +29,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { longestBlocks, type Block, type CpuProfile } from './block-attribution.js';
+import { readSamples, turns, type Turn } from './perf-turns.js';
 
 export interface HostApi {
   child: ChildProcess;
@@ -43,7 +50,12 @@ export interface HostBenchOptions {
   attribution?: string | undefined;
   /** Which loads to run (default both). */
   loads?: ('24mp' | '1mp')[] | undefined;
+  /** A folder for `perf` recordings of the API processes' main threads: a table of each cell's costliest turns follows. */
+  perf?: string | undefined;
 }
+
+/** CLOCK_MONOTONIC in ms, the clock of `perf record -k mono`. */
+const monotonicMs = () => Number(process.hrtime.bigint()) / 1e6;
 
 export const HOST_OUTPUTS: { name: string; query: string; json?: boolean }[] = [
   { name: 'png', query: '' },
@@ -67,6 +79,10 @@ export interface HostRow {
   blocks?: Block[];
   /** With `attribution`: the API's main-thread garbage collections in this cell (host-probe.ts). */
   gc?: GcFigures;
+  /** The measured part of the cell on CLOCK_MONOTONIC (ms), for `perf`. */
+  window: { fromMs: number; toMs: number };
+  /** With `perf`: the cell's turns that took the most CPU. */
+  turns?: Turn[];
 }
 
 type GcFigures = { count: number; major: number; ms: number; longest: { ms: number; kind: string; flags: string; externalMb: number }[] };
@@ -137,6 +153,7 @@ async function cell(api: HostApi, probeFile: string, control: { url: string; chi
   await post(api.url, key, image, output.query, Boolean(output.json));
   await readProbe(api.child, probeFile);
   await readProbe(control.child, control.file);
+  const fromMs = monotonicMs();
   let done = false;
   let errors = 0;
   let requests = 0;
@@ -161,10 +178,11 @@ async function cell(api: HostApi, probeFile: string, control: { url: string; chi
   );
   done = true;
   await sampler;
+  const window = { fromMs, toMs: monotonicMs() };
   const { profile, gc, ...eventLoop } = await readProbe(api.child, probeFile);
   const { gc: _controlGc, ...controlEventLoop } = await readProbe(control.child, control.file);
   const blocks = profile ? longestBlocks(JSON.parse(await readFile(profile, 'utf8')) as CpuProfile, 3) : undefined;
-  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop, ...(blocks ? { blocks } : {}), ...(gc ? { gc } : {}) };
+  return { requests, errors, cheapRoute: summary(apiTimes), control: summary(controlTimes), eventLoop, controlEventLoop, window, ...(blocks ? { blocks } : {}), ...(gc ? { gc } : {}) };
 }
 
 export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
@@ -187,6 +205,7 @@ export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
         return { name, file, api: await options.startApi(env, ['--import', probe], build) };
       }),
     );
+    const recordings = options.perf ? await Promise.all(apis.map(({ api }) => recordMainThread(api.child.pid!, options.perf!))) : [];
     try {
       for (const load of loads) {
         for (const output of HOST_OUTPUTS) {
@@ -202,10 +221,44 @@ export async function hostBench(options: HostBenchOptions): Promise<HostRow[]> {
     } finally {
       for (const { api } of apis) await api.stop();
     }
+    // perf ends on its own with the thread it records.
+    for (const [i, recording] of recordings.entries()) {
+      await recording.ended;
+      const all = turns(readSamples(recording.file), 1000 / PERF_HZ);
+      for (const row of rows.filter((r) => r.build === apis[i]!.name)) {
+        row.turns = all.filter((t) => t.startMs >= row.window.fromMs && t.startMs <= row.window.toMs).sort((a, b) => b.cpuMs - a.cpuMs).slice(0, 3);
+      }
+    }
+    if (options.perf) printTurns(rows);
   } finally {
     await control.stop();
   }
   return rows;
+}
+
+const PERF_HZ = 2000;
+
+/** `perf record` of one thread (a process's main thread: its pid), into `dir`. */
+async function recordMainThread(pid: number, dir: string): Promise<{ file: string; ended: Promise<void> }> {
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, `${pid}.perf.data`);
+  const events = ['cpu-clock', 'syscalls:sys_enter_epoll_pwait', 'syscalls:sys_exit_epoll_pwait'].flatMap((e) => ['-e', e]);
+  const perf = spawn('perf', ['record', '-k', 'mono', '-F', String(PERF_HZ), '-g', ...events, '-t', String(pid), '-o', file], { stdio: 'ignore' });
+  const ended = new Promise<void>((resolve, reject) => {
+    perf.once('error', reject);
+    perf.once('exit', () => resolve());
+  });
+  // perf needs a moment to attach; what runs before it is the cell's unmeasured request anyway.
+  await new Promise((r) => setTimeout(r, 1000));
+  return { file, ended };
+}
+
+function printTurns(rows: HostRow[]): void {
+  console.log(`\nhost, by perf: each cell's three event-loop turns of the API's main thread that took the most CPU (cpu-clock at ${PERF_HZ} Hz: counted only while the thread is on a CPU; wall - CPU is waiting, for a core or inside the turn)`);
+  console.log('| build | load | output | CPU ms / wall ms of the turn | what the CPU ran (ms) |\n|---|---|---|---|---|');
+  for (const r of rows) {
+    for (const t of r.turns ?? []) console.log(`| ${r.build} | ${r.load} | ${r.output} | **${t.cpuMs}** / ${round(t.wallMs)} | ${t.ran.slice(0, 4).map(([what, ms]) => `${what} ${ms}`).join('; ')} |`);
+  }
 }
 
 let printed = false;

@@ -1,6 +1,6 @@
 /**
  * npm run bench [-- --image photo.jpg] [--large photo-24mp.jpg] [--runs 5] [--warmup 10] [--soak 500] [--json out.json]
- *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--host-attribution DIR] [--host-loads 24mp,1mp] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
+ *                 [--only latency,large,floor,concurrency,memory,scale,soak,balancing,modes,sizes,host] [--host-requests 2] [--host-attribution DIR] [--host-perf DIR] [--host-loads 24mp,1mp] [--model isnet | isnet-int8 | isnet-fp32 | isnet-fp16]
  *                 [--compare other-build/dist] [--api-runtime launcher|plain] [--compare-runtime launcher|plain] [--cpu-prof dir] [--memory-passes 2] [--memory-image 12mp.jpg] [--memory-variants npm-start] [--concurrency-levels 1,2,4,8,16] [--qualities fast,balanced] [--sizes 512,1024]
  *                 [--only int8 [--models isnet,isnet-int8,isnet-fp32]] [--only modes,imgly --model default [--imgly-dir DIR]]
  *                 [--only png-settings --image a.jpg,b.jpg [--large c.jpg]]
@@ -74,6 +74,7 @@ import { SessionPool } from '../src/inference-server/session-pool.js';
 import { findJemalloc, GLIBC_MALLOC_TUNING } from '../src/runtime/allocator.js';
 import { V8_HEAP_FLAGS } from '../src/runtime/v8-heap.js';
 import { libuvPoolEnv } from '../src/runtime/libuv-pool.js';
+import { launcherSettingsOf, OWN_LAUNCHER, type LauncherSettings } from './launcher-settings.js';
 import { startInferenceProcess, type InferenceProcess } from '../test/helpers/inference-process.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
@@ -106,6 +107,7 @@ const { values } = parseArgs({
     'imgly-dir': { type: 'string' },
     'host-requests': { type: 'string', default: '2' },
     'host-attribution': { type: 'string' },
+    'host-perf': { type: 'string' },
     'host-loads': { type: 'string' },
     // floor: which images (the photo of --image, the 24 MP one), e.g. `photo` for a quick run.
     'floor-images': { type: 'string', default: 'photo,large' },
@@ -281,11 +283,17 @@ if (sections.has('png-settings')) {
  * How the bench starts an API process: `launcher`, as `npm start` (bgcut-launch) starts it, with
  * the glibc malloc tuning and the V8 heap flags; `plain`, bare `node`.
  */
-const apiRuntime = (name: string | undefined): { env: Record<string, string>; nodeArgs: string[] } => {
+const apiRuntime = (name: string | undefined, launcher: LauncherSettings = OWN_LAUNCHER): { env: Record<string, string>; nodeArgs: string[] } => {
   if (name === 'plain') return { env: {}, nodeArgs: [] };
-  if (name === 'launcher') return { env: { ...GLIBC_MALLOC_TUNING, ...libuvPoolEnv() }, nodeArgs: [...V8_HEAP_FLAGS] };
+  if (name === 'launcher') return { env: { ...launcher.malloc, ...launcher.libuv }, nodeArgs: [...launcher.v8Flags] };
   throw new Error(`--api-runtime/--compare-runtime must be launcher or plain, not ${name}`);
 };
+/**
+ * `--compare DIR` starts that build as *its own* `npm start` would: its malloc tuning, libuv pool
+ * and V8 flags, read from its dist (a build whose launcher sets other variables than this one's
+ * would otherwise run under this build's, and a change to them would not show side by side).
+ */
+const comparedLauncher: LauncherSettings = values.compare ? await launcherSettingsOf(values.compare) : OWN_LAUNCHER;
 const mainRuntime = apiRuntime(values['api-runtime']);
 const api = await startApi(inference.address, mainRuntime.env, [...mainRuntime.nodeArgs, ...(values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : [])]);
 // The raw baseline runs the model as the inference server does: in a worker thread of its own,
@@ -337,7 +345,7 @@ async function latency(label: string, image: Buffer) {
   let apiCpu = 0;
   let mainCpu = 0;
   // --compare DIR: the same requests, alternating, to an API of another build, for its main thread's CPU beside this one's.
-  const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+  const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime'], comparedLauncher);
   const compared = values.compare ? await startApi(inference.address, comparedRuntime.env, comparedRuntime.nodeArgs, values.compare) : undefined;
   if (compared) alsoStop.push(compared.stop);
   if (compared) for (let i = 0; i < warmup; i++) await post(compared.url, image);
@@ -467,7 +475,7 @@ try {
   }
 
   if (sections.has('host')) {
-    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime'], comparedLauncher);
     report.host = await hostBench({
       startApi: (env, nodeArgs, build) => {
         const runtime = build ? comparedRuntime : mainRuntime;
@@ -479,6 +487,7 @@ try {
       compare: values.compare,
       requestsPerClient: Number(values['host-requests']),
       attribution: values['host-attribution'],
+      perf: values['host-perf'],
       loads: values['host-loads']?.split(',') as ('24mp' | '1mp')[] | undefined,
     });
   }
@@ -492,7 +501,7 @@ try {
     const rows: Record<string, unknown>[] = [];
     // --compare DIR: the same requests, alternating, to an API started from another build
     // (e.g. main's dist/ kept in a temporary folder): before and after side by side in one run.
-    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime']);
+    const comparedRuntime = apiRuntime(values['compare-runtime'] ?? values['api-runtime'], comparedLauncher);
     const compared = values.compare ? await startApi(inference.address, comparedRuntime.env, comparedRuntime.nodeArgs, values.compare) : undefined;
     if (compared) alsoStop.push(compared.stop);
     /** Mean CPU ms per request of an API process over `runs` requests, after one unmeasured. */
@@ -672,7 +681,7 @@ try {
     // --memory-variants npm-start: only the API as npm start starts it (three fresh runs: --memory-passes 3).
     if (values['memory-variants'] === 'npm-start') for (const name of Object.keys(variants)) if (!name.endsWith('(npm start)')) delete variants[name];
     // --compare DIR: the same as npm start starts it, from that build, alternating with this one's.
-    if (values.compare) variants[`${values.compare} (npm start)`] = { ...apiRuntime(values['compare-runtime'] ?? 'launcher'), build: values.compare };
+    if (values.compare) variants[`${values.compare} (npm start)`] = { ...apiRuntime(values['compare-runtime'] ?? 'launcher', comparedLauncher), build: values.compare };
     const peaks: Record<string, number[]> = {};
     const idles: Record<string, number[]> = {};
     const cpus: Record<string, number[]> = {};

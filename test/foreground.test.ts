@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
-import { estimateForeground, sampleView } from '../src/core/image/foreground.js';
+import { estimateForeground, sampleView, workingView } from '../src/core/image/foreground.js';
 
 /**
  * A known answer: an object of colour F over a background of colour B, with a soft alpha ramp
@@ -141,6 +141,22 @@ describe('foreground estimation restricted to the soft band', () => {
     const banded = await estimateForeground(Buffer.from(rgb), alpha, 800, 500, source, 'band');
     const whole = await estimateForeground(Buffer.from(rgb), alpha, 800, 500, source, 'whole');
     expect(banded.equals(whole)).toBe(true);
+  });
+
+  it('samples a larger source view straight into its planes: the same bytes as from the working view sampleView makes of it', async () => {
+    // A small blob off-centre: the band's box is a part of the working image, not all of it.
+    const { rgb, alpha } = blobScene(900, 600, 0.3, 0.35, 60);
+    const modelRgb = await sharp(rgb, { raw: { width: 900, height: 600, channels: 3 } }).resize(640, 640, { fit: 'fill' }).raw().toBuffer();
+    const modelAlpha = await sharp(alpha, { raw: { width: 900, height: 600, channels: 1 } }).resize(640, 640, { fit: 'fill' }).extractChannel(0).raw().toBuffer();
+    const source = { rgb: modelRgb, alpha: modelAlpha, width: 640, height: 640 };
+    const working = await workingView(source, 900, 600);
+    expect(working.width * working.height).toBeLessThan(640 * 640);
+    for (const region of ['band', 'whole'] as const) {
+      const fromSource = await estimateForeground(Buffer.from(rgb), alpha, 900, 600, source, region);
+      const fromWorking = await estimateForeground(Buffer.from(rgb), alpha, 900, 600, working, region);
+      expect(fromSource.equals(fromWorking)).toBe(true);
+      expect(fromSource.equals(rgb)).toBe(false);
+    }
   });
 
   it('changes no opaque or transparent pixel, and most soft pixels', async () => {

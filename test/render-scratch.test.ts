@@ -51,6 +51,16 @@ describe('the fast PNG path composes into a reused buffer', () => {
     expect(again.body.equals(first.body)).toBe(true);
   });
 
+  it("upscales the model's mask into the thread's reused mask buffer, and a reused one leaves nothing of the last mask in the next", async () => {
+    const first = await cutout({ x: 0.5, y: 0.55 }, 0);
+    const reusedBefore = count('maskScratchReused');
+    const other = await cutout({ x: 0.3, y: 0.4 }, 40);
+    const again = await cutout({ x: 0.5, y: 0.55 }, 0);
+    expect(count('maskScratchReused') - reusedBefore).toBe(2);
+    expect(other.body.equals(first.body)).toBe(false);
+    expect(again.body.equals(first.body)).toBe(true);
+  });
+
   it('lends its buffer to one borrower at a time, and a fresh one past its size', () => {
     const scratch = new Scratch(1000);
     const a = scratch.take(800);

@@ -28,12 +28,73 @@ export interface ImageView {
  * 0.2 MB) instead of the model-size view (4 MB), with the same result.
  */
 export async function workingView(from: ImageView, width: number, height: number): Promise<ImageView> {
+  const { w, h } = workingSize(from, width, height);
+  if (w === from.width && h === from.height) return from;
+  return { rgb: sampleView(from.rgb, from.width, from.height, 3, w, h), alpha: sampleView(from.alpha, from.width, from.height, 1, w, h), width: w, height: h };
+}
+
+/** The working size workingView gives for `from`, a view of a width x height image. */
+function workingSize(from: { width: number; height: number }, width: number, height: number): { w: number; h: number } {
   const scale = Math.min(1, Math.sqrt(WORKING_PIXELS / (from.width * from.height)));
   // Working size: the image's aspect, even when the source itself is stretched (model input).
   const w = Math.max(1, Math.round(scale === 1 ? from.width : Math.sqrt(WORKING_PIXELS * (width / height))));
   const h = Math.max(1, Math.round(scale === 1 ? from.height : Math.sqrt(WORKING_PIXELS * (height / width))));
-  if (w === from.width && h === from.height) return from;
-  return { rgb: sampleView(from.rgb, from.width, from.height, 3, w, h), alpha: sampleView(from.alpha, from.width, from.height, 1, w, h), width: w, height: h };
+  return { w, h };
+}
+
+/** v / 255 for each byte v: what the planes hold (each rounded to a float as it is stored). */
+const UNIT = Float64Array.from({ length: 256 }, (_, v) => v / 255);
+
+/**
+ * The planes (colour and alpha in 0..1) of the working view of `from` over `box`, written
+ * straight from `from`: sampled as sampleView samples it when `from` is larger than the working
+ * size (w x h), read as it is otherwise. The same values as sampling the whole view into bytes and
+ * converting the box, without the two byte buffers.
+ */
+function fillPlanes(from: ImageView, w: number, h: number, box: { left: number; top: number; width: number; height: number }, image: Float32Array[], a: Float32Array): void {
+  const [p0, p1, p2] = image as [Float32Array, Float32Array, Float32Array];
+  const { rgb, alpha } = from;
+  const cw = box.width;
+  if (w === from.width && h === from.height) {
+    for (let y = 0; y < box.height; y++) {
+      const row = (box.top + y) * w + box.left;
+      const to = y * cw;
+      for (let x = 0; x < cw; x++) {
+        const s = row + x;
+        p0[to + x] = UNIT[rgb[s * 3]!]!;
+        p1[to + x] = UNIT[rgb[s * 3 + 1]!]!;
+        p2[to + x] = UNIT[rgb[s * 3 + 2]!]!;
+        a[to + x] = UNIT[alpha[s]!]!;
+      }
+    }
+    return;
+  }
+  const sw = from.width;
+  const sh = from.height;
+  // sampleView's taps for the box's columns: the left source column, and the right one (clamped).
+  const left = new Int32Array(cw);
+  const right = new Int32Array(cw);
+  for (let x = 0; x < cw; x++) {
+    const cx = Math.min(sw - 1, Math.max(0, Math.floor(((box.left + x + 0.5) * sw) / w - 0.5)));
+    left[x] = cx;
+    right[x] = Math.min(sw - 1, cx + 1);
+  }
+  for (let y = 0; y < box.height; y++) {
+    const cy = Math.min(sh - 1, Math.max(0, Math.floor(((box.top + y + 0.5) * sh) / h - 0.5)));
+    const top = cy * sw;
+    const bottom = Math.min(sh - 1, cy + 1) * sw;
+    const to = y * cw;
+    for (let x = 0; x < cw; x++) {
+      const tl = top + left[x]!;
+      const tr = top + right[x]!;
+      const bl = bottom + left[x]!;
+      const br = bottom + right[x]!;
+      p0[to + x] = UNIT[(rgb[tl * 3]! + rgb[tr * 3]! + rgb[bl * 3]! + rgb[br * 3]! + 2) >> 2]!;
+      p1[to + x] = UNIT[(rgb[tl * 3 + 1]! + rgb[tr * 3 + 1]! + rgb[bl * 3 + 1]! + rgb[br * 3 + 1]! + 2) >> 2]!;
+      p2[to + x] = UNIT[(rgb[tl * 3 + 2]! + rgb[tr * 3 + 2]! + rgb[bl * 3 + 2]! + rgb[br * 3 + 2]! + 2) >> 2]!;
+      a[to + x] = UNIT[(alpha[tl]! + alpha[tr]! + alpha[bl]! + alpha[br]! + 2) >> 2]!;
+    }
+  }
 }
 
 /**
@@ -89,8 +150,9 @@ export async function estimateForeground(
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
   const soft = softBounds(alpha, width, height);
   if (!soft) return rgb;
-  const view = await workingView(source ?? { rgb, alpha, width, height }, width, height);
-  const { width: w, height: h } = view;
+  // The working view is not made: its planes are sampled from `from` straight (fillPlanes).
+  const from = source ?? { rgb, alpha, width, height };
+  const { w, h } = workingSize(from, width, height);
 
   // Blur sizes follow the whole working image (box sizes 90, then 6, per 1000 pixels).
   const unit = Math.max(w, h) / 1000;
@@ -122,19 +184,7 @@ export async function estimateForeground(
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
   const image = [arena.plane(), arena.plane(), arena.plane()];
   const a = arena.plane();
-  const smallRgb = view.rgb;
-  const smallAlpha = view.alpha;
-  for (let y = 0; y < ch; y++) {
-    const from = (box.top + y) * w + box.left;
-    const to = y * cw;
-    for (let x = 0; x < cw; x++) {
-      const s = from + x;
-      image[0]![to + x] = smallRgb[s * 3]! / 255;
-      image[1]![to + x] = smallRgb[s * 3 + 1]! / 255;
-      image[2]![to + x] = smallRgb[s * 3 + 2]! / 255;
-      a[to + x] = smallAlpha[s]! / 255;
-    }
-  }
+  fillPlanes(from, w, h, box, image, a);
 
   const first = blurFusion(image, image, image, a, cw, ch, firstSize, 'foreground', arena);
   // The second pass's estimates are read only at the working pixels the soft pixels sample (a

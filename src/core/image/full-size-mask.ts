@@ -28,9 +28,12 @@ export interface MaskPart {
   weight: number;
 }
 
-/** The full-size (width x height) mask a plan describes: bilinear upscale, then each part pasted in. */
-export function buildFullSizeMask(plan: MaskPlan, width: number, height: number): Buffer {
-  let alpha = upscaleMask(plan.grey, plan.width, plan.height, width, height);
+/**
+ * The full-size (width x height) mask a plan describes: bilinear upscale (into `into` when
+ * given: width x height bytes, every one written), then each part pasted in (into new buffers).
+ */
+export function buildFullSizeMask(plan: MaskPlan, width: number, height: number, into?: Buffer): Buffer {
+  let alpha = upscaleMask(plan.grey, plan.width, plan.height, width, height, into);
   for (const part of plan.parts) {
     const scaled = upscaleMask(part.mask, part.width, part.height, part.region.width, part.region.height);
     alpha = pasteBlended(alpha, width, height, scaled, part.region, part.ramp, part.how, part.weight);

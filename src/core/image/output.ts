@@ -197,7 +197,10 @@ export async function renderOutput(
  */
 export async function renderFullSize(job: RenderJob): Promise<Rendered> {
   const given: Loan[] = [];
-  const loans = { take: (bytes: number) => given[given.push(rgbaScratch.take(bytes)) - 1]! };
+  const loans = {
+    take: (bytes: number) => given[given.push(rgbaScratch.take(bytes)) - 1]!,
+    takeMask: (bytes: number) => given[given.push(maskScratch.take(bytes)) - 1]!,
+  };
   try {
     return await renderWith(job, loans);
   } finally {
@@ -210,13 +213,19 @@ export async function renderFullSize(job: RenderJob): Promise<Rendered> {
  * thread (scratch.ts): 1 MP cutouts and smaller (4 MB); larger ones get a fresh buffer.
  */
 const rgbaScratch = new Scratch(4 * 1_048_576);
+/**
+ * The full-size mask a render upscales the model's into, reused by the next render of this thread
+ * in the same way: 4 MP and smaller. Nothing keeps the mask past the render (the encoders have
+ * read it when the render ends). Counted as `maskScratchReused` / `maskScratchFresh`.
+ */
+const maskScratch = new Scratch(4 * 1_048_576, 'maskScratch');
 type Loan = ReturnType<Scratch['take']>;
 
-async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan }): Promise<Rendered> {
+async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; takeMask(bytes: number): Loan }): Promise<Rendered> {
   const { probe, options, render } = job;
   const { width, height } = probe;
   let started = performance.now();
-  const alpha = buildFullSizeMask(job.mask, width, height);
+  const alpha = buildFullSizeMask(job.mask, width, height, loans.takeMask(width * height).buffer);
   // roi: only the region may be foreground (a step of its own, before anything reads the mask).
   if (options.roi) clearOutsideRegion(alpha, width, height, options.roi);
   // hints: a person's keep/remove strokes win over the model and the roi, blended at their edges.

@@ -15,7 +15,7 @@ import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectAfterRender } from './render-garbage.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
-import { isShared, sharedBuffer, sharedCopy } from './shared-bytes.js';
+import { isShared, sharedBuffer, sharedCopy, SharedPool } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
 import { decodeRaw } from './decode.js';
 import type { ImageLimits, Probe } from './pipeline.js';
@@ -27,9 +27,10 @@ export type { RenderJob, RenderResult } from './output.js';
 const buf = (bytes: Uint8Array): Buffer => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
 
 /**
- * A result and the buffers to move with it. A buffer that is not alone in its memory (a small
- * one from Node's pool) or not movable (made by native code, as sharp's are) is copied instead:
- * into memory of its own when large, so the main thread gets it without a copy there.
+ * A result and the buffers to move with it: each must be alone in its memory (see own()) and
+ * made by JavaScript (see movableCopy()). A buffer Node cannot move is not refused: the post
+ * silently copies it, and the main thread then copies it again out of the message, on its
+ * event loop.
  */
 function reply<T>(value: T, buffers: Uint8Array[], memory: ArrayBuffer[] = []): unknown {
   const list: ArrayBuffer[] = [...memory];
@@ -47,11 +48,28 @@ function reply<T>(value: T, buffers: Uint8Array[], memory: ArrayBuffer[] = []): 
   } as never);
 }
 
-/** A copy of `bytes` in memory of its own (movable), when it is not already. */
+/**
+ * A copy of `bytes` in memory of its own, when it is not alone in its memory already (a view, or a
+ * small buffer from Node's pool). Only for buffers JavaScript made: see movableCopy().
+ */
 function own(bytes: Buffer): Buffer {
   if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.byteLength >= 4096) return bytes;
-  const copy = Buffer.from(new ArrayBuffer(bytes.length));
-  bytes.copy(copy);
+  return movableCopy(bytes);
+}
+
+/**
+ * A copy of `bytes` in a fresh ArrayBuffer, which a post can move. For what native code made: the
+ * encoders' output (sharp's, @napi-rs/image's) is memory with a native deleter, which Node's
+ * postMessage does not move even when it is in the transfer list (it ignores it there and copies
+ * it instead, without an error), so the encoded image was copied twice: into the message here and
+ * out of it on the host's main thread, a fresh allocation and copy there of the whole image (the
+ * smoke photo's 24 MP PNG is 32.8 MB): `perf` on the API's main thread found 6 ms of one
+ * event-loop turn in `ValueDeserializer`'s memmove and its page faults (docs/benchmarks.md, "The
+ * long turns by CPU, not by samples"). Copied once here, it moves.
+ */
+export function movableCopy(bytes: Uint8Array): Buffer {
+  const copy = Buffer.from(new ArrayBuffer(bytes.byteLength));
+  copy.set(bytes);
   return copy;
 }
 
@@ -98,7 +116,25 @@ export interface WorkerApiError {
   apiError: { code: ApiError['code']; detail: string; headers: Record<string, string> };
 }
 
+/**
+ * The full-size decodes of small photos (segment()'s decode-once: under twice the model's size),
+ * copied into shared memory by modelInput and taken back after their render (shared-bytes.ts).
+ * Two 1 MP decodes, one being rendered while the next request's is made; 8 MiB at most.
+ */
+const decodes = new SharedPool(8 * 1024 * 1024);
+
 export async function render(job: RenderJob): Promise<unknown> {
+  try {
+    return await renderTask(job);
+  } finally {
+    // The render wrote the decode in place and is done with it; the main thread gave it up when
+    // it sent it here (output.ts's renderOutput empties the segmentation's), and a segmentation
+    // is rendered once: the next request's decode may be copied into it.
+    decodes.giveBack(job.decoded);
+  }
+}
+
+async function renderTask(job: RenderJob): Promise<unknown> {
   let result: RenderResult;
   try {
     result = await renderFullSize({
@@ -116,19 +152,19 @@ export async function render(job: RenderJob): Promise<unknown> {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
   }
-  // This render's full-size buffers and the PNG encoder's copy go now, not at the next render
-  // (render-garbage.ts); the result is alive and moves to the main thread.
-  collectAfterRender(job.probe.width * job.probe.height);
   // `response=json`: the main thread sends the JSON alone, which holds the image in base64, so
   // the image is not moved there too. Each large buffer that reaches the main thread is external
   // memory to its heap, and V8 collects that heap (a full collection, on the event loop) once
   // enough of it has come since the last: a 24 MP answer's image and JSON were about 1.3 + 1 of it.
-  if (result.json) {
-    const json = own(result.json);
-    return reply({ ...result, body: Buffer.alloc(0), bodyBytes: result.body.length, json }, [json]);
-  }
-  const body = own(result.body);
-  return reply({ ...result, body }, [body]);
+  // The JSON is made by JavaScript (json-with-base64.ts) and moves as it is; the encoder's image
+  // is copied into memory that moves (movableCopy), before the collection below, which then frees
+  // the encoder's own buffer with the render's others.
+  const moved = result.json ? { ...result, body: Buffer.alloc(0), bodyBytes: result.body.length, json: own(result.json) } : { ...result, body: movableCopy(result.body) };
+  result = moved;
+  // This render's full-size buffers and the PNG encoder's copy go now, not at the next render
+  // (render-garbage.ts); the result is alive and moves to the main thread.
+  collectAfterRender(job.probe.width * job.probe.height);
+  return reply(moved, [moved.json ?? moved.body]);
 }
 
 export async function modelInput(job: ModelInputJob): Promise<unknown> {
@@ -149,9 +185,11 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   // The message (or a tensor without one) is a fresh ArrayBuffer, moved as it is (the main thread
   // moves the message on to the inference thread); an 8-bit NHWC tensor without a message views
   // the model-size decode, so it views the copy instead.
-  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers).
-  const rgb = movable ? own(prepared.rgb) : sharedCopy(prepared.rgb);
-  const decoded = prepared.decoded && sharedCopy(prepared.decoded);
+  // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
+  // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
+  // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
+  const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
   return reply({ ...prepared, input, rgb, decoded }, movable ? [rgb] : [], viewsRgb ? [] : movableMemory(tensorOf(input)));
@@ -159,13 +197,14 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
 
 /**
  * The upright full-size decode (decode.ts's decodeRaw), made while the model runs (pipeline.ts's
- * segment()): into shared memory, which the render then writes in place, as it writes
- * modelInput's `decoded`.
+ * segment()): into shared memory (the decodes' pool), which the render then writes in place and
+ * gives back, as it does modelInput's `decoded`.
  */
 export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits: ImageLimits }): Promise<unknown> {
   const started = performance.now();
   try {
-    const decoded = sharedCopy(await decodeRaw(buf(job.bytes), job.probe, job.limits));
+    // In the decodes' shared pool, as modelInput's decode-once copy: the render gives it back.
+    const decoded = decodes.copy(await decodeRaw(buf(job.bytes), job.probe, job.limits));
     return reply({ decoded, decodeMs: performance.now() - started }, []);
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
@@ -173,8 +212,15 @@ export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits:
   }
 }
 
+/** Memory ownBuffer() made (JavaScript's, so movable), as against sharp's. */
+const madeHere = new WeakSet<ArrayBufferLike>();
+
 /** A new buffer of `length` bytes in memory of its own (movable). */
-const ownBuffer = (length: number): Buffer => Buffer.from(new ArrayBuffer(length));
+const ownBuffer = (length: number): Buffer => {
+  const memory = new ArrayBuffer(length);
+  madeHere.add(memory);
+  return Buffer.from(memory);
+};
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
 const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);

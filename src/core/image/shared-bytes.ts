@@ -24,3 +24,55 @@ export function sharedCopy(bytes: Buffer): Buffer {
   bytes.copy(copy);
   return copy;
 }
+
+/**
+ * Shared memory a pixel worker takes back once a request is done with it and hands out again,
+ * for a buffer made every request at the same size: a 1 MP photo's full-size decode (3 MB),
+ * copied into shared memory after each model-input decode and dead after its render. A fresh
+ * SharedArrayBuffer of that size is mapped anew and faults in every page on its first write
+ * under the API's malloc tuning (runtime/allocator.ts: blocks over 256 KiB mapped on their own),
+ * ~2 ms of CPU per 1 MP request, and is one more dead buffer for the collector. At most
+ * `maxBytes` are kept, so a large image's memory is never held: a buffer that does not fit is
+ * left to the collector as before. Counted (kernel-calls.ts): `sharedPoolReused`, `sharedPoolFresh`.
+ */
+export class SharedPool {
+  private free: SharedArrayBuffer[] = [];
+  private held = 0;
+
+  constructor(readonly maxBytes: number) {}
+
+  /** `bytes` in shared memory (as sharedCopy): in a kept buffer of exactly its length when there is one. */
+  copy(bytes: Buffer): Buffer {
+    if (bytes.length === 0 || isShared(bytes)) return bytes;
+    const i = this.free.findIndex((memory) => memory.byteLength === bytes.length);
+    if (i < 0) {
+      countKernel('sharedPoolFresh');
+      return sharedCopy(bytes);
+    }
+    const memory = this.free.splice(i, 1)[0]!;
+    this.held -= memory.byteLength;
+    countKernel('sharedPoolReused');
+    const out = Buffer.from(memory);
+    bytes.copy(out);
+    return out;
+  }
+
+  /**
+   * Takes back the memory of `bytes`, which nothing may read or write any more (the caller's
+   * word: every other handle to it, in any thread, is dead): only shared memory it covers
+   * whole, and only while the kept total stays within maxBytes.
+   */
+  giveBack(bytes: Uint8Array | undefined): void {
+    if (!bytes || !(bytes.buffer instanceof SharedArrayBuffer)) return;
+    const memory = bytes.buffer;
+    if (bytes.byteOffset !== 0 || bytes.byteLength !== memory.byteLength || memory.byteLength === 0) return;
+    if (this.held + memory.byteLength > this.maxBytes) return;
+    this.free.push(memory);
+    this.held += memory.byteLength;
+  }
+
+  /** Bytes kept now. */
+  get heldBytes(): number {
+    return this.held;
+  }
+}

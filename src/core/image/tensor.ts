@@ -109,9 +109,11 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
  * several times its speed (sharp's resize, single-threaded on glibc Linux, is slower still and
  * centre-aligned).
  */
-export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number): Buffer {
+export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number, into?: Buffer): Buffer {
   countKernel('upscaleMask');
-  const out = Buffer.allocUnsafe(width * height);
+  if (into && into.length !== width * height) throw new RangeError(`upscaleMask: ${into.length} bytes to write ${width}x${height} into`);
+  // Every byte of `out` is written below (a borrowed buffer's old contents never show).
+  const out = into ?? Buffer.allocUnsafe(width * height);
   const sx = width > 1 ? (srcWidth - 1) / (width - 1) : 0;
   const sy = height > 1 ? (srcHeight - 1) / (height - 1) : 0;
   // Per output column: its left source column and the right one's weight. Columns are in
