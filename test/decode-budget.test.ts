@@ -8,35 +8,36 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
 /**
  * The decode budget (limits.maxDecodePixels): the model's input decodes of uploads arriving
  * together run as many at a time as the budget holds, in arrival order, the rest waiting with
- * only their upload. Observed through sharp's task counter (every decode is one sharp task;
- * the model here is a stand-in that returns an empty mask: what is tested is the bookkeeping).
+ * only their upload. Observed by counting sharp's output calls (`toBuffer`: every decode is one)
+ * from the call until its promise settles (the model here is a stand-in that returns an empty
+ * mask: what is tested is the bookkeeping). sharp's own task counters were used before and
+ * flaked: they read a third task while two gates were held (a finished task still counted as
+ * processing), so they are not evidence of overlap.
  */
 const limits = { maxInputPixels: 50_000_000 };
-// No pixel pool: the model's input is then decoded on this thread's sharp, whose task counter
-// the test reads (a pool worker's sharp counts in that thread). The gate is taken around the
-// same call either way (pipeline.ts).
+// No pixel pool: the model's input is then decoded on this thread's sharp, whose calls the test
+// sees (a pool worker's calls are made in that thread). The gate is taken around the same call
+// either way (pipeline.ts).
 const pool = undefined;
 
 const emptyModel: MaskModel = async () => ({ mask: new Uint8Array(ISNET_PROFILE.width * ISNET_PROFILE.height) });
 
-/** Runs `count` segmentations of `bytes` at once; the most sharp tasks seen queued or running together, and the gate's log. */
+/** Runs `count` segmentations of `bytes` at once; the most sharp decodes in flight together, and the gate's log. */
 async function burst(bytes: Buffer, count: number, budget: Budget | undefined) {
   const probe = await probeImage(bytes, limits);
+  let inFlight = 0;
   let most = 0;
   let holding = 0;
   let mostHolding = 0;
   const taken: number[] = [];
-  // Read the counters on the next turn, not inside the 'change' event: sharp runs a task's JS
-  // callback (which releases the gate and lets the next decode queue) before it lowers its
-  // `process` counter, so a reading taken at that enqueue counts the finished task too (this
-  // made the counts flake: "expected 2 to be 1"). A real overlap lasts a whole decode and is
-  // still there a turn later.
-  const read = () => {
-    const { queue, process } = sharp.counters();
-    most = Math.max(most, queue + process);
+  const sharpPrototype = Object.getPrototypeOf(sharp()) as { toBuffer: (...args: unknown[]) => unknown };
+  const toBuffer = sharpPrototype.toBuffer;
+  sharpPrototype.toBuffer = function (this: unknown, ...args: unknown[]) {
+    const result = toBuffer.apply(this, args);
+    if (!(result instanceof Promise)) return result;
+    most = Math.max(most, ++inFlight);
+    return result.finally(() => inFlight--);
   };
-  const watch = () => void setImmediate(read);
-  sharp.queue.on('change', watch);
   const gate: DecodeGate | undefined = budget
     ? async (pixels, signal) => {
         const release = await budget.take(pixels, signal);
@@ -54,8 +55,7 @@ async function burst(bytes: Buffer, count: number, budget: Budget | undefined) {
     );
     expect(segs.every((s) => s.model.rgb.length === ISNET_PROFILE.width * ISNET_PROFILE.height * 3)).toBe(true);
   } finally {
-    sharp.queue.off('change', watch);
-    await new Promise((resolve) => setImmediate(resolve)); // readings scheduled by the last events
+    sharpPrototype.toBuffer = toBuffer;
   }
   return { most, mostHolding, taken, pixels: probe.width * probe.height, holdingAfter: holding };
 }
@@ -66,7 +66,7 @@ describe('decode budget', () => {
     const run = await burst(bytes, 6, new Budget(3_000_000));
     expect(run.taken).toEqual(Array(6).fill(3_000_000));
     expect(run.mostHolding).toBe(1);
-    // The decode itself runs inside the gate: never two sharp tasks at once.
+    // The decode itself runs inside the gate: never two sharp decodes at once.
     expect(run.most).toBe(1);
     expect(run.holdingAfter).toBe(0);
   });
