@@ -53,6 +53,7 @@
  * the API and prints a text flame graph (bench/cpu-profile-summary.ts) at the end.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { untilApiListening } from './child-ready.js';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -199,14 +200,7 @@ async function startApi(
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('listening')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
-  });
+  await untilApiListening(child);
   child.stdout!.resume();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {

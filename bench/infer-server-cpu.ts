@@ -20,6 +20,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { untilInferenceServerReady } from './child-ready.js';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -49,17 +50,7 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-infer-cpu-'));
   const model = await writeIdentityModel(dir, side);
   const child = spawn(process.execPath, [...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? []), cli, '--port', '0', '--model', `tiny=${model}`, '--workers', '1', '--threads', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      log += chunk.toString();
-      const listening = /listening on [^\s]+:(\d+)/.exec(log);
-      if (listening && /all ready in \d+ ms/.test(log)) resolve(Number(listening[1]));
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
-  });
+  const port = await untilInferenceServerReady(child);
   // The API's channel (its options: limits, windows, retries), or grpc-js's defaults (`--client plain`).
   const client =
     values.client === 'plain'

@@ -22,6 +22,7 @@
  * timeline is printed after this one's.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { untilApiListening, untilInferenceServerReady } from './child-ready.js';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -101,17 +102,7 @@ async function startServer(modelFile: string, spansFile: string, build?: string)
   const env = { BGCUT_TEST_SPANS_FILE: spansFile, NODE_OPTIONS: `--import ${SPANS_HELPER}` };
   if (!build) return startInferenceProcess(args, env);
   const child = spawn(process.execPath, [path.resolve(build, 'src/inference-server/cli.js'), '--port', '0', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      log += chunk.toString();
-      const listening = /listening on [^\s]+:(\d+)/.exec(log);
-      if (listening && /all ready in \d+ ms/.test(log)) resolve(Number(listening[1]));
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${build}'s inference server exited with ${code}:\n${log}`)));
-  });
+  const port = await untilInferenceServerReady(child, `${build}'s inference server`);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return { address: `127.0.0.1:${port}`, stop: () => (child.kill('SIGTERM'), exited) };
 }
@@ -139,14 +130,7 @@ async function startApi(inferenceAddress: string, spansFile: string, build?: str
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('listening')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`API exited with ${code}`)));
-  });
+  await untilApiListening(child);
   child.stdout!.resume();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return { child, url: `http://127.0.0.1:${port}/v1/remove-bg`, stop: () => (child.kill('SIGTERM'), exited) };
