@@ -7,7 +7,7 @@ import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { isShared } from '../src/core/image/shared-bytes.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
-import { objectOnTexture } from './helpers/synthetic-image.js';
+import { objectOnTexture, softDisc as disc } from './helpers/synthetic-image.js';
 
 /**
  * A small photo's full-size decode (segment()'s decode-once) is copied into shared memory in the
@@ -20,14 +20,6 @@ const pool = new PixelPool({ threads: 1 });
 afterAll(() => pool.close());
 const limits = { maxInputPixels: 1e7 };
 const render = { pngCompressionLevel: 2, maxOutputPixels: Infinity, foregroundEstimation: true };
-
-function disc(size: number, shift: number): Buffer {
-  const grey = Buffer.alloc(size * size);
-  for (let y = 0; y < size; y++) {
-    for (let x = 0; x < size; x++) grey[y * size + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - size / 2 - shift, y - size / 2) - size / 4) * 4)));
-  }
-  return grey;
-}
 
 async function photo(centre: { x: number; y: number }, shift: number) {
   const { bytes } = await objectOnTexture(1224, 816, 'jpeg', centre);

@@ -5,7 +5,7 @@ import { renderFullSize } from '../src/core/image/output.js';
 import { probeImage } from '../src/core/image/pipeline.js';
 import { Scratch } from '../src/core/image/scratch.js';
 import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
-import { objectOnTexture } from './helpers/synthetic-image.js';
+import { objectOnTexture, softDisc as disc } from './helpers/synthetic-image.js';
 
 /**
  * The RGBA a render composes for the fast PNG encoder is composed into a buffer the thread reuses
@@ -16,14 +16,6 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
 const limits = { maxInputPixels: 1e7 };
 const render = { pngCompressionLevel: 2, maxOutputPixels: Infinity, foregroundEstimation: true };
 const count = (name: string) => kernelCalls[name] ?? 0;
-
-function disc(size: number, shift: number): Buffer {
-  const grey = Buffer.alloc(size * size);
-  for (let y = 0; y < size; y++) {
-    for (let x = 0; x < size; x++) grey[y * size + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - size / 2 - shift, y - size / 2) - size / 4) * 4)));
-  }
-  return grey;
-}
 
 async function cutout(centre: { x: number; y: number }, shift: number) {
   const { bytes } = await objectOnTexture(400, 300, 'jpeg', centre);

@@ -114,3 +114,12 @@ export function headerOnlyJpeg(jpeg: Buffer): Buffer {
   }
   throw new Error('headerOnlyJpeg: no start of scan');
 }
+
+/** A size x size grey mask: a disc of radius size/4, `shift` px right of centre, with a soft 64 px-wide edge (a model-like mask). */
+export function softDisc(size: number, shift: number): Buffer {
+  const grey = Buffer.alloc(size * size);
+  for (let y = 0; y < size; y++) {
+    for (let x = 0; x < size; x++) grey[y * size + x] = Math.max(0, Math.min(255, Math.round(128 - (Math.hypot(x - size / 2 - shift, y - size / 2) - size / 4) * 4)));
+  }
+  return grey;
+}
