@@ -12,7 +12,8 @@ import type { BodyFields, BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import { countKernel } from './kernel-calls.js';
-import { isShared } from './shared-bytes.js';
+import { isShared, SharedPool } from './shared-bytes.js';
+import { planBands, renderInBands, type BandJob, type BandResult } from './render-bands.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
 
 /**
@@ -37,6 +38,8 @@ export interface PixelPoolOptions {
    * (main-thread-garbage.ts); 0 (the default): left to V8.
    */
   mainThreadGcBytes?: number;
+  /** Most workers one render is split across while they are idle (render-bands.ts); 1: never split. Default: `threads`. */
+  renderBands?: number;
 }
 
 /**
@@ -60,6 +63,8 @@ export class PixelPool {
   private readonly piscina: Piscina;
   /** Thread ids the pool's tasks ran in (a test checks that the pixel work left the main thread). */
   readonly ranIn = new Set<number>();
+  /** The last 64 tasks that came back: their name and the thread that ran each (tests check where a render ran). */
+  readonly tasksRan: { name: string; threadId: number }[] = [];
   /**
    * Bytes this thread has copied to send tasks their buffers (Parcel): what shared memory spares
    * (a test checks that a segmentation's buffers reach the render without a copy).
@@ -67,11 +72,23 @@ export class PixelPool {
   copiedBytes = 0;
   /** Collects the dead buffers the results leave on this thread (main-thread-garbage.ts). */
   readonly collector: MainThreadCollector;
+  /** Most workers one render is split across (render-bands.ts); 1: none. */
+  readonly renderBands: number;
+  /**
+   * The shared full-size buffers row bands write (the mask, the RGBA, the model-size view they
+   * all read), kept between split renders: a fresh one faults in its pages as it is first written,
+   * about 0.65 ms per MB. 1 MP's set (1 + 4 + 3 MB) twice at most.
+   */
+  readonly bandMemory = new SharedPool(16 * 1024 * 1024);
+  /** Tasks given to piscina and not yet settled (running or queued): idleWorkers() is what is left. */
+  private pending = 0;
 
   constructor(options: PixelPoolOptions = {}) {
     this.collector = new MainThreadCollector(options.mainThreadGcBytes ?? 0);
     this.threads = options.threads ?? defaultPixelThreads();
     if (!Number.isInteger(this.threads) || this.threads < 1 || this.threads > 256) throw new RangeError('pixel pool threads must be an integer in 1..256');
+    this.renderBands = options.renderBands ?? this.threads;
+    if (!Number.isInteger(this.renderBands) || this.renderBands < 1 || this.renderBands > 256) throw new RangeError('renderBands must be an integer in 1..256');
     this.piscina = new Piscina({
       filename: PIXEL_WORKER_FILE,
       minThreads: 1,
@@ -84,10 +101,37 @@ export class PixelPool {
 
   private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
     if (parcel) this.copiedBytes += parcel.copiedBytes;
-    const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
+    this.pending++;
+    let answer: { value: T; threadId: number };
+    try {
+      answer = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
+    } finally {
+      this.pending--;
+    }
+    const { value, threadId } = answer;
     this.ranIn.add(threadId);
+    this.tasksRan.push({ name, threadId });
+    if (this.tasksRan.length > 64) this.tasksRan.shift();
     this.collector.arrivedWith(value);
     return value;
+  }
+
+  /**
+   * Workers free for one more task now: the pool's threads less the tasks given and not yet
+   * settled (running or waiting in the queue). What a render may split across (render-bands.ts).
+   */
+  idleWorkers(): number {
+    return Math.max(0, this.threads - this.pending);
+  }
+
+  /**
+   * One row band of a split render (render-bands.ts's renderBand): the buffers are shared memory,
+   * written in place by the worker; what comes back is the band's foreground box.
+   */
+  renderBand(job: BandJob): Promise<BandResult> {
+    const parcel = new Parcel();
+    const view = job.view && { ...job.view, rgb: parcel.add(job.view.rgb), alpha: parcel.add(job.view.alpha) };
+    return this.run<BandResult>('renderBand', { ...job, grey: parcel.add(job.grey), decoded: parcel.add(job.decoded), alpha: parcel.add(job.alpha), rgba: parcel.add(job.rgba), view }, parcel);
   }
 
   /** The full-size mask of a plan (buildFullSizeMask). */
@@ -175,6 +219,14 @@ export class PixelPool {
    * its own, is moved to the worker (reads as empty here afterwards), not copied.
    */
   async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
+    // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
+    const bands = this.renderBands > 1 ? planBands(job, this.idleWorkers(), this.renderBands) : null;
+    if (bands) return renderInBands(this, job, bands, giveUp, (made) => this.renderWhole(made, false));
+    return this.renderWhole(job, giveUp);
+  }
+
+  /** render() as one task. */
+  private async renderWhole(job: RenderJob, giveUp: boolean): Promise<RenderResult> {
     const parcel = new Parcel();
     const sent: RenderJob = {
       ...job,
@@ -185,6 +237,7 @@ export class PixelPool {
       view: job.view && parcel.view(job.view, giveUp),
       hints: job.hints && parcel.add(job.hints),
       background: job.background && parcel.add(job.background),
+      made: job.made && { ...job.made, alpha: parcel.add(job.made.alpha), rgba: parcel.add(job.made.rgba) },
     };
     const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
@@ -226,6 +279,7 @@ export class PixelPool {
   /** Ends the workers once the tasks given so far are done (RemoveBgHandler.close() calls it). */
   close(): Promise<void> {
     this.collector.close();
+    this.bandMemory.clear();
     return this.piscina.close();
   }
 }
