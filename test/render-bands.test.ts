@@ -6,6 +6,7 @@ import { probeImage, segment, type MaskModel, type Segmentation } from '../src/c
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { planBands } from '../src/core/image/render-bands.js';
+import { isShared } from '../src/core/image/shared-bytes.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { DISC_RENDER, softDiscModel } from './helpers/disc-model.js';
@@ -87,6 +88,8 @@ describe('a render split across idle pixel workers', () => {
     expect(ra.body.equals(rb.body)).toBe(true);
     // With one worker busy, a render splits across the two left.
     const c = await segmentIn(split, image.bytes);
+    // Segmented while the workers were idle: the model-size image the bands all read is shared.
+    expect(isShared(c.model.rgb)).toBe(true);
     expect(split.idleWorkers()).toBe(3);
     const busy = split.workerKernelCalls();
     expect(split.idleWorkers()).toBe(2);
@@ -107,6 +110,15 @@ describe('a render split across idle pixel workers', () => {
     expect(planBands({ ...job, options: { ...DEFAULT_OUTPUT, format: 'jpg' } }, 3, 3)).toBeNull();
     expect(planBands({ ...job, options: { ...DEFAULT_OUTPUT, channels: 'alpha' } }, 3, 3)).toBeNull();
     expect(planBands({ ...job, decoded: undefined }, 3, 3)).toBeNull();
+    // A model-size view in memory of its own (segmented under load: moved to one worker).
+    expect(planBands({ ...job, view: { ...seg.model, rgb: Buffer.from(seg.model.rgb) } }, 3, 3)).toBeNull();
+    // Segmented while no worker was idle, the view is moved as asked, not shared.
+    const probe = await probeImage(image.bytes, limits);
+    const blockers = [split.workerKernelCalls(), split.workerKernelCalls()];
+    // segment() picks the memory as it is called, before its first await.
+    const underLoad = await segment(image.bytes, probe, ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), true, split, undefined, 'movable');
+    await Promise.all(blockers);
+    expect(isShared(underLoad.model.rgb)).toBe(false);
     // 0.2 MP: one band's worth (MIN_BAND_PIXELS) at most.
     expect(planBands({ ...job, probe: { ...job.probe, width: 500, height: 400 }, decoded: Buffer.alloc(0) }, 3, 3)).toBeNull();
     // Band edges on rows that are multiples of 4, the whole height covered once.

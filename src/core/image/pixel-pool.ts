@@ -75,9 +75,9 @@ export class PixelPool {
   /** Most workers one render is split across (render-bands.ts); 1: none. */
   readonly renderBands: number;
   /**
-   * The shared full-size buffers row bands write (the mask, the RGBA, the model-size view they
-   * all read), kept between split renders: a fresh one faults in its pages as it is first written,
-   * about 0.65 ms per MB. 1 MP's set (1 + 4 + 3 MB) twice at most.
+   * The shared full-size buffers row bands write (the mask and the RGBA), kept between split
+   * renders: a fresh one faults in its pages as it is first written, about 0.65 ms per MB. Three
+   * 1 MP sets (1 + 4 MB) at most.
    */
   readonly bandMemory = new SharedPool(16 * 1024 * 1024);
   /** Tasks given to piscina and not yet settled (running or queued): idleWorkers() is what is left. */
@@ -122,6 +122,15 @@ export class PixelPool {
    */
   idleWorkers(): number {
     return Math.max(0, this.threads - this.pending);
+  }
+
+  /**
+   * Whether a render started now would be split (render-bands.ts): splitting is on and two or
+   * more workers are idle. segment() then asks for the model-size image in shared memory, which
+   * every band reads, rather than memory of its own moved to one worker.
+   */
+  splitsRenders(): boolean {
+    return this.renderBands > 1 && this.idleWorkers() >= 2;
   }
 
   /**
@@ -221,7 +230,7 @@ export class PixelPool {
   async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
     // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
     const bands = this.renderBands > 1 ? planBands(job, this.idleWorkers(), this.renderBands) : null;
-    if (bands) return renderInBands(this, job, bands, giveUp, (made) => this.renderWhole(made, false));
+    if (bands) return renderInBands(this, job, bands, (made) => this.renderWhole(made, false));
     return this.renderWhole(job, giveUp);
   }
 

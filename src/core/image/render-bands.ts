@@ -28,7 +28,6 @@ import { composeRgba, composesStraightToEncoder, foregroundBox, type Box, type R
 import type { PixelPool } from './pixel-pool.js';
 import { isShared } from './shared-bytes.js';
 import { upscaleMask, type RowRange } from './tensor.js';
-import { releaseNow } from '../../util/release-now.js';
 
 /** A band is at least this many full-size pixels: a smaller one costs more in hand-offs than it spares. */
 export const MIN_BAND_PIXELS = 128 * 1024;
@@ -98,7 +97,7 @@ function splittable(job: RenderJob): boolean {
     job.mask.parts.length === 0 &&
     !job.options.roi &&
     !job.hints &&
-    (!job.render.foregroundEstimation || (view !== undefined && view.width > 0)) &&
+    (!job.render.foregroundEstimation || (view !== undefined && view.width > 0 && isShared(view.rgb) && isShared(view.alpha))) &&
     composesStraightToEncoder(job)
   );
 }
@@ -140,20 +139,15 @@ export function mergeBoxes(boxes: (Box | null)[]): Box | null {
  * `job` rendered in `bands`: one renderBand task per band at once, then one render task that
  * encodes what they made (renderFullSize with `made`). The shared buffers come from the pool's
  * band memory and go back to it once every task that writes or reads them has settled.
- * `giveUp`: the caller is done with the model-size view (it is copied into shared memory here,
- * which every band reads, and the caller's freed).
  */
-export async function renderInBands(pool: PixelPool, job: RenderJob, bands: RowRange[], giveUp: boolean, renderWhole: (job: RenderJob) => Promise<RenderResult>): Promise<RenderResult> {
+export async function renderInBands(pool: PixelPool, job: RenderJob, bands: RowRange[], renderWhole: (job: RenderJob) => Promise<RenderResult>): Promise<RenderResult> {
   const { width, height } = job.probe;
   const memory = pool.bandMemory;
   const alpha = memory.take(width * height);
   const rgba = memory.take(width * height * 4);
-  // The view's image reaches one worker as memory of its own (segment()'s `movable`); the bands
-  // all read it, so it goes into shared memory once (3 MB at the model's 1024 x 1024).
-  const given = job.render.foregroundEstimation ? job.view : undefined;
-  const viewRgb = given && (isShared(given.rgb) ? given.rgb : memory.copy(given.rgb));
-  const view = given && { ...given, rgb: viewRgb!, alpha: given.alpha };
-  if (given && giveUp && viewRgb !== given.rgb) releaseNow(given.rgb);
+  // Every band reads the model-size view: planBands takes only one in shared memory (segment()
+  // asks for that while workers are idle: PixelPool.splitsRenders).
+  const view = job.render.foregroundEstimation ? job.view : undefined;
   const started = performance.now();
   try {
     const settled = await Promise.allSettled(
@@ -170,6 +164,5 @@ export async function renderInBands(pool: PixelPool, job: RenderJob, bands: RowR
   } finally {
     memory.giveBack(alpha);
     memory.giveBack(rgba);
-    if (viewRgb && viewRgb !== given?.rgb) memory.giveBack(viewRgb);
   }
 }
