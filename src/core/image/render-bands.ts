@@ -28,6 +28,7 @@ import { composeRgba, composesStraightToEncoder, foregroundBox, type Box, type R
 import type { PixelPool } from './pixel-pool.js';
 import { isShared } from './shared-bytes.js';
 import { upscaleMask, type RowRange } from './tensor.js';
+import { traceStep } from '../../tracing/otel.js';
 
 /** A band is at least this many full-size pixels: a smaller one costs more in hand-offs than it spares. */
 export const MIN_BAND_PIXELS = 128 * 1024;
@@ -150,10 +151,16 @@ export async function renderInBands(pool: PixelPool, job: RenderJob, bands: RowR
   const view = job.render.foregroundEstimation ? job.view : undefined;
   const started = performance.now();
   try {
-    const settled = await Promise.allSettled(
-      bands.map((rows) =>
-        pool.renderBand({ rows, width, height, grey: job.mask.grey, gridWidth: job.mask.width, gridHeight: job.mask.height, decoded: job.decoded!, view, alpha, rgba }),
-      ),
+    // A span of its own (the request's timeline: bench/request-timeline.ts), ending as the last band does.
+    const settled = await traceStep(
+      'bgcut.render.bands',
+      () =>
+        Promise.allSettled(
+          bands.map((rows) =>
+            pool.renderBand({ rows, width, height, grey: job.mask.grey, gridWidth: job.mask.width, gridHeight: job.mask.height, decoded: job.decoded!, view, alpha, rgba }),
+          ),
+        ),
+      { attributes: { 'bgcut.render.bands': bands.length } },
     );
     // Every band has settled before anything is thrown: none still writes the shared buffers.
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
