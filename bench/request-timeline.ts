@@ -169,6 +169,13 @@ async function post(url: string): Promise<{ sent: number; firstByte: number; don
   return { sent, firstByte, done, traceparent: response.headers.get('traceparent') };
 }
 
+/** The API's `bgcut_renders_total` (split in bands / one task) from its /metrics; zeros for a build without it. */
+async function renders(url: string): Promise<{ bands: number; one: number }> {
+  const text = await (await fetch(new URL('/metrics', url))).text();
+  const read = (split: string) => Number(new RegExp(`^bgcut_renders_total\\{split="${split}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { bands: read('bands'), one: read('one') };
+}
+
 /** A process's user + system CPU so far, in ms (/proc/PID/stat, clock ticks of 10 ms). */
 function processCpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -263,6 +270,8 @@ try {
     const ratio = k === 0 ? '' : `, ratio to ${apis[0]!.label}'s ${Math.round((e2e[0]! / e2e[k]!) * 1000) / 1000}`;
     console.log(`- ${api.label}: ${r1(e2e[k]!)} ms, CPU ${r1(cpu[k]!)} ms${ratio}`);
   }
+  const timelineRenders = await Promise.all(started.map((api) => renders(api.url)));
+  for (const [k, api] of apis.entries()) console.log(`- ${api.label}: renders split in bands ${timelineRenders[k]!.bands} of ${timelineRenders[k]!.bands + timelineRenders[k]!.one} (warm-up included)`);
   report.endToEndMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(e2e[k]!)]));
   report.cpuPerRequestMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(cpu[k]!)]));
   if (loadClients > 0) {
@@ -270,6 +279,7 @@ try {
     // whole-process CPU per request over its round (/proc), medians of the rounds.
     const perRound = apis.map(() => [] as number[]);
     const wall = apis.map(() => [] as number[]);
+    const rendersBefore = await Promise.all(started.map((api) => renders(api.url)));
     for (let round = 0; round < loadRounds; round++) {
       for (const [k, api] of started.entries()) {
         const before = processCpuMs(api.child.pid!);
@@ -286,7 +296,12 @@ try {
       }
     }
     console.log(`\n${loadClients} clients at once, ${loadRounds} rounds of ${loadRequests} requests per API, alternating: API process CPU per request (median of rounds), wall per request`);
-    for (const [k, api] of apis.entries()) console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms`);
+    const rendersAfter = await Promise.all(started.map((api) => renders(api.url)));
+    for (const [k, api] of apis.entries()) {
+      const split = rendersAfter[k]!.bands - rendersBefore[k]!.bands;
+      const one = rendersAfter[k]!.one - rendersBefore[k]!.one;
+      console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms; renders split ${split} of ${split + one}`);
+    }
     report.underLoad = Object.fromEntries(apis.map((a, k) => [a.label, { cpuPerRequestMs: perRound[k]!.map(r1), wallPerRequestMs: wall[k]!.map(r1) }]));
   }
   console.log(`(load average ${os.loadavg().map(r1).join(' ')})`);

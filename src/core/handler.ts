@@ -170,7 +170,13 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   if (config.pngEncoder === 'napi-rs' && !fastPngEncoderAvailable()) {
     console.warn(`bgcut: @napi-rs/image did not load (${String(fastPngEncoderError())}); PNGs are encoded by sharp`);
   }
-  const metrics = new ApiMetrics(() => ({ inferenceSlots: inferenceSlots.inUse, inferenceQueue: inferenceSlots.queued, pixels: pixelBudget.inUse }));
+  const metrics = new ApiMetrics(() => ({
+    inferenceSlots: inferenceSlots.inUse,
+    inferenceQueue: inferenceSlots.queued,
+    pixels: pixelBudget.inUse,
+    rendersInBands: pixelPool.rendersInBands,
+    rendersWhole: pixelPool.rendersWhole,
+  }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };
   const open = new Set<AbortController>();

@@ -80,6 +80,9 @@ export class PixelPool {
    * 1 MP sets (1 + 4 MB) at most.
    */
   readonly bandMemory = new SharedPool(16 * 1024 * 1024);
+  /** Renders split in row bands (render-bands.ts), and renders made as one task: the API's `bgcut_renders_total`. */
+  rendersInBands = 0;
+  rendersWhole = 0;
   /** Tasks given to piscina and not yet settled (running or queued): idleWorkers() is what is left. */
   private pending = 0;
 
@@ -230,7 +233,11 @@ export class PixelPool {
   async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
     // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
     const bands = this.renderBands > 1 ? planBands(job, this.idleWorkers(), this.renderBands) : null;
-    if (bands) return renderInBands(this, job, bands, (made) => this.renderWhole(made, false));
+    if (bands) {
+      this.rendersInBands++;
+      return renderInBands(this, job, bands, (made) => this.renderWhole(made, false));
+    }
+    this.rendersWhole++;
     return this.renderWhole(job, giveUp);
   }
 
