@@ -1,4 +1,6 @@
+import os from 'node:os';
 import { afterAll, describe, expect, it, inject } from 'vitest';
+import { IdleCores } from '../src/core/image/idle-cores.js';
 import { estimateForeground } from '../src/core/image/foreground.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { renderOutput } from '../src/core/image/output.js';
@@ -20,7 +22,9 @@ import { objectOnTexture, softDisc } from './helpers/synthetic-image.js';
  */
 const limits = { maxInputPixels: 50_000_000 };
 const whole = new PixelPool({ threads: 1 });
-const split = new PixelPool({ threads: 3, renderBands: 3 });
+// The host's cores are taken as idle here (a loaded test machine has none): what is tested is
+// the split by idle workers; the cores' part has a test of its own.
+const split = new PixelPool({ threads: 3, renderBands: 3, idleCores: () => 16 });
 afterAll(() => Promise.all([whole.close(), split.close()]));
 
 /** The tasks `pool` ran for what `work` started (their names, in the order they came back). */
@@ -97,6 +101,38 @@ describe('a render split across idle pixel workers', () => {
     await busy;
     expect(third.filter((t) => t === 'renderBand')).toHaveLength(2);
   }, 60_000);
+
+  it('takes one band per idle core past its own: none on a busy host', async () => {
+    let cores = 0;
+    const pool = new PixelPool({ threads: 3, renderBands: 3, idleCores: () => cores });
+    try {
+      const image = await objectOnTexture(1224, 816, 'jpeg');
+      const seg = async () => segmentIn(pool, image.bytes);
+      const busyHost = await seg();
+      expect(isShared(busyHost.model.rgb)).toBe(false);
+      const one = await tasksOf(pool, () => renderOutput(busyHost, DEFAULT_OUTPUT, DISC_RENDER, pool));
+      expect(one.tasks).toEqual(['render']);
+      cores = 1.6;
+      const oneIdleCore = await seg();
+      const two = await tasksOf(pool, () => renderOutput(oneIdleCore, DEFAULT_OUTPUT, DISC_RENDER, pool));
+      expect(two.tasks.filter((t) => t === 'renderBand')).toHaveLength(2);
+      expect(two.result.body.equals(one.result.body)).toBe(true);
+      expect([pool.rendersInBands, pool.rendersWhole]).toEqual([1, 1]);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("samples the host's idle cores: between none and all of them", async () => {
+    const sampler = new IdleCores(20);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 120));
+      expect(sampler.now).toBeGreaterThanOrEqual(0);
+      expect(sampler.now).toBeLessThanOrEqual(os.cpus().length);
+    } finally {
+      sampler.close();
+    }
+  });
 
   it('plans no bands for renders it does not split: a small image, one idle worker, a crop, a colour, JPEG, alpha only', async () => {
     const image = await objectOnTexture(1224, 816, 'jpeg');

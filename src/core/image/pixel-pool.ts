@@ -15,6 +15,7 @@ import { countKernel } from './kernel-calls.js';
 import { isShared, SharedPool } from './shared-bytes.js';
 import { planBands, renderInBands, type BandJob, type BandResult } from './render-bands.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
+import { IdleCores } from './idle-cores.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -40,6 +41,12 @@ export interface PixelPoolOptions {
   mainThreadGcBytes?: number;
   /** Most workers one render is split across while they are idle (render-bands.ts); 1: never split. Default: `threads`. */
   renderBands?: number;
+  /**
+   * The host's idle cores now: a split render takes one band per idle core past its own, so
+   * none on a busy host. Default: sampled from the kernel's CPU times (idle-cores.ts) when
+   * renders may split. Tests give a constant.
+   */
+  idleCores?: () => number;
 }
 
 /**
@@ -83,6 +90,9 @@ export class PixelPool {
   /** Renders split in row bands (render-bands.ts), and renders made as one task: the API's `bgcut_renders_total`. */
   rendersInBands = 0;
   rendersWhole = 0;
+  /** The host's idle cores now (PixelPoolOptions.idleCores). */
+  private readonly idleCores: () => number;
+  private readonly sampler: IdleCores | undefined;
   /** Tasks given to piscina and not yet settled (running or queued): idleWorkers() is what is left. */
   private pending = 0;
 
@@ -92,6 +102,12 @@ export class PixelPool {
     if (!Number.isInteger(this.threads) || this.threads < 1 || this.threads > 256) throw new RangeError('pixel pool threads must be an integer in 1..256');
     this.renderBands = options.renderBands ?? this.threads;
     if (!Number.isInteger(this.renderBands) || this.renderBands < 1 || this.renderBands > 256) throw new RangeError('renderBands must be an integer in 1..256');
+    if (options.idleCores) this.idleCores = options.idleCores;
+    else if (this.renderBands > 1 && this.threads > 1) {
+      const sampler = new IdleCores();
+      this.sampler = sampler;
+      this.idleCores = () => sampler.now;
+    } else this.idleCores = () => 0;
     this.piscina = new Piscina({
       filename: PIXEL_WORKER_FILE,
       minThreads: 1,
@@ -133,7 +149,12 @@ export class PixelPool {
    * every band reads, rather than memory of its own moved to one worker.
    */
   splitsRenders(): boolean {
-    return this.renderBands > 1 && this.idleWorkers() >= 2;
+    return this.renderBands > 1 && this.workersToSplitAcross() >= 2;
+  }
+
+  /** Workers a render started now may take: the idle ones, at most one more than the host's idle cores. */
+  private workersToSplitAcross(): number {
+    return Math.min(this.idleWorkers(), 1 + Math.floor(this.idleCores()));
   }
 
   /**
@@ -232,7 +253,7 @@ export class PixelPool {
    */
   async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
     // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
-    const bands = this.renderBands > 1 ? planBands(job, this.idleWorkers(), this.renderBands) : null;
+    const bands = this.renderBands > 1 ? planBands(job, this.workersToSplitAcross(), this.renderBands) : null;
     if (bands) {
       this.rendersInBands++;
       return renderInBands(this, job, bands, (made) => this.renderWhole(made, false));
@@ -295,6 +316,7 @@ export class PixelPool {
   /** Ends the workers once the tasks given so far are done (RemoveBgHandler.close() calls it). */
   close(): Promise<void> {
     this.collector.close();
+    this.sampler?.close();
     this.bandMemory.clear();
     return this.piscina.close();
   }
