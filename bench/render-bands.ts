@@ -71,20 +71,27 @@ try {
     const once: MaskModel = async (input, signal, size) => (recorded ??= await model(input, signal, size));
     const cutout = async (pool: PixelPool) => {
       const seg = await segment(bytes, probe, ISNET_PROFILE, once, limits, AbortSignal.timeout(300_000), true, pool, undefined, 'movable');
-      const before = pool.tasksRan.length;
+      const before = pool.tasksSettled;
       const cpu = cpuMs();
       const started = performance.now();
       const out = await renderOutput(seg, DEFAULT_OUTPUT, render, pool, undefined, undefined, undefined, true);
       const ms = performance.now() - started;
-      const bands = pool.tasksRan.slice(before).filter((t) => t.name === 'renderBand').length;
+      const bands = pool.tasksSince(before).filter((t) => t.name === 'renderBand').length;
       return { body: out.body, ms, cpu: cpuMs() - cpu, bands };
     };
     const times = { one: [] as number[], split: [] as number[], cpuOne: [] as number[], cpuSplit: [] as number[] };
     let same = true;
     let bands = 0;
     for (let i = 0; i < warmup + runs; i++) {
-      const a = await cutout(one);
-      const b = await cutout(split);
+      let a: Awaited<ReturnType<typeof cutout>>;
+      let b: Awaited<ReturnType<typeof cutout>>;
+      try {
+        a = await cutout(one);
+        b = await cutout(split);
+      } catch (error) {
+        console.log(`| ${path.basename(file)} | refused: ${(error as Error).message} | | | | | | |`);
+        break;
+      }
       same &&= a.body.equals(b.body);
       bands = b.bands;
       if (i < warmup) continue;
@@ -93,6 +100,7 @@ try {
       times.cpuOne.push(a.cpu);
       times.cpuSplit.push(b.cpu);
     }
+    if (times.one.length === 0) continue;
     console.log(
       `| ${path.basename(file)} | ${probe.width}x${probe.height} | ${bands || 'one task'} | ${same ? 'yes' : '**NO**'} | ${r1(median(times.one))} | ${r1(median(times.split))} | ${r1(median(times.cpuOne))} | ${r1(median(times.cpuSplit))} |`,
     );

@@ -29,9 +29,9 @@ afterAll(() => Promise.all([whole.close(), split.close()]));
 
 /** The tasks `pool` ran for what `work` started (their names, in the order they came back). */
 async function tasksOf<T>(pool: PixelPool, work: () => Promise<T>): Promise<{ result: T; tasks: string[] }> {
-  const before = pool.tasksRan.length;
+  const before = pool.tasksSettled;
   const result = await work();
-  return { result, tasks: pool.tasksRan.slice(before).map((t) => t.name) };
+  return { result, tasks: pool.tasksSince(before).map((t) => t.name) };
 }
 
 async function segmentIn(pool: PixelPool, bytes: Buffer, model: MaskModel = softDiscModel): Promise<Segmentation> {
@@ -82,11 +82,11 @@ describe('a render split across idle pixel workers', () => {
   it('stays one task while the workers are busy, and splits across only those idle', async () => {
     const image = await objectOnTexture(1224, 816, 'jpeg');
     const [a, b] = [await segmentIn(split, image.bytes), await segmentIn(split, image.bytes)];
-    const before = split.tasksRan.length;
+    const before = split.tasksSettled;
     // Two renders at once on three workers: the first finds three idle and takes them all; the
     // second finds none (three band tasks given and not settled) and renders as one task.
     const [ra, rb] = await Promise.all([renderOutput(a, DEFAULT_OUTPUT, DISC_RENDER, split), renderOutput(b, DEFAULT_OUTPUT, DISC_RENDER, split)]);
-    const tasks = split.tasksRan.slice(before).map((t) => t.name);
+    const tasks = split.tasksSince(before).map((t) => t.name);
     expect(tasks.filter((t) => t === 'renderBand')).toHaveLength(3);
     expect(tasks.filter((t) => t === 'render')).toHaveLength(2);
     expect(ra.body.equals(rb.body)).toBe(true);

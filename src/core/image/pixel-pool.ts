@@ -72,6 +72,14 @@ export class PixelPool {
   readonly ranIn = new Set<number>();
   /** The last 64 tasks that came back: their name and the thread that ran each (tests check where a render ran). */
   readonly tasksRan: { name: string; threadId: number }[] = [];
+  /** Tasks that came back so far: the last `tasksSettled - n` of them are tasksRan's last ones. */
+  tasksSettled = 0;
+
+  /** The tasks that came back since tasksSettled read `since` (64 at most). */
+  tasksSince(since: number): { name: string; threadId: number }[] {
+    const n = this.tasksSettled - since;
+    return n <= 0 ? [] : this.tasksRan.slice(-Math.min(n, this.tasksRan.length));
+  }
   /**
    * Bytes this thread has copied to send tasks their buffers (Parcel): what shared memory spares
    * (a test checks that a segmentation's buffers reach the render without a copy).
@@ -130,6 +138,7 @@ export class PixelPool {
     const { value, threadId } = answer;
     this.ranIn.add(threadId);
     this.tasksRan.push({ name, threadId });
+    this.tasksSettled++;
     if (this.tasksRan.length > 64) this.tasksRan.shift();
     this.collector.arrivedWith(value);
     return value;
