@@ -5,8 +5,9 @@
  * /dev/shm object left once the client is closed.
  */
 import * as grpc from '@grpc/grpc-js';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,6 +107,9 @@ describe('inference client through shared memory (identity model)', () => {
       const counts = (await c.inferenceThreadCounts()).sharedMemory;
       expect(counts.refused).toBe(1);
       expect(counts.state).toBe('refused');
+      // The ring dropped its slots, and their objects with them.
+      expect(counts.slots).toBe(0);
+      expect(ownFiles()).toEqual([]);
     } finally {
       admin.close();
       await c.close();
@@ -120,6 +124,33 @@ describe('inference client through shared memory (identity model)', () => {
       await plain.close();
     }
     expect(ownFiles()).toEqual([]);
+  });
+
+  it('removes its objects when the process exits without close()', async () => {
+    // A process of its own (the build, as a host runs it): calls until one went through a slot, then exits.
+    const script = `
+      import { InferenceClient } from ${JSON.stringify(new URL('../dist/src/core/inference/inference-client.js', import.meta.url).href)};
+      import { readdirSync } from 'node:fs';
+      const c = new InferenceClient({ address: ${JSON.stringify(on.address)}, timeoutMs: 60000, maxMessageBytes: 1 << 20, retryAfterSeconds: 1, sharedMemory: 'auto' });
+      const data = new Uint8Array(${SIDE * SIDE * 3});
+      for (let i = 0; i < 200 && (await c.inferenceThreadCounts()).sharedMemory.calls === 0; i++) {
+        await c.infer('identity', { name: 'x', datatype: 'UINT8', shape: [1, ${SIDE}, ${SIDE}, 3], data }, { name: 'y', datatype: 'UINT8' }, new AbortController().signal);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      console.log(JSON.stringify({ calls: (await c.inferenceThreadCounts()).sharedMemory.calls, files: readdirSync('/dev/shm').filter((n) => n.startsWith('bgcut-api-' + process.pid + '-')).length }));
+      process.exit(0);
+    `;
+    const file = path.join(dir, 'exits.mjs');
+    writeFileSync(file, script);
+    const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(0);
+    const seen = JSON.parse(out.trim()) as { calls: number; files: number };
+    expect(seen.calls).toBeGreaterThan(0);
+    expect(seen.files).toBeGreaterThan(0);
+    expect(readdirSync('/dev/shm').filter((name) => name.startsWith(`bgcut-api-${child.pid}-`))).toEqual([]);
   });
 
   it('tries shared memory only with one server on loopback', () => {
