@@ -47,16 +47,17 @@ async function untilThroughSharedMemory(c: InferenceClient) {
 describe('inference client through shared memory (identity model)', () => {
   let dir: string;
   let on: InferenceProcess;
+  let on2: InferenceProcess;
   let off: InferenceProcess;
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'bgcut-shm-client-'));
     const model = await writeIdentityModel(dir, SIDE);
     const args = ['--model', `identity=${model}`, '--workers', '1', '--threads', '1'];
-    [on, off] = await Promise.all([startInferenceProcess([...args, '--allow-client-shm', 'true']), startInferenceProcess(args)]);
+    [on, on2, off] = await Promise.all([startInferenceProcess([...args, '--allow-client-shm', 'true']), startInferenceProcess([...args, '--allow-client-shm', 'true']), startInferenceProcess(args)]);
   });
   afterAll(async () => {
-    await Promise.all([on?.stop(), off?.stop()]);
+    await Promise.all([on?.stop(), on2?.stop(), off?.stop()]);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -153,9 +154,43 @@ describe('inference client through shared memory (identity model)', () => {
     expect(readdirSync('/dev/shm').filter((name) => name.startsWith(`bgcut-api-${child.pid}-`))).toEqual([]);
   });
 
-  it('tries shared memory only with one server on loopback', () => {
-    for (const address of ['127.0.0.1:50051', 'localhost:1', '[::1]:50051', 'dns:///localhost:50051', ['127.0.0.2:9']]) expect(isLoopbackAddress(address), String(address)).toBe(true);
-    for (const address of ['10.0.0.5:50051', 'inference:50051', ['127.0.0.1:1', '127.0.0.1:2'], 'dns:///inference.svc:50051']) expect(isLoopbackAddress(address), String(address)).toBe(false);
+  it('registers each slot with every server when balanced over several on this host', async () => {
+    const c = new InferenceClient({ address: [on.address, on2.address], timeoutMs: 60_000, maxMessageBytes: 1 << 20, retryAfterSeconds: 1, sharedMemory: 'auto' });
+    const Service = loadInferenceProto().inference.GRPCInferenceService;
+    const admins = [on, on2].map((s) => new Service(s.address, grpc.credentials.createInsecure()));
+    const regions = (admin: (typeof admins)[number]) =>
+      new Promise<string[]>((resolve, reject) =>
+        admin.SystemSharedMemoryStatus({ name: '' }, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(Object.keys(r!.regions).filter((n) => n.startsWith(`bgcut-api-${process.pid}-`))))),
+      );
+    try {
+      await untilThroughSharedMemory(c);
+      // Calls balanced over both servers, every answer its own input, each through a slot both know.
+      for (let i = 0; i < 4; i++) {
+        const calls = await Promise.all(Array.from({ length: 4 }, () => identityCall(c)));
+        for (const { data, result } of calls) expect(Buffer.compare(Buffer.from(result.data as Uint8Array), Buffer.from(data))).toBe(0);
+      }
+      const counts = (await c.inferenceThreadCounts()).sharedMemory;
+      expect(counts).toMatchObject({ state: 'on', refused: 0 });
+      const [first, second] = await Promise.all(admins.map(regions));
+      expect(first!.length).toBe(counts.slots);
+      expect(second!.sort()).toEqual(first!.sort());
+    } finally {
+      await c.close();
+    }
+    // Unregistered from both on close.
+    const after = await Promise.all(admins.map(regions));
+    expect(after).toEqual([[], []]);
+    for (const admin of admins) admin.close();
+    expect(ownFiles()).toEqual([]);
+  });
+
+  it('tries shared memory only when every server is on loopback', () => {
+    for (const address of ['127.0.0.1:50051', 'localhost:1', '[::1]:50051', 'dns:///localhost:50051', ['127.0.0.2:9'], ['127.0.0.1:1', '127.0.0.1:2'], 'ipv4:127.0.0.1:1,127.0.0.1:2']) {
+      expect(isLoopbackAddress(address), String(address)).toBe(true);
+    }
+    for (const address of ['10.0.0.5:50051', 'inference:50051', ['127.0.0.1:1', '10.0.0.1:2'], 'dns:///inference.svc:50051', 'ipv4:127.0.0.1:1,10.1.1.1:2', '127.0.0.1']) {
+      expect(isLoopbackAddress(address), String(address)).toBe(false);
+    }
   });
 });
 

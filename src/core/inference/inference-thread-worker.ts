@@ -21,7 +21,7 @@ import {
 } from '../../protocol/index.js';
 import { createServiceClient, isQueueFull } from './grpc-channel.js';
 import { COLLECT_AFTER_BYTES, type FromThread, type InferTask, type ThreadOptions, type ToThread } from './inference-thread.js';
-import { SharedMemoryRing, type SlotUse } from './shared-memory-ring.js';
+import { loopbackServers, SharedMemoryRing, type SlotUse } from './shared-memory-ring.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
 import { gcFunction } from '../image/render-garbage.js';
@@ -33,8 +33,13 @@ const QUEUE_FULL_ATTEMPTS = 4;
 const port = parentPort!;
 const options = workerData as ThreadOptions;
 const client = createServiceClient(options);
-/** Tensors through /dev/shm when the server is on this host and accepts it (shared-memory-ring.ts). */
-const ring = new SharedMemoryRing(client, options.sharedMemory);
+/**
+ * Tensors through /dev/shm when the servers are on this host and accept it (shared-memory-ring.ts):
+ * with several, each slot is registered with each server, through a client of its own.
+ */
+const servers = options.sharedMemory.mode === 'auto' ? (loopbackServers(options.address) ?? []) : [];
+const controlClients = servers.length > 1 ? servers.map((address) => createServiceClient({ address, maxMessageBytes: 1024 * 1024, tls: options.tls })) : [client];
+const ring = new SharedMemoryRing(controlClients, options.sharedMemory);
 /** The calls under way, by task id: what a cancel needs. */
 const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }>();
 
@@ -161,6 +166,7 @@ port.on('message', (message: ToThread) => {
     case 'close':
       // The slots are unregistered and their files removed before the channel closes.
       void ring.close().finally(() => {
+        for (const control of controlClients) if (control !== client) control.close();
         client.close();
         port.close();
       });

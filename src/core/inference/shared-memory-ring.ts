@@ -87,8 +87,13 @@ export class SharedMemoryRing {
   private closed = false;
   readonly counts = { calls: 0, wire: 0, refused: 0 };
 
+  /**
+   * `servers`: a client of each server the calls may reach (the balanced channel's own client when
+   * there is one server; one client per address when there are several): every slot is
+   * registered with each of them, so a call may go to any.
+   */
   constructor(
-    private readonly client: GRPCInferenceServiceClient,
+    private readonly servers: GRPCInferenceServiceClient[],
     private readonly settings: SharedMemorySettings,
     private readonly directory = SHM_DIRECTORY,
   ) {
@@ -217,11 +222,16 @@ export class SharedMemoryRing {
     removeSlotFile(slot);
   }
 
-  private control(method: 'SystemSharedMemoryStatus' | 'SystemSharedMemoryRegister' | 'SystemSharedMemoryUnregister', request: object): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const invoke = this.client[method] as unknown as (request: object, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null) => void) => void;
-      invoke.call(this.client, request, { deadline: Date.now() + CONTROL_DEADLINE_MS }, (error) => (error ? reject(error) : resolve()));
-    });
+  /** The control call on every server; fails when any of them refuses. */
+  private async control(method: 'SystemSharedMemoryStatus' | 'SystemSharedMemoryRegister' | 'SystemSharedMemoryUnregister', request: object): Promise<void> {
+    const once = (client: GRPCInferenceServiceClient) =>
+      new Promise<void>((resolve, reject) => {
+        const invoke = client[method] as unknown as (request: object, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null) => void) => void;
+        invoke.call(client, request, { deadline: Date.now() + CONTROL_DEADLINE_MS }, (error) => (error ? reject(error) : resolve()));
+      });
+    const results = await Promise.allSettled(this.servers.map(once));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 }
 
@@ -263,14 +273,22 @@ export function removeRingFiles(prefix: string, directory = SHM_DIRECTORY): numb
 }
 
 /**
- * Whether an inference address names one server on this host (loopback), the only case where
- * `auto` tries shared memory: a region registered through a channel balanced over several
- * servers would reach only one of them.
+ * The servers an inference address names when every one of them is on this host (loopback), the
+ * only case where `auto` tries shared memory; undefined otherwise. Several (a list of `ip:port`,
+ * or an `ipv4:a,b` target) are given one by one, so each slot can be registered with each server.
  */
-export function isLoopbackAddress(address: string | string[]): boolean {
-  const list = Array.isArray(address) ? address : [address];
-  if (list.length !== 1) return false;
-  const target = list[0]!.replace(/^(dns:(\/\/\/)?|ipv4:|ipv6:)/, '');
-  const host = target.startsWith('[') ? target.slice(1, target.indexOf(']')) : target.slice(0, target.lastIndexOf(':') >= 0 ? target.lastIndexOf(':') : undefined);
-  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+export function loopbackServers(address: string | string[]): string[] | undefined {
+  const list = (Array.isArray(address) ? address : [address]).flatMap((a) => (/^(ipv4|ipv6):/.test(a) ? a.slice(5).split(',') : [a]));
+  if (list.length === 0) return undefined;
+  const loopback = (entry: string) => {
+    const target = entry.replace(/^dns:(\/\/\/)?/, '');
+    const colon = target.lastIndexOf(':');
+    if (colon < 0 || !/^\d+$/.test(target.slice(colon + 1))) return false;
+    const host = target.startsWith('[') ? target.slice(1, target.indexOf(']')) : target.slice(0, colon);
+    return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+  };
+  return list.every(loopback) ? list : undefined;
 }
+
+/** Whether shared memory may be tried with these servers (all on this host). */
+export const isLoopbackAddress = (address: string | string[]): boolean => loopbackServers(address) !== undefined;
