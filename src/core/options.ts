@@ -70,7 +70,7 @@ export interface InferenceOptions {
    * Tensors through shared memory (/dev/shm) instead of gRPC messages, when the API and the
    * inference server share a host: Triton's system shared memory extension, which bgcut's server
    * offers with `--allow-client-shm true` and Triton with the same flag. `auto`: used when
-   * `address` is one loopback server that accepts it, every call over the wire whenever it
+   * every server of `address` is on loopback and accepts it, every call over the wire whenever it
    * cannot; `off` (the default): never. docs/inference-server.md, "Shared memory".
    */
   sharedMemory?: 'auto' | 'off';

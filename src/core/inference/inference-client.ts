@@ -47,7 +47,7 @@ export interface InferenceClientOptions {
   /**
    * Tensors through shared memory (/dev/shm) instead of the message, with a server on this host
    * that offers Triton's system shared memory extension (shared-memory-ring.ts): `auto` tries it
-   * when `address` is one loopback server, and every call goes over the wire whenever it cannot;
+   * when every server of `address` is on loopback (each slot registered with each), and every call goes over the wire whenever it cannot;
    * `off` (the default) never.
    */
   sharedMemory?: 'auto' | 'off';
