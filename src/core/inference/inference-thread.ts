@@ -125,8 +125,14 @@ export class InferenceThread {
     return this.worker?.threadId;
   }
 
+  /** Threads started so far: each names its shared memory objects apart (a thread started again after one failed must not meet its files or regions). */
+  private starts = 0;
+
   private start(): Worker {
-    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: this.options, name: 'bgcut-inference' });
+    // What a thread that stopped left of its ring goes first.
+    if (this.starts > 0) this.removeFiles();
+    const sharedMemory = { ...this.options.sharedMemory, prefix: `${this.options.sharedMemory.prefix}-${this.starts++}` };
+    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: { ...this.options, sharedMemory }, name: 'bgcut-inference' });
     worker.unref();
     worker.on('message', (message: FromThread) => this.settle(message.id, (p) => p.resolve(message as never)));
     worker.on('error', (error) => this.stopped(worker, error));
