@@ -154,7 +154,8 @@ describe('system shared memory (identity model, extension on)', () => {
       outputs: [{ name: 'y', parameters: shmParameters('io', BYTES + 16, 128 + BYTES) }],
     });
     expect(shm.code, shm.details).toBe(grpc.status.OK);
-    expect(shm.response!.rawOutputContents).toEqual([]);
+    // One raw entry per output, empty for one in a region (as Triton answers).
+    expect(shm.response!.rawOutputContents.map((r) => r.length)).toEqual([0]);
     expect(shm.response!.outputs[0]!.shape.map(Number)).toEqual([1, SIDE, SIDE, 3]);
     expect(Number(shm.response!.outputs[0]!.parameters.shared_memory_byte_size!.int64Param)).toBe(BYTES);
     const written = readFileSync(path.join(SHM, key.slice(1))).subarray(64 + 128 + BYTES, 64 + 128 + 2 * BYTES);
@@ -165,6 +166,12 @@ describe('system shared memory (identity model, extension on)', () => {
     // The input by region, the output in the message.
     const mixed = await infer({ inputs: [{ name: 'x', datatype: 'UINT8', shape: [1, SIDE, SIDE, 3], parameters: shmParameters('io', BYTES, 128) }], outputs: [{ name: 'y' }] });
     expect(Buffer.compare(mixed.response!.rawOutputContents[0]!, image)).toBe(0);
+    // raw_input_contents with one (empty) entry per input, the one in a region included, is taken too.
+    const perInput = await infer({ inputs: [{ name: 'x', datatype: 'UINT8', shape: [1, SIDE, SIDE, 3], parameters: shmParameters('io', BYTES, 128) }], outputs: [{ name: 'y' }], rawInputContents: [Buffer.alloc(0)] });
+    expect(perInput.code, perInput.details).toBe(grpc.status.OK);
+    expect(Buffer.compare(perInput.response!.rawOutputContents[0]!, image)).toBe(0);
+    const both = await infer({ inputs: [{ name: 'x', datatype: 'UINT8', shape: [1, SIDE, SIDE, 3], parameters: shmParameters('io', BYTES, 128) }], outputs: [{ name: 'y' }], rawInputContents: [image] });
+    expect(both.code).toBe(grpc.status.INVALID_ARGUMENT);
   });
 
   it('refuses tensors that do not fit their region, unknown regions, and objects removed or shrunk since', async () => {

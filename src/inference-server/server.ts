@@ -417,8 +417,10 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
             // An output written into a region has no contents here; its parameters say where it is and how long.
             outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, ...(o.place ? { parameters: placeParameters(request, o.name, o.place.byteLength) } : {}) })),
-            // Views of the worker's message layout (infer-response-message.ts), not copies.
-            rawOutputContents: result.outputs.filter((o) => !o.place).map((o) => {
+            // Views of the worker's message layout (infer-response-message.ts), not copies; an empty
+            // entry for an output in a region, as Triton answers (one entry per output).
+            rawOutputContents: result.outputs.map((o) => {
+              if (o.place) return Buffer.alloc(0);
               const bytes = tensorBytes(o);
               return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
             }),
@@ -644,13 +646,16 @@ function decodeInputs(
   if (request.inputs.length !== specs.length) {
     throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
-  // Inputs in shared memory regions take no raw_input_contents entry: the entries are the other inputs', in order.
+  // Inputs in shared memory regions take no raw_input_contents entry (as Triton's clients send
+  // them: the entries are the other inputs', in order), or an empty one (one entry per input).
   const places = request.inputs.map((input) => placeOf(input.parameters, `input ${input.name}`));
   const inMessage = places.filter((p) => !p).length;
   const raw = request.rawInputContents.length > 0;
-  if (raw && request.rawInputContents.length !== inMessage) {
+  const perInput = raw && request.rawInputContents.length === request.inputs.length && inMessage < request.inputs.length;
+  if (raw && request.rawInputContents.length !== inMessage && !perInput) {
     throw new Error(`raw_input_contents has ${request.rawInputContents.length} entries for ${inMessage} input(s) not in shared memory`);
   }
+  if (perInput && places.some((p, i) => p && request.rawInputContents[i]!.length > 0)) throw new Error('an input in shared memory has raw_input_contents too; send one');
   const seen = new Set<string>();
   let rawIndex = 0;
   return request.inputs.map((input, index) => {
@@ -680,7 +685,7 @@ function decodeInputs(
     }
     if (raw && typed > 0) throw new Error(`input ${input.name} has both raw_input_contents and typed contents; send one`);
     if (!raw && typed === 0 && elements > 0) throw new Error(`input ${input.name} has no data (neither raw_input_contents nor contents)`);
-    const bytes = raw ? request.rawInputContents[rawIndex++]! : typedContentsToBytes(spec.datatype, input.contents!, elements);
+    const bytes = raw ? request.rawInputContents[perInput ? index : rawIndex++]! : typedContentsToBytes(spec.datatype, input.contents!, elements);
     if (bytes.length !== expected) throw new Error(`input ${input.name} needs ${expected} bytes, got ${bytes.length}`);
     // Raw contents move in the received message's own buffer where they can (received-message.ts).
     const data = raw ? movableTensor(bytes, DATATYPE_BYTES[spec.datatype]) : { data: bytesToArrayBuffer(bytes), byteOffset: 0, byteLength: bytes.length };
