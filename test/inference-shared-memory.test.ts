@@ -27,9 +27,9 @@ function client(address: string, sharedMemory: 'auto' | 'off', maxMessageBytes =
 }
 
 /** One call with a fresh random image of the identity model; resolves with the input and the answer. */
-async function identityCall(c: InferenceClient) {
+async function identityCall(c: InferenceClient, signal = new AbortController().signal) {
   const data = new Uint8Array(randomBytes(SIDE * SIDE * 3));
-  const result = await c.infer('identity', { name: 'x', datatype: 'UINT8', shape: [1, SIDE, SIDE, 3], data }, output, new AbortController().signal);
+  const result = await c.infer('identity', { name: 'x', datatype: 'UINT8', shape: [1, SIDE, SIDE, 3], data }, output, signal);
   return { data, result };
 }
 
@@ -48,16 +48,23 @@ describe('inference client through shared memory (identity model)', () => {
   let dir: string;
   let on: InferenceProcess;
   let on2: InferenceProcess;
+  let slow: InferenceProcess;
   let off: InferenceProcess;
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'bgcut-shm-client-'));
     const model = await writeIdentityModel(dir, SIDE);
     const args = ['--model', `identity=${model}`, '--workers', '1', '--threads', '1'];
-    [on, on2, off] = await Promise.all([startInferenceProcess([...args, '--allow-client-shm', 'true']), startInferenceProcess([...args, '--allow-client-shm', 'true']), startInferenceProcess(args)]);
+    [on, on2, off, slow] = await Promise.all([
+      startInferenceProcess([...args, '--allow-client-shm', 'true']),
+      startInferenceProcess([...args, '--allow-client-shm', 'true']),
+      startInferenceProcess(args),
+      // Each run holds its worker 400 ms longer: a call can be cancelled while the server holds its slot.
+      startInferenceProcess([...args, '--allow-client-shm', 'true', '--test-run-delay-ms', '400']),
+    ]);
   });
   afterAll(async () => {
-    await Promise.all([on?.stop(), on2?.stop(), off?.stop()]);
+    await Promise.all([on?.stop(), on2?.stop(), off?.stop(), slow?.stop()]);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -152,6 +159,38 @@ describe('inference client through shared memory (identity model)', () => {
     expect(seen.calls).toBeGreaterThan(0);
     expect(seen.files).toBeGreaterThan(0);
     expect(readdirSync('/dev/shm').filter((name) => name.startsWith(`bgcut-api-${child.pid}-`))).toEqual([]);
+  });
+
+  it('never reuses the slot of a call cancelled while the server held it: it is unregistered and removed', async () => {
+    const c = client(slow.address, 'auto');
+    const Service = loadInferenceProto().inference.GRPCInferenceService;
+    const admin = new Service(slow.address, grpc.credentials.createInsecure());
+    const regions = () =>
+      new Promise<string[]>((resolve, reject) =>
+        admin.SystemSharedMemoryStatus({ name: '' }, { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(Object.keys(r!.regions).filter((n) => n.startsWith(`bgcut-api-${process.pid}-`))))),
+      );
+    try {
+      await untilThroughSharedMemory(c);
+      const [used] = await regions();
+      expect(used).toBeDefined();
+      const abort = new AbortController();
+      const cancelled = identityCall(c, abort.signal);
+      // Cancelled once the server holds it (its worker runs 400 ms longer than the call takes).
+      setTimeout(() => abort.abort(new Error('client left')), 150);
+      await expect(cancelled).rejects.toThrow();
+      const counts = (await c.inferenceThreadCounts()).sharedMemory;
+      expect(counts.slots).toBe(0);
+      expect(ownFiles()).toEqual([]);
+      // The next calls get a new slot under a new name; the old one is gone from the server too.
+      await untilThroughSharedMemory(c);
+      const now = await regions();
+      expect(now).not.toContain(used);
+      expect(now.length).toBe(1);
+    } finally {
+      admin.close();
+      await c.close();
+    }
+    expect(ownFiles()).toEqual([]);
   });
 
   it('registers each slot with every server when balanced over several on this host', async () => {
