@@ -10,12 +10,14 @@
  * by one worker and the next band by another at the same time, into shared memory, and the
  * result is the same bytes (test/render-bands.test.ts). One worker then encodes the RGBA.
  *
- * Only while workers are idle: planBands() asks the pool how many workers have no task running
- * or queued (PixelPool.idleWorkers) and splits across that many, at most `renderBands`. Under
- * load every worker is busy, so a render stays one task as before and the CPU per image does not
- * grow; a split render costs a little more CPU (each band computes the blurred estimates of its
- * own part of the soft edge, whose boxes overlap by the blurs' radii, and one more hand-off per
- * band) for a shorter wall time.
+ * Only while workers and cores are idle: the pool splits across the workers with no task
+ * running or queued (PixelPool.idleWorkers), at most one per idle core of the host past the
+ * render's own (idle-cores.ts) and at most `renderBands`. Under load a render stays one task as
+ * before and the CPU per image does not grow; a split render costs more CPU (10-15 ms per 1 MP
+ * image measured, mostly V8's background threads working for one more isolate; ~3 ms in the
+ * bands themselves: each computes the blurred estimates of its own part of the soft edge, and
+ * one more hand-off) for a shorter wall time where cores are free (docs/benchmarks.md, "Eighth
+ * round").
  *
  * Which renders split: the default cutout, an RGBA PNG of the whole image at full size by the
  * fast encoder (composesStraightToEncoder in output.ts), with the full-size decode made already
