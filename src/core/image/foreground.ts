@@ -145,6 +145,8 @@ export async function estimateForeground(
   height: number,
   source?: ImageView,
   region: 'band' | 'whole' = 'band',
+  /** `simd: false` keeps to the JavaScript loops (the reference the tests compare with). */
+  options: { simd?: boolean } = {},
 ): Promise<Buffer> {
   countKernel('estimateForeground');
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
