@@ -4,13 +4,13 @@
  * JavaScript loops (the reference) against their WebAssembly SIMD versions, side by side in one
  * process. Every SIMD result is checked byte-identical to the JavaScript's before timing.
  *
- *   node dist/bench/pixel-kernels.js --image a.jpg [--image b.jpg ...] [--runs 40] [--model isnet-int8]
+ *   node dist/bench/pixel-kernels.js --image a.jpg [--image b.jpg ...] [--runs 40] [--model isnet-int8] [--save-masks DIR]
  *
  * The mask is the model's answer (run here in a worker thread, as the raw baseline of
  * bench/index.ts runs it) for the photo resized to the model's 1024x1024; the full-size alpha the
  * later kernels read is its upscale, as a render makes it.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
@@ -27,6 +27,8 @@ const { values } = parseArgs({
     image: { type: 'string', multiple: true },
     runs: { type: 'string', default: '40' },
     model: { type: 'string', default: 'isnet-int8' },
+    /** Also write each photo's model-size mask there (<photo>.mask, 1024x1024 bytes), for profiling. */
+    'save-masks': { type: 'string' },
   },
 });
 if (!values.image?.length) throw new Error('usage: pixel-kernels --image photo.jpg [--image ...] [--runs 40] [--model isnet-int8]');
@@ -70,6 +72,7 @@ for (const file of values.image) {
   const data = tensor.buffer.slice(tensor.byteOffset, tensor.byteOffset + tensor.byteLength) as ArrayBuffer;
   const { outputs } = await pool.run([{ name: profile.inputName, datatype: 'UINT8', shape: inputShape(profile), data }], [profile.outputName]);
   const grey = Buffer.from(outputs[0]!.data);
+  if (values['save-masks']) await writeFile(`${values['save-masks']}/${path.basename(file)}.mask`, grey);
   const { width: mw, height: mh } = profile;
   const label = `${path.basename(file)} ${width}x${height}`;
 

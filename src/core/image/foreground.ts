@@ -1,3 +1,4 @@
+import { simdPlanes, type BlurKernels } from './foreground-blur.js';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -181,7 +182,10 @@ export async function estimateForeground(
   const cw = box.width;
   const ch = box.height;
   const n = cw * ch;
-  const arena = planeArena(n, cw);
+  // The planes in WebAssembly memory where the SIMD blur fusion runs (foreground-blur.ts: the
+  // same floats), else in the kept JavaScript arrays; `simd: false` keeps to the JavaScript.
+  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES)) || planeArena(n, cw);
+  if (arena.kernels) countKernel('estimateForeground.simd');
 
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
   const image = [arena.plane(), arena.plane(), arena.plane()];
@@ -436,9 +440,13 @@ function blurFusion(
   // 1 / blurred alpha and 1 / (1 - blurred alpha), shared by the three channels.
   const invA = arena.plane();
   const invB = arena.plane();
-  for (let i = 0; i < n; i++) {
-    invA[i] = 1 / (blurredA[i]! + 1e-5);
-    invB[i] = 1 / (1 - blurredA[i]! + 1e-5);
+  const simd = arena.kernels;
+  if (simd) simd.inverses(blurredA.byteOffset, invA.byteOffset, invB.byteOffset, n);
+  else {
+    for (let i = 0; i < n; i++) {
+      invA[i] = 1 / (blurredA[i]! + 1e-5);
+      invB[i] = 1 / (1 - blurredA[i]! + 1e-5);
+    }
   }
   const blurredForeground: Float32Array[] = [];
   const blurredBackground: Float32Array[] = [];
@@ -448,10 +456,18 @@ function blurFusion(
     const fc = f[c]!;
     const bc = b[c]!;
     const ic = image[c]!;
-    for (let i = 0; i < n; i++) weighted[i] = fc[i]! * a[i]!;
+    if (simd) simd.weightByAlpha(fc.byteOffset, a.byteOffset, weighted.byteOffset, n);
+    else for (let i = 0; i < n; i++) weighted[i] = fc[i]! * a[i]!;
     const bf = boxBlur(weighted, w, h, size, arena);
-    for (let i = 0; i < n; i++) weighted[i] = bc[i]! * (1 - a[i]!);
+    if (simd) simd.weightByRest(bc.byteOffset, a.byteOffset, weighted.byteOffset, n);
+    else for (let i = 0; i < n; i++) weighted[i] = bc[i]! * (1 - a[i]!);
     const bb = boxBlur(weighted, w, h, size, arena);
+    if (keep === 'blurred' && simd) {
+      simd.divideOut(bf.byteOffset, bb.byteOffset, invA.byteOffset, invB.byteOffset, n);
+      blurredForeground.push(bf);
+      blurredBackground.push(bb);
+      continue;
+    }
     if (keep === 'blurred') {
       for (let i = 0; i < n; i++) {
         bf[i] = bf[i]! * invA[i]!;
@@ -463,6 +479,12 @@ function blurFusion(
     }
     // The foreground, from the unrounded blurred estimates; the blurred background is kept.
     const fg = bf;
+    if (simd) {
+      simd.foreground(bf.byteOffset, bb.byteOffset, invA.byteOffset, invB.byteOffset, a.byteOffset, ic.byteOffset, n);
+      blurredBackground.push(bb);
+      foreground.push(fg);
+      continue;
+    }
     for (let i = 0; i < n; i++) {
       const fi = bf[i]! * invA[i]!;
       const bi = bb[i]! * invB[i]!;
@@ -478,6 +500,36 @@ function blurFusion(
 }
 
 /**
+ * One blur-fusion pass over copies of the given planes (w x h each; for `foreground`, f and b are
+ * the image, as in the first pass), in WebAssembly SIMD or in JavaScript, and copies of what it
+ * keeps. Exported for the tests, which compare the two bit for bit.
+ */
+export function blurFusionPlanes(
+  planes: { image: Float32Array[]; f: Float32Array[]; b: Float32Array[]; a: Float32Array },
+  w: number,
+  h: number,
+  size: number,
+  keep: 'foreground' | 'blurred',
+  simd: boolean,
+): { foreground: Float32Array[]; blurredForeground: Float32Array[]; blurredBackground: Float32Array[] } {
+  const n = w * h;
+  const arena = simd ? simdPlanes(n, w, MAX_PLANES) : planeArena(n, w);
+  if (!arena) throw new Error('WebAssembly SIMD is missing');
+  const copy = (from: Float32Array) => {
+    const plane = arena.plane();
+    plane.set(from.subarray(0, n));
+    return plane;
+  };
+  const image = planes.image.map(copy);
+  const a = copy(planes.a);
+  const f = keep === 'foreground' ? image : planes.f.map(copy);
+  const b = keep === 'foreground' ? image : planes.b.map(copy);
+  const out = blurFusion(image, f, b, a, w, h, size, keep, arena);
+  const keepCopies = (list: Float32Array[]) => list.map((p) => p.slice());
+  return { foreground: keepCopies(out.foreground), blurredForeground: keepCopies(out.blurredForeground), blurredBackground: keepCopies(out.blurredBackground) };
+}
+
+/**
  * The float planes of one estimate, handed out in order from planes kept between estimates:
  * an estimate takes about 25 planes of the working size (6 MB at most), and allocating them
  * anew for every request makes garbage-collector work out of nothing. The planes are used
@@ -486,11 +538,20 @@ function blurFusion(
 interface PlaneArena {
   /** A plane of the estimate's size, contents undefined (every user writes it first). */
   plane(): Float32Array;
+  /** The SIMD loops, when the planes are in their memory (foreground-blur.ts). */
+  kernels?: BlurKernels;
   /** The box blur's intermediate plane. */
   tmp: Float32Array;
   /** The box blur's column sums, one per column. */
   columns: Float64Array;
 }
+
+/**
+ * The most planes one estimate takes: 4 for the image and alpha, 10 per whole-plane blur-fusion
+ * pass (blurred alpha, two inverses, the weighted plane, six blurred estimates), 6 for the sparse
+ * second pass.
+ */
+const MAX_PLANES = 24;
 
 const kept: { planes: Float32Array[]; tmp: Float32Array; columns: Float64Array; done: Uint8Array } = {
   planes: [],
@@ -525,6 +586,12 @@ function planeArena(n: number, w: number): PlaneArena {
 function boxBlur(src: Float32Array, w: number, h: number, size: number, arena: PlaneArena): Float32Array {
   const radius = size >> 1;
   const tmp = arena.tmp;
+  if (arena.kernels) {
+    const out = arena.plane();
+    arena.kernels.blurRows(src.byteOffset, tmp.byteOffset, w, h, radius);
+    arena.kernels.blurColumns(tmp.byteOffset, out.byteOffset, arena.columns.byteOffset, w, h, radius);
+    return out;
+  }
   for (let y = 0; y < h; y++) blurRow(src, tmp, y * w, w, radius);
   const out = arena.plane();
   const columns = arena.columns;
