@@ -24,6 +24,8 @@ export interface BlurKernels {
   weightByRest(b: number, a: number, out: number, n: number): void;
   foreground(bf: number, bb: number, invA: number, invB: number, a: number, ic: number, n: number): void;
   divideOut(bf: number, bb: number, invA: number, invB: number, n: number): void;
+  softList(alpha: number, count: number, list: number): number;
+  correctList(list: number, k: number, width: number, left: number, rows: number, cols: number, alpha: number, vals: number, F0: number, F1: number, F2: number, B0: number, B1: number, B2: number): void;
 }
 
 /** Planes in the module's memory, handed out in order (foreground.ts's PlaneArena). */
@@ -32,6 +34,8 @@ export interface SimdPlanes {
   tmp: Float32Array;
   columns: Float64Array;
   kernels: BlurKernels;
+  /** `extraBytes` of the memory past the planes (16-byte aligned), and a byte view of it all. */
+  extra: { at: number; bytes: Uint8Array };
 }
 
 let compiled: object | null | undefined;
@@ -56,15 +60,16 @@ let kept: { memory: { buffer: ArrayBuffer; grow(pages: number): number }; kernel
 
 /**
  * `count` planes of n floats (each with room for one more, 16-byte aligned: the kernels go two
- * values at a time), the box blur's intermediate plane and w + 2 column sums, all in the kept
+ * values at a time), the box blur's intermediate plane, w + 2 column sums and `extraBytes`, all in the kept
  * memory (grown when too small); null where WebAssembly SIMD is missing. Contents undefined.
  */
-export function simdPlanes(n: number, w: number, count: number): SimdPlanes | null {
+export function simdPlanes(n: number, w: number, count: number, extraBytes = 0): SimdPlanes | null {
   const module = simdModule();
   if (!module) return null;
   const stride = ((n + 1) * 4 + 15) & ~15;
   const columnsAt = (count + 1) * stride;
-  const bytes = columnsAt + (w + 2) * 8;
+  const extraAt = (columnsAt + (w + 2) * 8 + 15) & ~15;
+  const bytes = extraAt + extraBytes;
   if (!kept) {
     const memory = new wasm.Memory({ initial: Math.ceil(bytes / PAGE) });
     kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as BlurKernels };
@@ -80,5 +85,6 @@ export function simdPlanes(n: number, w: number, count: number): SimdPlanes | nu
     tmp: new Float32Array(buffer, count * stride, n),
     columns: new Float64Array(buffer, columnsAt, w),
     kernels: kept.kernels,
+    extra: { at: extraAt, bytes: new Uint8Array(buffer) },
   };
 }

@@ -250,4 +250,115 @@
           (f64x2.promote_low_f32x4 (v128.load64_zero (i32.add (local.get $ib) (local.get $o)))))))
       (local.set $i (i32.add (local.get $i) (i32.const 2)))
       (br $l))))
+  ;; ---- The per-pixel correction (estimateForeground's last loop) over a list of soft pixels ----
+
+  ;; The band-relative indices of the soft bytes (0 < alpha < 255) among `count` alpha bytes at
+  ;; $alpha, written to $list (i32); returns how many. Sixteen opaque or transparent bytes are
+  ;; passed over at a time.
+  (func (export "softList") (param $alpha i32) (param $count i32) (param $list i32) (result i32)
+    (local $i i32) (local $k i32) (local $end i32) (local $v v128) (local $a i32)
+    (local.set $end (i32.sub (local.get $count) (i32.const 16)))
+    (block $vdone (loop $vl
+      (br_if $vdone (i32.gt_s (local.get $i) (local.get $end)))
+      (local.set $v (v128.load (i32.add (local.get $alpha) (local.get $i))))
+      (if (i32.eqz (i8x16.all_true (v128.or (i8x16.eq (local.get $v) (v128.const i8x16 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0))
+                                            (i8x16.eq (local.get $v) (v128.const i8x16 255 255 255 255 255 255 255 255 255 255 255 255 255 255 255 255)))))
+        (then
+          (local.set $a (i32.add (local.get $i) (i32.const 16)))
+          (block $sdone (loop $sl
+            (br_if $sdone (i32.ge_s (local.get $i) (local.get $a)))
+            (if (i32.lt_u (i32.sub (i32.load8_u (i32.add (local.get $alpha) (local.get $i))) (i32.const 1)) (i32.const 254))
+              (then
+                (i32.store (i32.add (local.get $list) (i32.shl (local.get $k) (i32.const 2))) (local.get $i))
+                (local.set $k (i32.add (local.get $k) (i32.const 1)))))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br $sl))))
+        (else (local.set $i (i32.add (local.get $i) (i32.const 16)))))
+      (br $vl)))
+    (block $tdone (loop $tl
+      (br_if $tdone (i32.ge_s (local.get $i) (local.get $count)))
+      (if (i32.lt_u (i32.sub (i32.load8_u (i32.add (local.get $alpha) (local.get $i))) (i32.const 1)) (i32.const 254))
+        (then
+          (i32.store (i32.add (local.get $list) (i32.shl (local.get $k) (i32.const 2))) (local.get $i))
+          (local.set $k (i32.add (local.get $k) (i32.const 1)))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $tl)))
+    (local.get $k))
+
+  ;; foreground.ts's `correct`: one channel at a soft pixel, in double, in the JavaScript's order:
+  ;; fb = 255 (F00 w00 + F01 w01 + F10 w10 + F11 w11), bg likewise from B,
+  ;; f = fb + al (value - al fb - (1 - al) bg), then 0 at or below 0, 255 at or above 255, else
+  ;; Math.round (the nearer integer, halves up: floor, plus one where f - floor(f) >= 0.5).
+;; foreground.ts's `correct`: one channel at a soft pixel, in double, in the JavaScript's order:
+  ;; fb = 255 (F00 w00 + F01 w01 + F10 w10 + F11 w11), bg likewise from B (the two side by side,
+  ;; lanes 0 and 1), f = fb + al (value - al fb - (1 - al) bg), then 0 at or below 0, 255 at or
+  ;; above 255, else Math.round (the nearer integer, halves up: floor, plus one where
+  ;; f - floor(f) >= 0.5).
+  (func $correct (param $value f64) (param $al f64) (param $F i32) (param $B i32)
+    (param $p00 i32) (param $p01 i32) (param $p10 i32) (param $p11 i32)
+    (param $w00 v128) (param $w01 v128) (param $w10 v128) (param $w11 v128) (result i32)
+    (local $fbg v128) (local $fb f64) (local $f f64) (local $r f64)
+    (local.set $fbg (f64x2.mul (v128.const f64x2 255 255)
+      (f64x2.add (f64x2.add (f64x2.add
+        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p00)) (v128.load32_zero (i32.add (local.get $F) (local.get $p00))))) (local.get $w00))
+        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p01)) (v128.load32_zero (i32.add (local.get $F) (local.get $p01))))) (local.get $w01)))
+        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p10)) (v128.load32_zero (i32.add (local.get $F) (local.get $p10))))) (local.get $w10)))
+        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p11)) (v128.load32_zero (i32.add (local.get $F) (local.get $p11))))) (local.get $w11)))))
+    (local.set $fb (f64x2.extract_lane 0 (local.get $fbg)))
+    (local.set $f (f64.add (local.get $fb)
+      (f64.mul (local.get $al)
+        (f64.sub (f64.sub (local.get $value) (f64.mul (local.get $al) (local.get $fb)))
+          (f64.mul (f64.sub (f64.const 1) (local.get $al)) (f64x2.extract_lane 1 (local.get $fbg)))))))
+    (if (f64.le (local.get $f) (f64.const 0)) (then (return (i32.const 0))))
+    (if (f64.ge (local.get $f) (f64.const 255)) (then (return (i32.const 255))))
+    (local.set $r (f64.floor (local.get $f)))
+    (if (f64.ge (f64.sub (local.get $f) (local.get $r)) (f64.const 0.5)) (then (local.set $r (f64.add (local.get $r) (f64.const 1)))))
+    ;; NaN (never expected) gives 0, as storing NaN in a Buffer does.
+    (i32.trunc_sat_f64_u (local.get $r)))
+
+  ;; The correction at the k soft pixels listed at $list (band-relative indices, rows of $width
+  ;; pixels; their colour gathered at $vals, 3 bytes each, corrected in place there). Per band row
+  ;; at $rows (16 bytes): the box-relative plane index of its upper and lower taps' rows (i32 x 2)
+  ;; and ty (f64); per soft-box column at $cols (16 bytes, from column $left): the left and right
+  ;; taps' box-relative columns (i32 x 2) and tx (f64). F0..B2: the second pass's planes.
+  (func (export "correctList") (param $list i32) (param $k i32) (param $width i32) (param $left i32)
+    (param $rows i32) (param $cols i32) (param $alpha i32) (param $vals i32)
+    (param $F0 i32) (param $F1 i32) (param $F2 i32) (param $B0 i32) (param $B1 i32) (param $B2 i32)
+    (local $j i32) (local $idx i32) (local $y i32) (local $q i32) (local $c i32) (local $v i32)
+    (local $r0 i32) (local $r1 i32) (local $x0 i32) (local $x1 i32)
+    (local $tx f64) (local $ty f64) (local $al f64)
+    (local $w00 v128) (local $w01 v128) (local $w10 v128) (local $w11 v128)
+    (local $p00 i32) (local $p01 i32) (local $p10 i32) (local $p11 i32)
+    (block $done (loop $l
+      (br_if $done (i32.ge_s (local.get $j) (local.get $k)))
+      (local.set $idx (i32.load (i32.add (local.get $list) (i32.shl (local.get $j) (i32.const 2)))))
+      (local.set $y (i32.div_u (local.get $idx) (local.get $width)))
+      (local.set $q (i32.add (local.get $rows) (i32.shl (local.get $y) (i32.const 4))))
+      (local.set $r0 (i32.load (local.get $q)))
+      (local.set $r1 (i32.load offset=4 (local.get $q)))
+      (local.set $ty (f64.load offset=8 (local.get $q)))
+      (local.set $c (i32.add (local.get $cols)
+        (i32.shl (i32.sub (i32.sub (local.get $idx) (i32.mul (local.get $y) (local.get $width))) (local.get $left)) (i32.const 4))))
+      (local.set $x0 (i32.load (local.get $c)))
+      (local.set $x1 (i32.load offset=4 (local.get $c)))
+      (local.set $tx (f64.load offset=8 (local.get $c)))
+      ;; byte offsets into the planes
+      (local.set $p00 (i32.shl (i32.add (local.get $r0) (local.get $x0)) (i32.const 2)))
+      (local.set $p01 (i32.shl (i32.add (local.get $r0) (local.get $x1)) (i32.const 2)))
+      (local.set $p10 (i32.shl (i32.add (local.get $r1) (local.get $x0)) (i32.const 2)))
+      (local.set $p11 (i32.shl (i32.add (local.get $r1) (local.get $x1)) (i32.const 2)))
+      (local.set $w00 (f64x2.splat (f64.mul (f64.sub (f64.const 1) (local.get $tx)) (f64.sub (f64.const 1) (local.get $ty)))))
+      (local.set $w01 (f64x2.splat (f64.mul (local.get $tx) (f64.sub (f64.const 1) (local.get $ty)))))
+      (local.set $w10 (f64x2.splat (f64.mul (f64.sub (f64.const 1) (local.get $tx)) (local.get $ty))))
+      (local.set $w11 (f64x2.splat (f64.mul (local.get $tx) (local.get $ty))))
+      (local.set $al (f64.div (f64.convert_i32_u (i32.load8_u (i32.add (local.get $alpha) (local.get $idx)))) (f64.const 255)))
+      (local.set $v (i32.add (local.get $vals) (i32.mul (local.get $j) (i32.const 3))))
+      (i32.store8 (local.get $v) (call $correct (f64.convert_i32_u (i32.load8_u (local.get $v))) (local.get $al) (local.get $F0) (local.get $B0)
+        (local.get $p00) (local.get $p01) (local.get $p10) (local.get $p11) (local.get $w00) (local.get $w01) (local.get $w10) (local.get $w11)))
+      (i32.store8 offset=1 (local.get $v) (call $correct (f64.convert_i32_u (i32.load8_u offset=1 (local.get $v))) (local.get $al) (local.get $F1) (local.get $B1)
+        (local.get $p00) (local.get $p01) (local.get $p10) (local.get $p11) (local.get $w00) (local.get $w01) (local.get $w10) (local.get $w11)))
+      (i32.store8 offset=2 (local.get $v) (call $correct (f64.convert_i32_u (i32.load8_u offset=2 (local.get $v))) (local.get $al) (local.get $F2) (local.get $B2)
+        (local.get $p00) (local.get $p01) (local.get $p10) (local.get $p11) (local.get $w00) (local.get $w01) (local.get $w10) (local.get $w11)))
+      (local.set $j (i32.add (local.get $j) (i32.const 1)))
+      (br $l))))
 )

@@ -184,7 +184,10 @@ export async function estimateForeground(
   const n = cw * ch;
   // The planes in WebAssembly memory where the SIMD blur fusion runs (foreground-blur.ts: the
   // same floats), else in the kept JavaScript arrays; `simd: false` keeps to the JavaScript.
-  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES)) || planeArena(n, cw);
+  // The correction's bands of full-size rows (correctInBands) take memory of their own there.
+  const bandRows = Math.max(1, Math.min(soft.bottom - soft.top + 1, Math.floor(BAND_PIXELS / width)));
+  const cols = soft.right - soft.left + 1;
+  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES, cols * 16 + bandRows * (16 + width * 8))) || planeArena(n, cw);
   if (arena.kernels) countKernel('estimateForeground.simd');
 
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
@@ -207,7 +210,6 @@ export async function estimateForeground(
   const [B0, B1, B2] = second.blurredBackground as [Float32Array, Float32Array, Float32Array];
   const out = rgb;
   // Per full-size column of the soft box: its left tap's column in the box and its weight.
-  const cols = soft.right - soft.left + 1;
   const tapX = new Int32Array(cols);
   const tapRight = new Int32Array(cols);
   const weightX = new Float64Array(cols);
@@ -221,6 +223,10 @@ export async function estimateForeground(
   // With the sparse pass, a point's estimates are made the first time a soft pixel reads them.
   const lazy = second.done ? (second as SparseSecond) : undefined;
   const done = second.done;
+  if (arena.kernels && arena.extra) {
+    correctInBands({ rgb: out, alpha, width, soft, box, w, h, sy, tapX, tapRight, weightX, lazy, bandRows, F: [F0, F1, F2], B: [B0, B1, B2] }, arena.kernels, arena.extra);
+    return out;
+  }
   // Opaque and transparent pixels keep their colour: four of them are skipped at a time.
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   for (let y = soft.top; y <= soft.bottom; y++) {
@@ -268,6 +274,104 @@ export async function estimateForeground(
     }
   }
   return out;
+}
+
+/** Full-size pixels per band of the SIMD correction (correctInBands): its memory is about 8 bytes each. */
+const BAND_PIXELS = 65_536;
+
+/**
+ * estimateForeground's final loop with the WebAssembly kernels (foreground-blur.wat), the same
+ * bytes: band by band of full-size rows, the alpha is copied into the module's memory, `softList`
+ * lists its soft pixels (16 bytes per test where they are opaque or transparent), the sparse second
+ * pass is made at the points they read (secondAt, in JavaScript), their colour is gathered,
+ * `correctList` corrects it there (the JavaScript's `correct`, in double, in its order) and it is
+ * put back.
+ */
+function correctInBands(
+  job: {
+    rgb: Buffer;
+    alpha: Buffer;
+    width: number;
+    soft: { left: number; top: number; right: number; bottom: number };
+    box: { left: number; top: number; width: number; height: number };
+    w: number;
+    h: number;
+    sy: number;
+    tapX: Int32Array;
+    tapRight: Int32Array;
+    weightX: Float64Array;
+    lazy: SparseSecond | undefined;
+    bandRows: number;
+    F: Float32Array[];
+    B: Float32Array[];
+  },
+  kernels: BlurKernels,
+  extra: { at: number; bytes: Uint8Array },
+): void {
+  const { rgb, alpha, width, soft, box, h, sy, tapX, tapRight, weightX, lazy, bandRows } = job;
+  const cw = box.width;
+  const cols = soft.right - soft.left + 1;
+  const { at, bytes } = extra;
+  const memory = bytes.buffer;
+  // [column taps (16 bytes each) | row taps (16 each) | alpha band | soft list (i32) | colours (3 bytes each)]
+  const colsAt = at;
+  const rowsAt = colsAt + cols * 16;
+  const alphaAt = rowsAt + bandRows * 16;
+  const listAt = (alphaAt + bandRows * width + 3) & ~3;
+  const valsAt = listAt + bandRows * width * 4;
+  const colInts = new Int32Array(memory, colsAt, cols * 4);
+  const colFloats = new Float64Array(memory, colsAt, cols * 2);
+  for (let k = 0; k < cols; k++) {
+    colInts[k * 4] = tapX[k]!;
+    colInts[k * 4 + 1] = tapRight[k]!;
+    colFloats[k * 2 + 1] = weightX[k]!;
+  }
+  const rowInts = new Int32Array(memory, rowsAt, bandRows * 4);
+  const rowFloats = new Float64Array(memory, rowsAt, bandRows * 2);
+  const list = new Int32Array(memory, listAt, bandRows * width);
+  const [F0, F1, F2] = job.F.map((p) => p.byteOffset) as [number, number, number];
+  const [B0, B1, B2] = job.B.map((p) => p.byteOffset) as [number, number, number];
+  const done = lazy?.done;
+  for (let top = soft.top; top <= soft.bottom; top += bandRows) {
+    const rows = Math.min(bandRows, soft.bottom + 1 - top);
+    bytes.set(alpha.subarray(top * width, (top + rows) * width), alphaAt);
+    const count = kernels.softList(alphaAt, rows * width, listAt);
+    if (count === 0) continue;
+    for (let i = 0; i < rows; i++) {
+      const fy = (top + i) * sy;
+      const y0 = Math.floor(fy);
+      rowInts[i * 4] = (y0 - box.top) * cw;
+      rowInts[i * 4 + 1] = (Math.min(h - 1, y0 + 1) - box.top) * cw;
+      rowFloats[i * 2 + 1] = fy - y0;
+    }
+    const base = top * width;
+    for (let j = 0, v = valsAt; j < count; j++, v += 3) {
+      const index = list[j]!;
+      if (done) {
+        const y = (index / width) | 0;
+        const k = index - y * width - soft.left;
+        const r0 = rowInts[y * 4]!;
+        const r1 = rowInts[y * 4 + 1]!;
+        const x0 = tapX[k]!;
+        const x1 = tapRight[k]!;
+        if (done[r0 + x0] === 0) secondAt(lazy!, r0 + x0);
+        if (done[r0 + x1] === 0) secondAt(lazy!, r0 + x1);
+        if (done[r1 + x0] === 0) secondAt(lazy!, r1 + x0);
+        if (done[r1 + x1] === 0) secondAt(lazy!, r1 + x1);
+      }
+      const o = (base + index) * 3;
+      bytes[v] = rgb[o]!;
+      bytes[v + 1] = rgb[o + 1]!;
+      bytes[v + 2] = rgb[o + 2]!;
+    }
+    kernels.correctList(listAt, count, width, soft.left, rowsAt, colsAt, alphaAt, valsAt, F0, F1, F2, B0, B1, B2);
+    for (let j = 0, v = valsAt; j < count; j++, v += 3) {
+      const o = (base + list[j]!) * 3;
+      rgb[o] = bytes[v]!;
+      rgb[o + 1] = bytes[v + 1]!;
+      rgb[o + 2] = bytes[v + 2]!;
+    }
+  }
 }
 
 /**
@@ -540,6 +644,8 @@ interface PlaneArena {
   plane(): Float32Array;
   /** The SIMD loops, when the planes are in their memory (foreground-blur.ts). */
   kernels?: BlurKernels;
+  /** Memory of the module's past the planes, for the SIMD correction (correctInBands). */
+  extra?: { at: number; bytes: Uint8Array };
   /** The box blur's intermediate plane. */
   tmp: Float32Array;
   /** The box blur's column sums, one per column. */
