@@ -345,11 +345,17 @@ function correctInBands(
       rowFloats[i * 2 + 1] = fy - y0;
     }
     const base = top * width;
+    // The list is in order: its pixels' band row is followed, not divided out.
+    let y = 0;
+    let rowEnd = width;
     for (let j = 0, v = valsAt; j < count; j++, v += 3) {
       const index = list[j]!;
+      while (index >= rowEnd) {
+        y++;
+        rowEnd += width;
+      }
       if (done) {
-        const y = (index / width) | 0;
-        const k = index - y * width - soft.left;
+        const k = index - (rowEnd - width) - soft.left;
         const r0 = rowInts[y * 4]!;
         const r1 = rowInts[y * 4 + 1]!;
         const x0 = tapX[k]!;
