@@ -187,7 +187,7 @@ export async function estimateForeground(
   // The correction's bands of full-size rows (correctInBands) take memory of their own there.
   const bandRows = Math.max(1, Math.min(soft.bottom - soft.top + 1, Math.floor(BAND_PIXELS / width)));
   const cols = soft.right - soft.left + 1;
-  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES, cols * 16 + bandRows * (16 + width * 8))) || planeArena(n, cw);
+  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES, CONTEXT_BYTES + n + 16 + cols * 16 + bandRows * (16 + width * 8))) || planeArena(n, cw);
   if (arena.kernels) countKernel('estimateForeground.simd');
 
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
@@ -278,6 +278,8 @@ export async function estimateForeground(
 
 /** Full-size pixels per band of the SIMD correction (correctInBands): its memory is about 8 bytes each. */
 const BAND_PIXELS = 65_536;
+/** secondAt's context block for the SIMD kernels (foreground-blur.wat), first in the extra memory. */
+const CONTEXT_BYTES = 128;
 
 /**
  * estimateForeground's final loop with the WebAssembly kernels (foreground-blur.wat), the same
@@ -311,10 +313,21 @@ function correctInBands(
   const { rgb, alpha, width, soft, box, h, sy, tapX, tapRight, weightX, lazy, bandRows } = job;
   const cw = box.width;
   const cols = soft.right - soft.left + 1;
-  const { at, bytes } = extra;
+  const { bytes } = extra;
   const memory = bytes.buffer;
-  // [column taps (16 bytes each) | row taps (16 each) | alpha band | soft list (i32) | colours (3 bytes each)]
-  const colsAt = at;
+  // [secondAt's context | done flags (n) | column taps (16 bytes each) | row taps (16 each) | alpha band |
+  //  soft list (i32) | colours (3 bytes each)]
+  const ctxAt = extra.at;
+  if (lazy) {
+    const context = new Int32Array(memory, ctxAt, 17);
+    const planes = [...lazy.f, ...lazy.b, lazy.a, ...lazy.blurredForeground, ...lazy.blurredBackground];
+    planes.forEach((plane, i) => (context[i] = plane.byteOffset));
+    context[13] = lazy.done.byteOffset;
+    context[14] = lazy.w;
+    context[15] = lazy.h;
+    context[16] = lazy.radius;
+  }
+  const colsAt = (ctxAt + CONTEXT_BYTES + box.width * box.height + 15) & ~15;
   const rowsAt = colsAt + cols * 16;
   const alphaAt = rowsAt + bandRows * 16;
   const listAt = (alphaAt + bandRows * width + 3) & ~3;
@@ -331,7 +344,6 @@ function correctInBands(
   const list = new Int32Array(memory, listAt, bandRows * width);
   const [F0, F1, F2] = job.F.map((p) => p.byteOffset) as [number, number, number];
   const [B0, B1, B2] = job.B.map((p) => p.byteOffset) as [number, number, number];
-  const done = lazy?.done;
   for (let top = soft.top; top <= soft.bottom; top += bandRows) {
     const rows = Math.min(bandRows, soft.bottom + 1 - top);
     bytes.set(alpha.subarray(top * width, (top + rows) * width), alphaAt);
@@ -344,28 +356,11 @@ function correctInBands(
       rowInts[i * 4 + 1] = (Math.min(h - 1, y0 + 1) - box.top) * cw;
       rowFloats[i * 2 + 1] = fy - y0;
     }
+    // The sparse second pass at the points the listed pixels read, then their colour gathered.
+    if (lazy) kernels.secondAtList(ctxAt, listAt, count, width, soft.left, rowsAt, colsAt);
     const base = top * width;
-    // The list is in order: its pixels' band row is followed, not divided out.
-    let y = 0;
-    let rowEnd = width;
     for (let j = 0, v = valsAt; j < count; j++, v += 3) {
-      const index = list[j]!;
-      while (index >= rowEnd) {
-        y++;
-        rowEnd += width;
-      }
-      if (done) {
-        const k = index - (rowEnd - width) - soft.left;
-        const r0 = rowInts[y * 4]!;
-        const r1 = rowInts[y * 4 + 1]!;
-        const x0 = tapX[k]!;
-        const x1 = tapRight[k]!;
-        if (done[r0 + x0] === 0) secondAt(lazy!, r0 + x0);
-        if (done[r0 + x1] === 0) secondAt(lazy!, r0 + x1);
-        if (done[r1 + x0] === 0) secondAt(lazy!, r1 + x0);
-        if (done[r1 + x1] === 0) secondAt(lazy!, r1 + x1);
-      }
-      const o = (base + index) * 3;
+      const o = (base + list[j]!) * 3;
       bytes[v] = rgb[o]!;
       bytes[v + 1] = rgb[o + 1]!;
       bytes[v + 2] = rgb[o + 2]!;
@@ -429,8 +424,13 @@ interface SparseSecond {
 /** blurFusion's second pass (`keep: 'blurred'`), to be computed point by point by secondAt. */
 function sparseSecondPass(f: Float32Array[], b: Float32Array[], a: Float32Array, w: number, h: number, size: number, arena: PlaneArena): SparseSecond {
   const n = w * h;
-  if (kept.done.length < n) kept.done = new Uint8Array(n);
-  const done = kept.done.subarray(0, n);
+  // With the SIMD kernels, in their memory (after secondAt's context block: correctInBands).
+  let done: Uint8Array;
+  if (arena.extra) done = new Uint8Array(arena.extra.bytes.buffer, arena.extra.at + CONTEXT_BYTES, n);
+  else {
+    if (kept.done.length < n) kept.done = new Uint8Array(n);
+    done = kept.done.subarray(0, n);
+  }
   done.fill(0);
   return {
     blurredForeground: [arena.plane(), arena.plane(), arena.plane()],
