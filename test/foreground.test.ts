@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
-import { blurFusionPlanes, estimateForeground, sampleView, workingView } from '../src/core/image/foreground.js';
+import { blurFusionPlanes, estimateForeground, sampleView, sparseSecondPlanes, workingView } from '../src/core/image/foreground.js';
 import { blursWithSimd } from '../src/core/image/foreground-blur.js';
 import { kernelCalls } from '../src/core/image/kernel-calls.js';
 
@@ -321,6 +321,19 @@ describe('the blur fusion in WebAssembly SIMD (foreground-blur.wat) against the 
       expect(bits(simd.blurredBackground)).toEqual(bits(js.blurredBackground));
       expect(simd.foreground.length + simd.blurredForeground.length).toBe(3);
     }
+  });
+
+  it.each(sizes)('%ix%i, box %i: the sparse second pass makes the same floats at every point, bit for bit', (w, h, size) => {
+    const random = generator(w * 7 + h * 13 + size);
+    const n = w * h;
+    const anyPlane = () => Float32Array.from({ length: n }, () => random());
+    // Alpha as the estimate fills it: exact 0 and 1 among values v / 255.
+    const a = Float32Array.from({ length: n }, () => { const u = random(); return u < 0.2 ? 0 : u > 0.8 ? 1 : Math.floor(random() * 256) / 255; });
+    const planes = { f: [anyPlane(), anyPlane(), anyPlane()], b: [anyPlane(), anyPlane(), anyPlane()], a };
+    // Every point (the box's edges and corners among them), some twice.
+    const points = [...Array.from({ length: n }, (_, i) => i), 0, n - 1];
+    const bits = (list: Float32Array[]) => list.map((p) => Array.from(new Uint32Array(p.buffer, p.byteOffset, p.length)));
+    expect(bits(sparseSecondPlanes(planes, w, h, size, points, true))).toEqual(bits(sparseSecondPlanes(planes, w, h, size, points, false)));
   });
 
   it('gives the JavaScript estimate\'s bytes end to end: soft objects over noise, from a model-size view and not, band and whole', async () => {

@@ -26,6 +26,7 @@ export interface BlurKernels {
   divideOut(bf: number, bb: number, invA: number, invB: number, n: number): void;
   softList(alpha: number, count: number, list: number): number;
   secondAtList(ctx: number, list: number, k: number, width: number, left: number, rows: number, cols: number): void;
+  secondAtPoints(ctx: number, list: number, k: number): void;
   correctList(list: number, k: number, width: number, left: number, rows: number, cols: number, alpha: number, vals: number, F0: number, F1: number, F2: number, B0: number, B1: number, B2: number): void;
 }
 

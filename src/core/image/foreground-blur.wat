@@ -492,4 +492,14 @@
       (if (i32.eqz (i32.load8_u (i32.add (local.get $done) (local.get $p)))) (then (call $secondAt (local.get $ctx) (local.get $p))))
       (local.set $j (i32.add (local.get $j) (i32.const 1)))
       (br $l))))
+  ;; secondAt at each of the k plane points listed at $list not made yet (for the tests, which
+  ;; compare it with the JavaScript's point by point).
+  (func (export "secondAtPoints") (param $ctx i32) (param $list i32) (param $k i32)
+    (local $j i32) (local $p i32)
+    (block $end (loop $l
+      (br_if $end (i32.ge_s (local.get $j) (local.get $k)))
+      (local.set $p (i32.load (i32.add (local.get $list) (i32.shl (local.get $j) (i32.const 2)))))
+      (if (i32.eqz (i32.load8_u (i32.add (i32.load offset=52 (local.get $ctx)) (local.get $p)))) (then (call $secondAt (local.get $ctx) (local.get $p))))
+      (local.set $j (i32.add (local.get $j) (i32.const 1)))
+      (br $l))))
 )

@@ -318,15 +318,7 @@ function correctInBands(
   // [secondAt's context | done flags (n) | column taps (16 bytes each) | row taps (16 each) | alpha band |
   //  soft list (i32) | colours (3 bytes each)]
   const ctxAt = extra.at;
-  if (lazy) {
-    const context = new Int32Array(memory, ctxAt, 17);
-    const planes = [...lazy.f, ...lazy.b, lazy.a, ...lazy.blurredForeground, ...lazy.blurredBackground];
-    planes.forEach((plane, i) => (context[i] = plane.byteOffset));
-    context[13] = lazy.done.byteOffset;
-    context[14] = lazy.w;
-    context[15] = lazy.h;
-    context[16] = lazy.radius;
-  }
+  if (lazy) writeContext(lazy, extra);
   const colsAt = (ctxAt + CONTEXT_BYTES + box.width * box.height + 15) & ~15;
   const rowsAt = colsAt + cols * 16;
   const alphaAt = rowsAt + bandRows * 16;
@@ -373,6 +365,43 @@ function correctInBands(
       rgb[o + 2] = bytes[v + 2]!;
     }
   }
+}
+
+/** secondAt's context block for the SIMD kernels (foreground-blur.wat's $secondAt reads it). */
+function writeContext(lazy: SparseSecond, extra: { at: number; bytes: Uint8Array }): void {
+  const context = new Int32Array(extra.bytes.buffer, extra.at, 17);
+  const planes = [...lazy.f, ...lazy.b, lazy.a, ...lazy.blurredForeground, ...lazy.blurredBackground];
+  planes.forEach((plane, i) => (context[i] = plane.byteOffset));
+  context[13] = lazy.done.byteOffset;
+  context[14] = lazy.w;
+  context[15] = lazy.h;
+  context[16] = lazy.radius;
+}
+
+/**
+ * The sparse second pass at the given points over copies of the given planes (w x h each), in
+ * WebAssembly SIMD or in JavaScript (secondAt), and copies of its six planes (0 where no point
+ * was made). Exported for the tests, which compare the two bit for bit.
+ */
+export function sparseSecondPlanes(planes: { f: Float32Array[]; b: Float32Array[]; a: Float32Array }, w: number, h: number, size: number, points: number[], simd: boolean): Float32Array[] {
+  const n = w * h;
+  const arena = simd ? simdPlanes(n, w, MAX_PLANES, CONTEXT_BYTES + n + 16 + points.length * 4) : planeArena(n, w);
+  if (!arena) throw new Error('WebAssembly SIMD is missing');
+  const copy = (from: Float32Array) => {
+    const plane = arena.plane();
+    plane.set(from.subarray(0, n));
+    return plane;
+  };
+  const lazy = sparseSecondPass(planes.f.map(copy), planes.b.map(copy), copy(planes.a), w, h, size, arena);
+  const made = [...lazy.blurredForeground, ...lazy.blurredBackground];
+  for (const plane of made) plane.fill(0);
+  if (arena.kernels && arena.extra) {
+    writeContext(lazy, arena.extra);
+    const listAt = (arena.extra.at + CONTEXT_BYTES + n + 15) & ~15;
+    new Int32Array(arena.extra.bytes.buffer, listAt, points.length).set(points);
+    arena.kernels.secondAtPoints(arena.extra.at, listAt, points.length);
+  } else for (const p of points) if (lazy.done[p] === 0) secondAt(lazy, p);
+  return made.map((plane) => plane.slice());
 }
 
 /**
