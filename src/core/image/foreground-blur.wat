@@ -285,42 +285,17 @@
       (br $tl)))
     (local.get $k))
 
-  ;; foreground.ts's `correct`: one channel at a soft pixel, in double, in the JavaScript's order:
-  ;; fb = 255 (F00 w00 + F01 w01 + F10 w10 + F11 w11), bg likewise from B,
-  ;; f = fb + al (value - al fb - (1 - al) bg), then 0 at or below 0, 255 at or above 255, else
-  ;; Math.round (the nearer integer, halves up: floor, plus one where f - floor(f) >= 0.5).
-;; foreground.ts's `correct`: one channel at a soft pixel, in double, in the JavaScript's order:
-  ;; fb = 255 (F00 w00 + F01 w01 + F10 w10 + F11 w11), bg likewise from B (the two side by side,
-  ;; lanes 0 and 1), f = fb + al (value - al fb - (1 - al) bg), then 0 at or below 0, 255 at or
-  ;; above 255, else Math.round (the nearer integer, halves up: floor, plus one where
-  ;; f - floor(f) >= 0.5).
-  (func $correct (param $value f64) (param $al f64) (param $F i32) (param $B i32)
-    (param $p00 i32) (param $p01 i32) (param $p10 i32) (param $p11 i32)
-    (param $w00 v128) (param $w01 v128) (param $w10 v128) (param $w11 v128) (result i32)
-    (local $fbg v128) (local $fb f64) (local $f f64) (local $r f64)
-    (local.set $fbg (f64x2.mul (v128.const f64x2 255 255)
-      (f64x2.add (f64x2.add (f64x2.add
-        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p00)) (v128.load32_zero (i32.add (local.get $F) (local.get $p00))))) (local.get $w00))
-        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p01)) (v128.load32_zero (i32.add (local.get $F) (local.get $p01))))) (local.get $w01)))
-        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p10)) (v128.load32_zero (i32.add (local.get $F) (local.get $p10))))) (local.get $w10)))
-        (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B) (local.get $p11)) (v128.load32_zero (i32.add (local.get $F) (local.get $p11))))) (local.get $w11)))))
-    (local.set $fb (f64x2.extract_lane 0 (local.get $fbg)))
-    (local.set $f (f64.add (local.get $fb)
-      (f64.mul (local.get $al)
-        (f64.sub (f64.sub (local.get $value) (f64.mul (local.get $al) (local.get $fb)))
-          (f64.mul (f64.sub (f64.const 1) (local.get $al)) (f64x2.extract_lane 1 (local.get $fbg)))))))
-    (if (f64.le (local.get $f) (f64.const 0)) (then (return (i32.const 0))))
-    (if (f64.ge (local.get $f) (f64.const 255)) (then (return (i32.const 255))))
-    (local.set $r (f64.floor (local.get $f)))
-    (if (f64.ge (f64.sub (local.get $f) (local.get $r)) (f64.const 0.5)) (then (local.set $r (f64.add (local.get $r) (f64.const 1)))))
-    ;; NaN (never expected) gives 0, as storing NaN in a Buffer does.
-    (i32.trunc_sat_f64_u (local.get $r)))
-
   ;; The correction at the k soft pixels listed at $list (band-relative indices, rows of $width
   ;; pixels; their colour gathered at $vals, 3 bytes each, corrected in place there). Per band row
   ;; at $rows (16 bytes): the box-relative plane index of its upper and lower taps' rows (i32 x 2)
   ;; and ty (f64); per soft-box column at $cols (16 bytes, from column $left): the left and right
   ;; taps' box-relative columns (i32 x 2) and tx (f64). F0..B2: the second pass's planes.
+  ;; Each channel is foreground.ts's `correct`, in double, in the JavaScript's order:
+  ;; fb = 255 (F00 w00 + F01 w01 + F10 w10 + F11 w11), bg likewise from B (the two side by side,
+  ;; lanes 0 and 1), f = fb + al (value - al fb - (1 - al) bg), then 0 at or below 0, 255 at or
+  ;; above 255, else Math.round (the nearer integer, halves up: floor, plus one where
+  ;; f - floor(f) >= 0.5; f64.nearest would round halves to even). Written out for the three
+  ;; channels: a call per channel cost more than the arithmetic.
   (func (export "correctList") (param $list i32) (param $k i32) (param $width i32) (param $left i32)
     (param $rows i32) (param $cols i32) (param $alpha i32) (param $vals i32)
     (param $F0 i32) (param $F1 i32) (param $F2 i32) (param $B0 i32) (param $B1 i32) (param $B2 i32)
@@ -329,6 +304,7 @@
     (local $tx f64) (local $ty f64) (local $al f64)
     (local $w00 v128) (local $w01 v128) (local $w10 v128) (local $w11 v128)
     (local $p00 i32) (local $p01 i32) (local $p10 i32) (local $p11 i32)
+    (local $fbg v128) (local $fb f64) (local $f f64) (local $r f64)
     (block $done (loop $l
       (br_if $done (i32.ge_s (local.get $j) (local.get $k)))
       (local.set $idx (i32.load (i32.add (local.get $list) (i32.shl (local.get $j) (i32.const 2)))))
@@ -353,12 +329,66 @@
       (local.set $w11 (f64x2.splat (f64.mul (local.get $tx) (local.get $ty))))
       (local.set $al (f64.div (f64.convert_i32_u (i32.load8_u (i32.add (local.get $alpha) (local.get $idx)))) (f64.const 255)))
       (local.set $v (i32.add (local.get $vals) (i32.mul (local.get $j) (i32.const 3))))
-      (i32.store8 (local.get $v) (call $correct (f64.convert_i32_u (i32.load8_u (local.get $v))) (local.get $al) (local.get $F0) (local.get $B0)
-        (local.get $p00) (local.get $p01) (local.get $p10) (local.get $p11) (local.get $w00) (local.get $w01) (local.get $w10) (local.get $w11)))
-      (i32.store8 offset=1 (local.get $v) (call $correct (f64.convert_i32_u (i32.load8_u offset=1 (local.get $v))) (local.get $al) (local.get $F1) (local.get $B1)
-        (local.get $p00) (local.get $p01) (local.get $p10) (local.get $p11) (local.get $w00) (local.get $w01) (local.get $w10) (local.get $w11)))
-      (i32.store8 offset=2 (local.get $v) (call $correct (f64.convert_i32_u (i32.load8_u offset=2 (local.get $v))) (local.get $al) (local.get $F2) (local.get $B2)
-        (local.get $p00) (local.get $p01) (local.get $p10) (local.get $p11) (local.get $w00) (local.get $w01) (local.get $w10) (local.get $w11)))
+      ;; channel 0: fb and bg side by side, then the JavaScript's formula and Math.round
+      (local.set $fbg (f64x2.mul (v128.const f64x2 255 255)
+        (f64x2.add (f64x2.add (f64x2.add
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B0) (local.get $p00)) (v128.load32_zero (i32.add (local.get $F0) (local.get $p00))))) (local.get $w00))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B0) (local.get $p01)) (v128.load32_zero (i32.add (local.get $F0) (local.get $p01))))) (local.get $w01)))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B0) (local.get $p10)) (v128.load32_zero (i32.add (local.get $F0) (local.get $p10))))) (local.get $w10)))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B0) (local.get $p11)) (v128.load32_zero (i32.add (local.get $F0) (local.get $p11))))) (local.get $w11)))))
+      (local.set $fb (f64x2.extract_lane 0 (local.get $fbg)))
+      (local.set $f (f64.add (local.get $fb)
+        (f64.mul (local.get $al)
+          (f64.sub (f64.sub (f64.convert_i32_u (i32.load8_u (local.get $v))) (f64.mul (local.get $al) (local.get $fb)))
+            (f64.mul (f64.sub (f64.const 1) (local.get $al)) (f64x2.extract_lane 1 (local.get $fbg)))))))
+      (local.set $r (f64.floor (local.get $f)))
+      (i32.store8 (local.get $v)
+        (if (result i32) (f64.le (local.get $f) (f64.const 0))
+          (then (i32.const 0))
+          (else (if (result i32) (f64.ge (local.get $f) (f64.const 255))
+            (then (i32.const 255))
+            (else (i32.trunc_sat_f64_u
+              (select (f64.add (local.get $r) (f64.const 1)) (local.get $r) (f64.ge (f64.sub (local.get $f) (local.get $r)) (f64.const 0.5)))))))))
+      ;; channel 1: fb and bg side by side, then the JavaScript's formula and Math.round
+      (local.set $fbg (f64x2.mul (v128.const f64x2 255 255)
+        (f64x2.add (f64x2.add (f64x2.add
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B1) (local.get $p00)) (v128.load32_zero (i32.add (local.get $F1) (local.get $p00))))) (local.get $w00))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B1) (local.get $p01)) (v128.load32_zero (i32.add (local.get $F1) (local.get $p01))))) (local.get $w01)))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B1) (local.get $p10)) (v128.load32_zero (i32.add (local.get $F1) (local.get $p10))))) (local.get $w10)))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B1) (local.get $p11)) (v128.load32_zero (i32.add (local.get $F1) (local.get $p11))))) (local.get $w11)))))
+      (local.set $fb (f64x2.extract_lane 0 (local.get $fbg)))
+      (local.set $f (f64.add (local.get $fb)
+        (f64.mul (local.get $al)
+          (f64.sub (f64.sub (f64.convert_i32_u (i32.load8_u offset=1 (local.get $v))) (f64.mul (local.get $al) (local.get $fb)))
+            (f64.mul (f64.sub (f64.const 1) (local.get $al)) (f64x2.extract_lane 1 (local.get $fbg)))))))
+      (local.set $r (f64.floor (local.get $f)))
+      (i32.store8 offset=1 (local.get $v)
+        (if (result i32) (f64.le (local.get $f) (f64.const 0))
+          (then (i32.const 0))
+          (else (if (result i32) (f64.ge (local.get $f) (f64.const 255))
+            (then (i32.const 255))
+            (else (i32.trunc_sat_f64_u
+              (select (f64.add (local.get $r) (f64.const 1)) (local.get $r) (f64.ge (f64.sub (local.get $f) (local.get $r)) (f64.const 0.5)))))))))
+      ;; channel 2: fb and bg side by side, then the JavaScript's formula and Math.round
+      (local.set $fbg (f64x2.mul (v128.const f64x2 255 255)
+        (f64x2.add (f64x2.add (f64x2.add
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B2) (local.get $p00)) (v128.load32_zero (i32.add (local.get $F2) (local.get $p00))))) (local.get $w00))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B2) (local.get $p01)) (v128.load32_zero (i32.add (local.get $F2) (local.get $p01))))) (local.get $w01)))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B2) (local.get $p10)) (v128.load32_zero (i32.add (local.get $F2) (local.get $p10))))) (local.get $w10)))
+          (f64x2.mul (f64x2.promote_low_f32x4 (v128.load32_lane 1 (i32.add (local.get $B2) (local.get $p11)) (v128.load32_zero (i32.add (local.get $F2) (local.get $p11))))) (local.get $w11)))))
+      (local.set $fb (f64x2.extract_lane 0 (local.get $fbg)))
+      (local.set $f (f64.add (local.get $fb)
+        (f64.mul (local.get $al)
+          (f64.sub (f64.sub (f64.convert_i32_u (i32.load8_u offset=2 (local.get $v))) (f64.mul (local.get $al) (local.get $fb)))
+            (f64.mul (f64.sub (f64.const 1) (local.get $al)) (f64x2.extract_lane 1 (local.get $fbg)))))))
+      (local.set $r (f64.floor (local.get $f)))
+      (i32.store8 offset=2 (local.get $v)
+        (if (result i32) (f64.le (local.get $f) (f64.const 0))
+          (then (i32.const 0))
+          (else (if (result i32) (f64.ge (local.get $f) (f64.const 255))
+            (then (i32.const 255))
+            (else (i32.trunc_sat_f64_u
+              (select (f64.add (local.get $r) (f64.const 1)) (local.get $r) (f64.ge (f64.sub (local.get $f) (local.get $r)) (f64.const 0.5)))))))))
       (local.set $j (i32.add (local.get $j) (i32.const 1)))
       (br $l))))
   ;; foreground.ts's secondAt: the second pass's blurred foreground and background at one point p
