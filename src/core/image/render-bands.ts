@@ -114,10 +114,10 @@ export async function renderBand(job: BandJob): Promise<BandResult> {
   const started = performance.now();
   const { width, height, rows } = job;
   const { top, bottom } = rows;
-  upscaleMask(job.grey, job.gridWidth, job.gridHeight, width, height, job.alpha, rows);
+  upscaleMask(job.grey, job.gridWidth, job.gridHeight, width, height, job.alpha, { rows });
   const alpha = job.alpha.subarray(top * width, bottom * width);
   const box = foregroundBox(alpha, width, bottom - top);
-  if (job.view) await estimateForeground(job.decoded, job.alpha, width, height, job.view, 'band', rows);
+  if (job.view) await estimateForeground(job.decoded, job.alpha, width, height, job.view, 'band', { rows });
   composeRgba(job.decoded.subarray(top * width * 3, bottom * width * 3), alpha, null, job.rgba.subarray(top * width * 4, bottom * width * 4));
   return { box: box && { ...box, top: box.top + top }, ms: performance.now() - started };
 }

@@ -1,5 +1,6 @@
 import { MIN_STRETCH_PEAK } from '../../models/prepared-tensors.js';
 import { countKernel } from './kernel-calls.js';
+import { upscaleMaskSimd } from './mask-upscale.js';
 import type { PreprocessingProfile } from './profile.js';
 
 /** A model's input: 8-bit pixels or normalised floats. */
@@ -119,7 +120,17 @@ export interface RowRange {
  * each as the whole upscale writes it: a row depends on its two source rows alone, so row bands
  * made by several threads make the same mask (render-bands.ts).
  */
-export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number, into?: Buffer, rows?: RowRange): Buffer {
+export function upscaleMask(
+  src: Buffer,
+  srcWidth: number,
+  srcHeight: number,
+  width: number,
+  height: number,
+  into?: Buffer,
+  /** `simd: false` keeps to the JavaScript loops (the reference); `rows`: only these output rows (see above). */
+  options: { simd?: boolean; rows?: RowRange } = {},
+): Buffer {
+  const rows = options.rows;
   countKernel('upscaleMask');
   if (rows && !(Number.isInteger(rows.top) && Number.isInteger(rows.bottom) && rows.top >= 0 && rows.top <= rows.bottom && rows.bottom <= height)) {
     throw new RangeError(`upscaleMask: rows ${rows.top}..${rows.bottom} of ${height}`);
@@ -138,6 +149,9 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
     x0[x] = Math.floor(fx);
     wx[x] = Math.round((fx - x0[x]!) * 256);
   }
+  // The same bytes in WebAssembly SIMD where it applies (mask-upscale.ts); `simd: false` keeps to
+  // the loops below, the reference the tests compare it with.
+  if (options.simd !== false && upscaleMaskSimd(src, srcWidth, srcHeight, width, height, x0, wx, sy, out, rows)) return out;
   // The first output column whose left source column is k or more (width when none): where the
   // outputs of source columns k.. start.
   const firstColumn = new Int32Array(srcWidth + 1).fill(width);
