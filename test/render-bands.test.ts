@@ -8,7 +8,7 @@ import { probeImage, segment, type MaskModel, type Segmentation } from '../src/c
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { planBands } from '../src/core/image/render-bands.js';
-import { isShared } from '../src/core/image/shared-bytes.js';
+import { isShared, sharedBuffer } from '../src/core/image/shared-bytes.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 import { DEFAULT_OUTPUT, type OutputOptions } from '../src/core/output-options.js';
 import { DISC_RENDER, softDiscModel } from './helpers/disc-model.js';
@@ -48,13 +48,13 @@ async function cutout(pool: PixelPool, bytes: Buffer, model?: MaskModel, options
 
 describe('a render split across idle pixel workers', () => {
   for (const format of ['jpeg', 'png'] as const) {
-    it(`makes the same PNG as one worker's render, in three bands then one encode (${format} upload, 1 MP)`, async () => {
+    it(`makes the same PNG as one worker's render, in two bands then one encode (${format} upload, 1 MP)`, async () => {
       // Off-centre and cut by the border, so the bands' soft edges and boxes differ.
       const image = await objectOnTexture(1224, 816, format, { x: 0.4, y: 0.3 });
       const one = await cutout(whole, image.bytes);
       const banded = await cutout(split, image.bytes);
       expect(one.tasks).toEqual(['render']);
-      expect(banded.tasks.filter((t) => t === 'renderBand')).toHaveLength(3);
+      expect(banded.tasks.filter((t) => t === 'renderBand')).toHaveLength(2);
       expect(banded.tasks.at(-1)).toBe('render');
       expect(banded.body.length).toBeGreaterThan(0);
       expect(banded.body.equals(one.body)).toBe(true);
@@ -72,7 +72,7 @@ describe('a render split across idle pixel workers', () => {
       const once: MaskModel = async (input, signal, size) => (recorded ??= await model(input, signal, size));
       const banded = await cutout(split, image.bytes, once);
       const one = await cutout(whole, image.bytes, once);
-      expect(banded.tasks.filter((t) => t === 'renderBand')).toHaveLength(3);
+      expect(banded.tasks.filter((t) => t === 'renderBand')).toHaveLength(2);
       expect(banded.body.equals(one.body)).toBe(true);
     } finally {
       await client.close();
@@ -83,11 +83,12 @@ describe('a render split across idle pixel workers', () => {
     const image = await objectOnTexture(1224, 816, 'jpeg');
     const [a, b] = [await segmentIn(split, image.bytes), await segmentIn(split, image.bytes)];
     const before = split.tasksSettled;
-    // Two renders at once on three workers: the first finds three idle and takes them all; the
-    // second finds none (three band tasks given and not settled) and renders as one task.
+    // Two renders at once on three workers: the first finds three idle and takes two (a 1 MP
+    // image's most: MIN_BAND_PIXELS); the second finds one (two band tasks given and not settled)
+    // and renders as one task.
     const [ra, rb] = await Promise.all([renderOutput(a, DEFAULT_OUTPUT, DISC_RENDER, split), renderOutput(b, DEFAULT_OUTPUT, DISC_RENDER, split)]);
     const tasks = split.tasksSince(before).map((t) => t.name);
-    expect(tasks.filter((t) => t === 'renderBand')).toHaveLength(3);
+    expect(tasks.filter((t) => t === 'renderBand')).toHaveLength(2);
     expect(tasks.filter((t) => t === 'render')).toHaveLength(2);
     expect(ra.body.equals(rb.body)).toBe(true);
     // With one worker busy, a render splits across the two left.
@@ -138,8 +139,10 @@ describe('a render split across idle pixel workers', () => {
     const image = await objectOnTexture(1224, 816, 'jpeg');
     const seg = await segmentIn(split, image.bytes);
     const job = { bytes: seg.bytes, probe: seg.probe, limits, decoded: seg.rgb, mask: seg.mask, view: seg.model, options: DEFAULT_OUTPUT, render: DISC_RENDER };
-    expect(planBands(job, 3, 3)?.length).toBe(3);
+    expect(planBands(job, 3, 3)?.length).toBe(2);
     expect(planBands(job, 1, 3)).toBeNull();
+    // 0.67 MP: under two bands' worth.
+    expect(planBands({ ...job, probe: { ...job.probe, width: 1000, height: 667 } }, 3, 3)).toBeNull();
     expect(planBands(job, 3, 1)).toBeNull();
     expect(planBands({ ...job, options: { ...DEFAULT_OUTPUT, crop: true } }, 3, 3)).toBeNull();
     expect(planBands({ ...job, options: { ...DEFAULT_OUTPUT, bgColor: { r: 1, g: 2, b: 3, alpha: 1 } } }, 3, 3)).toBeNull();
@@ -155,12 +158,12 @@ describe('a render split across idle pixel workers', () => {
     const underLoad = await segment(image.bytes, probe, ISNET_PROFILE, softDiscModel, limits, AbortSignal.timeout(120_000), true, split, undefined, 'movable');
     await Promise.all(blockers);
     expect(isShared(underLoad.model.rgb)).toBe(false);
-    // 0.2 MP: one band's worth (MIN_BAND_PIXELS) at most.
-    expect(planBands({ ...job, probe: { ...job.probe, width: 500, height: 400 }, decoded: Buffer.alloc(0) }, 3, 3)).toBeNull();
+
     // Band edges on rows that are multiples of 4, the whole height covered once.
-    const bands = planBands(job, 3, 3)!;
+    const bands = planBands({ ...job, probe: { ...job.probe, width: 2048, height: 1366 }, decoded: sharedBuffer(2048 * 1366 * 3) }, 3, 3)!;
+    expect(bands).toHaveLength(3);
     expect(bands[0]!.top).toBe(0);
-    expect(bands.at(-1)!.bottom).toBe(816);
+    expect(bands.at(-1)!.bottom).toBe(1366);
     for (let k = 1; k < bands.length; k++) {
       expect(bands[k]!.top).toBe(bands[k - 1]!.bottom);
       expect(bands[k]!.top % 4).toBe(0);

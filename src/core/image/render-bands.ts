@@ -32,8 +32,13 @@ import { isShared } from './shared-bytes.js';
 import { upscaleMask, type RowRange } from './tensor.js';
 import { traceStep } from '../../tracing/otel.js';
 
-/** A band is at least this many full-size pixels: a smaller one costs more in hand-offs than it spares. */
-export const MIN_BAND_PIXELS = 128 * 1024;
+/**
+ * A band is at least this many full-size pixels (384 Ki: a 1 MP image splits in two at most, a
+ * 0.67 MP one not at all). A split costs about 10-15 ms of CPU whatever the size (the second
+ * worker's hand-offs and V8's helper threads for its heap), which the WebAssembly kernels' few ms
+ * on a smaller band do not pay back (docs/benchmarks.md, "Eighth round").
+ */
+export const MIN_BAND_PIXELS = 384 * 1024;
 
 /** What one band's worker is given: every buffer is shared memory, the same for all bands. */
 export interface BandJob {
