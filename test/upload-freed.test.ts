@@ -54,7 +54,7 @@ describe("a synchronous request's upload is moved or freed by the time its answe
       large: (await objectOnTexture(2200, 2100)).bytes,
       // A PNG with alpha of about the model's size: decoded in full beside the model call.
       rgba: await sharp(rgb, { raw: { width: 480, height: 360, channels: 3 } }).ensureAlpha(0.5).png().toBuffer(),
-      // Not an image: refused after the upload was read.
+      // Not an image: refused (415) after the upload was read.
       garbage: Buffer.alloc(100_000, 0x5a),
     };
     const gather = UploadBytes.prototype.bytes;
@@ -87,7 +87,7 @@ describe("a synchronous request's upload is moved or freed by the time its answe
     ['large', '?channels=alpha', 200],
     ['rgba', '', 200],
     ['small', '?quality=best', 200],
-    ['garbage', '', 400],
+    ['garbage', '', 415],
   ];
 
   it.each(cases)('%s%s: nothing of the upload is left on this thread, and nothing was copied to hand it on', async (image, query, status) => {

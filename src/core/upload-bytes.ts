@@ -31,6 +31,12 @@ export function isGatheredUpload(bytes: Uint8Array): boolean {
   return bytes.byteOffset === 0 && gathered.has(bytes.buffer);
 }
 
+/** A gathered upload's memory moved back from a worker it was lent to (a new handle here): gathered still. */
+export function gatheredAgain(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.buffer instanceof ArrayBuffer) gathered.add(bytes.buffer);
+  return bytes;
+}
+
 export class UploadBytes {
   private buffer: Buffer | undefined;
   private chunks: Buffer[] = [];

@@ -13,7 +13,7 @@ import type { UploadLimits } from '../multipart.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import { countKernel } from './kernel-calls.js';
 import { isShared } from './shared-bytes.js';
-import { isGatheredUpload } from '../upload-bytes.js';
+import { gatheredAgain, isGatheredUpload } from '../upload-bytes.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
 
 /**
@@ -146,7 +146,7 @@ export class PixelPool {
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     // The message was made for this one call: the inference client moves it on, not copies it.
     const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message), sendOnce: true } : result.input;
-    return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded), bytes: result.bytes && asBuffer(result.bytes) };
+    return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded), bytes: result.bytes && parcel.lentBack(result.bytes) };
   }
 
   /**
@@ -158,7 +158,7 @@ export class PixelPool {
     const sent = lend ? parcel.lend(bytes) : parcel.add(bytes);
     const result = await this.run<{ decoded: Uint8Array; decodeMs: number; bytes?: Uint8Array } | WorkerApiError>('fullDecode', { bytes: sent, probe, limits, lent: parcel.lent }, parcel);
     if ('apiError' in result) throw revive(result);
-    return { decoded: asBuffer(result.decoded), decodeMs: result.decodeMs, bytes: result.bytes && asBuffer(result.bytes) };
+    return { decoded: asBuffer(result.decoded), decodeMs: result.decodeMs, bytes: result.bytes && parcel.lentBack(result.bytes) };
   }
 
   /**
@@ -260,6 +260,13 @@ class Parcel {
   copiedBytes = 0;
   /** Whether lend() moved the upload: the worker sends it back with its result. */
   lent = false;
+  private lentGathered = false;
+
+  /** The lent upload as it came back: the same memory, so gathered again when it was (its tail is nobody's). */
+  lentBack(bytes: Uint8Array): Buffer {
+    const back = asBuffer(bytes);
+    return this.lentGathered ? gatheredAgain(back) : back;
+  }
   private readonly copies = new Map<Buffer, Buffer>();
 
   add(bytes: Buffer): Buffer {
@@ -301,6 +308,7 @@ class Parcel {
   lend(bytes: Buffer): Buffer {
     if (!movable(bytes)) return this.add(bytes);
     this.lent = true;
+    this.lentGathered = isGatheredUpload(bytes);
     if (!this.transferList.includes(bytes.buffer as ArrayBuffer)) this.transferList.push(bytes.buffer as ArrayBuffer);
     return bytes;
   }
