@@ -94,6 +94,9 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
       ...(process.env.BGCUT_INFERENCE_TIMEOUT_MS ? { timeoutMs: Number(process.env.BGCUT_INFERENCE_TIMEOUT_MS) } : {}),
       // BGCUT_MODE_MODELS=off: every pass on the request's model (the mode table's models unused).
       ...(process.env.BGCUT_MODE_MODELS === 'off' ? { modeModels: false } : {}),
+      // BGCUT_INFERENCE_SHARED_MEMORY=auto: tensors through /dev/shm with a server on this host (docs/configuration.md).
+      ...(process.env.BGCUT_INFERENCE_SHARED_MEMORY ? { sharedMemory: process.env.BGCUT_INFERENCE_SHARED_MEMORY as 'auto' | 'off' } : {}),
+      ...(process.env.BGCUT_INFERENCE_SHARED_MEMORY_SLOTS ? { sharedMemorySlots: Number(process.env.BGCUT_INFERENCE_SHARED_MEMORY_SLOTS) } : {}),
       ...modelsFromEnvironment(),
     },
     onResponse: logAccess,

@@ -139,6 +139,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     maxMessageBytes: config.inference.maxMessageBytes,
     retryAfterSeconds: config.inference.retryAfterSeconds,
     tls: config.inference.tls,
+    sharedMemory: config.inference.sharedMemory,
+    sharedMemorySlots: config.inference.sharedMemorySlots,
   });
   const verifier = new ModelVerifier(client, config.inference.models, config.inference);
   const enforcer = new PlanEnforcer({

@@ -66,6 +66,16 @@ export interface InferenceOptions {
   retryAfterSeconds?: number;
   /** How long ready() keeps trying to reach the server and check its model, in ms. Default 120 000. */
   startupTimeoutMs?: number;
+  /**
+   * Tensors through shared memory (/dev/shm) instead of gRPC messages, when the API and the
+   * inference server share a host: Triton's system shared memory extension, which bgcut's server
+   * offers with `--allow-client-shm true` and Triton with the same flag. `auto`: used when
+   * every server of `address` is on loopback and accepts it, every call over the wire whenever it
+   * cannot; `off` (the default): never. docs/inference-server.md, "Shared memory".
+   */
+  sharedMemory?: 'auto' | 'off';
+  /** With `sharedMemory: 'auto'`: most calls in flight through shared memory, each with a /dev/shm object of its own. Default 8 (1..64). */
+  sharedMemorySlots?: number;
 }
 
 export interface RequestLimits {
@@ -289,6 +299,8 @@ export function resolveOptions(options: RemoveBgOptions) {
       maxMessageBytes: inference.maxMessageBytes ?? 64 * 1024 * 1024,
       retryAfterSeconds: inference.retryAfterSeconds ?? 2,
       startupTimeoutMs: inference.startupTimeoutMs ?? 120_000,
+      sharedMemory: inference.sharedMemory ?? 'off',
+      sharedMemorySlots: inference.sharedMemorySlots ?? 8,
     },
     limits: {
       maxUploadBytes: limits.maxUploadBytes ?? 25 * 1024 * 1024,
@@ -323,6 +335,12 @@ export function resolveOptions(options: RemoveBgOptions) {
   const target = grpcTarget(resolved.inference.address);
   if (!/^(dns:|unix:|ipv4:|ipv6:)/.test(target) && !/^[^\s/]+:\d+$/.test(target)) {
     throw new RangeError(`inference.address must be host:port, dns:///name:port or a list of ip:port, got "${target}"`);
+  }
+  if (!['auto', 'off'].includes(resolved.inference.sharedMemory)) {
+    throw new RangeError(`inference.sharedMemory must be auto or off, got "${String(resolved.inference.sharedMemory)}"`);
+  }
+  if (!Number.isInteger(resolved.inference.sharedMemorySlots) || resolved.inference.sharedMemorySlots < 1 || resolved.inference.sharedMemorySlots > 64) {
+    throw new RangeError('inference.sharedMemorySlots must be an integer in 1..64');
   }
   if (!['least-request', 'round-robin'].includes(resolved.inference.balancing)) {
     throw new RangeError(`inference.balancing must be least-request or round-robin, got "${String(resolved.inference.balancing)}"`);

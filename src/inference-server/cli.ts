@@ -9,6 +9,8 @@
  *                          [--health-port 50052]   (plaintext grpc.health.v1 alone, for probes that cannot do TLS)
  *                          [--test-run-delay-ms N]   (tests and benchmarks only: each run holds its worker N ms longer)
  *                          [--max-free-dim 2048] (largest height or width a model that takes any size is run at)
+ *                          [--allow-client-shm true] (clients on this host may pass tensors through /dev/shm:
+ *                           Triton's system shared memory extension, off by default as in Triton)
  * With no --model it serves isnet and isnet-int8 (the API's mode table picks one per pass);
  * --model isnet alone pins the float model. SOURCE is a built-in model (isnet: prepared; isnet-int8: the same, statically
  * quantized to 8 bits (docs/model-int8.md); isnet-fp32, isnet-u16, isnet-fp16, isnet-quint8),
@@ -126,7 +128,7 @@ if (process.argv[2] === 'health') {
   }
 }
 
-const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim', 'max-connection-age-ms', 'shutdown-grace-ms'] as const;
+const FLAGS = ['host', 'port', 'model', 'model-name', 'model-file', 'family', 'providers', 'workers', 'threads', 'queue', 'max-batch', 'tls-cert', 'tls-key', 'tls-client-ca', 'metrics-port', 'health-port', 'test-run-delay-ms', 'max-free-dim', 'max-connection-age-ms', 'shutdown-grace-ms', 'allow-client-shm'] as const;
 type Flag = (typeof FLAGS)[number];
 
 const MULTIPLE = new Set<Flag>(['model', 'model-file', 'family']);
@@ -156,6 +158,13 @@ function fail(message: string): never {
 function setting(flag: Flag): string | undefined {
   const value = (values as Record<string, unknown>)[flag];
   return (Array.isArray(value) ? value.join(',') : (value as string | undefined)) ?? process.env[envName(flag)];
+}
+
+function boolean(flag: Flag): boolean | undefined {
+  const raw = setting(flag);
+  if (raw === undefined) return undefined;
+  if (raw !== 'true' && raw !== 'false') fail(`--${flag} must be true or false, got "${raw}"`);
+  return raw === 'true';
 }
 
 function integer(flag: Flag): number | undefined {
@@ -231,6 +240,8 @@ try {
     maxConnectionAgeMs: integer('max-connection-age-ms'),
     // On SIGTERM, how long calls in flight may finish (keep it under the orchestrator's own grace).
     shutdownGraceMs: integer('shutdown-grace-ms'),
+    // Triton's flag: clients on this host may pass tensors through /dev/shm (shared-memory-regions.ts).
+    sharedMemory: { allowClientShm: boolean('allow-client-shm') },
   });
   let stopping = false;
   const stop = (signal: string) => {

@@ -24,8 +24,17 @@ import { fileDigest } from './model-source.js';
 import { batchSizes } from './batching.js';
 import { markingDeserializer, movableTensor } from './received-message.js';
 import { openFlowControlWindows } from './http2-windows.js';
-import { JobAbortedError, QueueFullError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
-import { tensorBytes, type TensorData, type TensorSpec } from './worker-protocol.js';
+import { JobAbortedError, QueueFullError, RegionRefusedError, SessionPool, WorkersDownError, type ModelSignature } from './session-pool.js';
+import {
+  RegionError,
+  SHM_BYTE_SIZE_PARAMETER,
+  SHM_EXTENSION,
+  SHM_OFFSET_PARAMETER,
+  SHM_REGION_PARAMETER,
+  SharedMemoryRegions,
+  type SharedMemoryOptions,
+} from './shared-memory-regions.js';
+import { tensorBytes, type TensorData, type TensorPlace, type TensorSpec } from './worker-protocol.js';
 
 export interface ModelSource {
   /** The name clients ask for. */
@@ -96,6 +105,12 @@ export interface InferenceServerOptions {
    * main port's health service reports.
    */
   healthPort?: number;
+  /**
+   * Triton's system shared memory extension (shared-memory-regions.ts): `allowClientShm: true`
+   * lets clients on this host pass tensors through /dev/shm instead of the message; off by
+   * default, as in Triton. Also its limits (regions, bytes per region).
+   */
+  sharedMemory?: SharedMemoryOptions;
   /** Log lines go here. Default console.log. */
   log?: (line: string) => void;
 }
@@ -146,6 +161,7 @@ export function resolveServerOptions(options: InferenceServerOptions) {
     tls: options.tls,
     metricsPort: options.metricsPort,
     healthPort: options.healthPort,
+    sharedMemory: options.sharedMemory ?? {},
     log: options.log ?? ((line: string) => console.log(line)),
   };
   const positiveInts = ['workers', 'intraOpThreads', 'maxMessageBytes', 'maxFreeDim', 'maxConnectionAgeMs'] as const;
@@ -204,6 +220,17 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
     health.setStatus(INFERENCE_SERVICE_NAME, status);
   };
   const metrics = new InferenceMetrics();
+  const regions = new SharedMemoryRegions(config.sharedMemory);
+  /** A region call's refusal as a gRPC error. */
+  const regionCall = <T>(callback: grpc.sendUnaryData<T>, peer: string, work: () => T) => {
+    try {
+      regions.checkCaller(peer);
+      callback(null, work());
+    } catch (error) {
+      if (error instanceof RegionError) callback(grpcError(error.code, error.message));
+      else callback(grpcError(grpc.status.INTERNAL, 'shared memory call failed'));
+    }
+  };
 
   const server = new grpc.Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -246,7 +273,25 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       callback(null, { ready: ready() });
     },
     ServerMetadata(_call, callback) {
-      callback(null, { name: SERVER_NAME, version: SERVER_VERSION, extensions: [] });
+      callback(null, { name: SERVER_NAME, version: SERVER_VERSION, extensions: regions.enabled ? [SHM_EXTENSION] : [] });
+    },
+    SystemSharedMemoryStatus(call, callback) {
+      regionCall(callback, call.getPeer(), () => ({
+        regions: Object.fromEntries(regions.status(call.request.name).map((r) => [r.name, { name: r.name, key: r.key, offset: r.offset, byteSize: r.byteSize }])),
+      }));
+    },
+    SystemSharedMemoryRegister(call, callback) {
+      regionCall(callback, call.getPeer(), () => {
+        regions.register(call.request);
+        log(`shared memory region ${call.request.name} registered (${call.request.key}, ${call.request.byteSize} bytes; ${regions.size} registered)`);
+        return {};
+      });
+    },
+    SystemSharedMemoryUnregister(call, callback) {
+      regionCall(callback, call.getPeer(), () => {
+        regions.unregister(call.request.name);
+        return {};
+      });
     },
     ModelReady(call, callback) {
       const notFound = missing(call.request.name, call.request.version);
@@ -295,23 +340,32 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
       }
       let inputs: TensorData[];
       let outputNames: string[];
+      let outputPlaces: (TensorPlace | undefined)[];
       try {
-        inputs = decodeInputs(request, model.signature.inputs, config.maxFreeDim);
+        const peer = call.getPeer();
+        inputs = decodeInputs(request, model.signature.inputs, config.maxFreeDim, (parameters, what) => regions.place(parameters, what, peer));
         // No outputs named: every output of the model, as the protocol says.
         outputNames = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : model.signature.outputs.map((o) => o.name);
         if (new Set(outputNames).size !== outputNames.length) throw new Error('an output is named twice');
+        outputPlaces = request.outputs.length > 0 ? request.outputs.map((o) => regions.place(o.parameters, `output ${o.name}`, peer)) : [];
         let responseBytes = 0;
-        for (const name of outputNames) {
+        for (const [index, name] of outputNames.entries()) {
           const spec = model.signature.outputs.find((o) => o.name === name);
           if (!spec) throw new Error(`unknown output ${name} (outputs: ${model.signature.outputs.map((o) => o.name).join(', ')})`);
-          responseBytes += elementCount(outputShapeEstimate(spec.shape, model.signature.inputs[0]?.shape ?? [], inputs[0]?.shape ?? [])) * DATATYPE_BYTES[spec.datatype];
+          const bytes = elementCount(outputShapeEstimate(spec.shape, model.signature.inputs[0]?.shape ?? [], inputs[0]?.shape ?? [])) * DATATYPE_BYTES[spec.datatype];
+          const place = outputPlaces[index];
+          // An output whose size is known before the run must fit the room its region gives.
+          if (place && spec.shape.every((d) => d > 0) && bytes > place.byteLength) {
+            throw new Error(`output ${name} takes ${bytes} bytes, its ${SHM_BYTE_SIZE_PARAMETER} gives ${place.byteLength}`);
+          }
+          if (!place) responseBytes += bytes;
         }
         // Refused before the inference runs, not after: the answer could never be sent.
         if (responseBytes > config.maxMessageBytes) {
           throw new Error(`the outputs asked for take ${responseBytes} bytes, over the ${config.maxMessageBytes}-byte message limit; name fewer outputs`);
         }
       } catch (error) {
-        answer(grpcError(grpc.status.INVALID_ARGUMENT, (error as Error).message));
+        answer(error instanceof RegionError ? grpcError(error.code, error.message) : grpcError(grpc.status.INVALID_ARGUMENT, (error as Error).message));
         return;
       }
 
@@ -341,7 +395,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         traceHeaders,
         async (span) => {
           span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model.name, 'bgcut.provider': provider });
-          return model.pool.run(inputs, outputNames, abort.signal);
+          return model.pool.run(inputs, outputNames, abort.signal, outputPlaces.some(Boolean) ? outputPlaces : undefined);
         },
         (result, _start, end) => [{ name: 'session.run', start: end - result.runMs, end, attributes: { 'bgcut.model': model.name, 'bgcut.provider': provider } }],
       );
@@ -361,9 +415,12 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
             // Time inside session.run alone, so callers can tell transfer and queueing from compute.
             // batch_size: images in that session.run (calls queued together share one on accelerators).
             parameters: { session_run_us: { int64Param: Math.round(result.runMs * 1000) }, batch_size: { int64Param: result.batchSize } },
-            outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape })),
-            // Views of the worker's message layout (infer-response-message.ts), not copies.
+            // An output written into a region has no contents here; its parameters say where it is and how long.
+            outputs: result.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, ...(o.place ? { parameters: placeParameters(request, o.name, o.place.byteLength) } : {}) })),
+            // Views of the worker's message layout (infer-response-message.ts), not copies; an empty
+            // entry for an output in a region, as Triton answers (one entry per output).
             rawOutputContents: result.outputs.map((o) => {
+              if (o.place) return Buffer.alloc(0);
               const bytes = tensorBytes(o);
               return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
             }),
@@ -375,6 +432,7 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
           metrics.running.set({ model: model.name }, model.pool.running);
           if (error instanceof QueueFullError) answer(grpcError(grpc.status.RESOURCE_EXHAUSTED, error.message));
           else if (error instanceof WorkersDownError) answer(grpcError(grpc.status.UNAVAILABLE, error.message));
+          else if (error instanceof RegionRefusedError) answer(grpcError(grpc.status[error.code], error.message));
           else if (error instanceof JobAbortedError) {
             const expired = Number.isFinite(deadlineMs) && Date.now() >= deadlineMs;
             answer(grpcError(expired ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED, error.message));
@@ -579,15 +637,27 @@ async function warmUpAt(pool: SessionPool, signature: ModelSignature, workers: n
  * Checks each input against the model's signature and gives its bytes in a transferable
  * buffer (the received message's own, or a copy). Inputs come all in `raw_input_contents` or each in its typed `contents`, never both.
  */
-function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], maxFreeDim: number): TensorData[] {
+function decodeInputs(
+  request: ModelInferRequest__Output,
+  specs: TensorSpec[],
+  maxFreeDim: number,
+  placeOf: (parameters: ModelInferRequest__Output['inputs'][number]['parameters'], what: string) => TensorPlace | undefined,
+): TensorData[] {
   if (request.inputs.length !== specs.length) {
     throw new Error(`model takes ${specs.length} input(s) (${specs.map((s) => s.name).join(', ')}), got ${request.inputs.length}`);
   }
+  // Inputs in shared memory regions take no raw_input_contents entry (as Triton's clients send
+  // them: the entries are the other inputs', in order), or an empty one (one entry per input).
+  const places = request.inputs.map((input) => placeOf(input.parameters, `input ${input.name}`));
+  const inMessage = places.filter((p) => !p).length;
   const raw = request.rawInputContents.length > 0;
-  if (raw && request.rawInputContents.length !== request.inputs.length) {
-    throw new Error(`raw_input_contents has ${request.rawInputContents.length} entries for ${request.inputs.length} input(s)`);
+  const perInput = raw && request.rawInputContents.length === request.inputs.length && inMessage < request.inputs.length;
+  if (raw && request.rawInputContents.length !== inMessage && !perInput) {
+    throw new Error(`raw_input_contents has ${request.rawInputContents.length} entries for ${inMessage} input(s) not in shared memory`);
   }
+  if (perInput && places.some((p, i) => p && request.rawInputContents[i]!.length > 0)) throw new Error('an input in shared memory has raw_input_contents too; send one');
   const seen = new Set<string>();
+  let rawIndex = 0;
   return request.inputs.map((input, index) => {
     const spec = specs.find((s) => s.name === input.name);
     if (!spec) throw new Error(`unknown input ${input.name} (inputs: ${specs.map((s) => s.name).join(', ')})`);
@@ -605,15 +675,32 @@ function decodeInputs(request: ModelInferRequest__Output, specs: TensorSpec[], m
     }
     const elements = elementCount(shape);
     const typed = typedValueCount(input.contents);
+    const expected = elements * DATATYPE_BYTES[spec.datatype];
+    const place = places[index];
+    if (place) {
+      if (typed > 0) throw new Error(`input ${input.name} names a shared memory region and has typed contents; send one`);
+      if (place.byteLength !== expected) throw new Error(`input ${input.name} needs ${expected} bytes, its ${SHM_BYTE_SIZE_PARAMETER} is ${place.byteLength}`);
+      // The session worker reads it from the region (session-worker.ts).
+      return { name: input.name, datatype: spec.datatype, shape, data: new ArrayBuffer(0), place };
+    }
     if (raw && typed > 0) throw new Error(`input ${input.name} has both raw_input_contents and typed contents; send one`);
     if (!raw && typed === 0 && elements > 0) throw new Error(`input ${input.name} has no data (neither raw_input_contents nor contents)`);
-    const bytes = raw ? request.rawInputContents[index]! : typedContentsToBytes(spec.datatype, input.contents!, elements);
-    const expected = elements * DATATYPE_BYTES[spec.datatype];
+    const bytes = raw ? request.rawInputContents[perInput ? index : rawIndex++]! : typedContentsToBytes(spec.datatype, input.contents!, elements);
     if (bytes.length !== expected) throw new Error(`input ${input.name} needs ${expected} bytes, got ${bytes.length}`);
     // Raw contents move in the received message's own buffer where they can (received-message.ts).
     const data = raw ? movableTensor(bytes, DATATYPE_BYTES[spec.datatype]) : { data: bytesToArrayBuffer(bytes), byteOffset: 0, byteLength: bytes.length };
     return { name: input.name, datatype: spec.datatype, shape, ...data };
   });
+}
+
+/** An output written into a region: its request's region and offset, and the bytes written, as its parameters. */
+function placeParameters(request: ModelInferRequest__Output, name: string, written: number) {
+  const asked = request.outputs.find((o) => o.name === name)?.parameters ?? {};
+  return {
+    [SHM_REGION_PARAMETER]: asked[SHM_REGION_PARAMETER]!,
+    [SHM_OFFSET_PARAMETER]: asked[SHM_OFFSET_PARAMETER] ?? { int64Param: 0 },
+    [SHM_BYTE_SIZE_PARAMETER]: { int64Param: written },
+  };
 }
 
 function bytesToArrayBuffer(bytes: Uint8Array): ArrayBuffer {

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { markLaidOut } from '../protocol/infer-response-message.js';
 import { batchKey, padInputs, paddedBatchSize, splitOutputs, stackInputs } from './batching.js';
-import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
+import type { RunJob, TensorData, TensorPlace, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
 export interface SessionPoolOptions {
   modelFile: string;
@@ -57,6 +57,20 @@ export class JobAbortedError extends Error {
   override readonly name = 'JobAbortedError';
 }
 
+/**
+ * A shared memory region the call named could not be used when its job ran (its file gone,
+ * replaced or too short: FAILED_PRECONDITION; an output larger than the room given: INVALID_ARGUMENT).
+ */
+export class RegionRefusedError extends Error {
+  override readonly name = 'RegionRefusedError';
+  constructor(
+    message: string,
+    readonly code: 'FAILED_PRECONDITION' | 'INVALID_ARGUMENT',
+  ) {
+    super(message);
+  }
+}
+
 /** No worker is alive (all crashed, restarts pending): the job is refused at once, not queued until its deadline. */
 export class WorkersDownError extends Error {
   override readonly name = 'WorkersDownError';
@@ -65,6 +79,7 @@ export class WorkersDownError extends Error {
 interface PendingJob {
   inputs: TensorData[];
   outputNames: string[];
+  outputPlaces?: (TensorPlace | undefined)[] | undefined;
   signal: AbortSignal | undefined;
   resolve: (result: RunResult) => void;
   reject: (error: Error) => void;
@@ -143,7 +158,8 @@ export class SessionPool {
     return this.slots.length;
   }
 
-  run(inputs: TensorData[], outputNames: string[], signal?: AbortSignal): Promise<RunResult> {
+  /** `outputPlaces`: per output name, a shared memory region to write it into instead of the result (session-worker.ts). */
+  run(inputs: TensorData[], outputNames: string[], signal?: AbortSignal, outputPlaces?: (TensorPlace | undefined)[]): Promise<RunResult> {
     if (this.closed) return Promise.reject(new JobAbortedError('the session pool is closed'));
     if (signal?.aborted) return Promise.reject(new JobAbortedError('cancelled before it was queued'));
     if (this.slots.length === 0) return Promise.reject(new WorkersDownError('no inference worker is running (restarting after a crash)'));
@@ -152,7 +168,7 @@ export class SessionPool {
       return Promise.reject(new QueueFullError(`all ${this.slots.length} workers busy and ${this.queue.length} jobs queued`));
     }
     return new Promise<RunResult>((resolve, reject) => {
-      const job: PendingJob = { inputs, outputNames, signal, resolve, reject };
+      const job: PendingJob = { inputs, outputNames, outputPlaces, signal, resolve, reject };
       if (idle) {
         this.queue.unshift(job);
         this.pump(idle);
@@ -235,9 +251,10 @@ export class SessionPool {
             slot.busy = undefined;
             // A worker that gets through a job is healthy: the next crash starts the backoff afresh.
             this.crashesInARow = 0;
-            if (reply.type === 'result' && reply.laidOut && reply.outputs[0]) markLaidOut(reply.outputs[0].data);
+            const inMessage = reply.type === 'result' ? reply.outputs.find((o) => !o.place) : undefined;
+            if (reply.type === 'result' && reply.laidOut && inMessage) markLaidOut(inMessage.data);
             if (reply.type === 'result') busy.job.resolve({ outputs: reply.outputs, runMs: reply.runMs, batchSize: 1 });
-            else busy.job.reject(new Error(reply.message));
+            else busy.job.reject(reply.region ? new RegionRefusedError(reply.message, reply.region) : new Error(reply.message));
             this.pump(slot);
             break;
           }
@@ -291,7 +308,7 @@ export class SessionPool {
     this.stats.started++;
     this.stats.runs++;
     this.options.onStart?.();
-    const message: RunJob = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
+    const message: RunJob = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames, outputPlaces: job.outputPlaces };
     slot.worker.postMessage(
       message,
       job.inputs.map((i) => i.data),
@@ -308,7 +325,7 @@ export class SessionPool {
       }
       // When batching, even a lone call goes through dispatchBatch: it is padded to the one batch
       // size the session is kept at.
-      if ((this.options.maxBatch ?? 1) > 1 && batchKey(job.inputs, job.outputNames) !== undefined) this.dispatchBatch(slot, this.companions(job));
+      if ((this.options.maxBatch ?? 1) > 1 && batchable(job)) this.dispatchBatch(slot, this.companions(job));
       else this.dispatch(slot, job);
     }
   }
@@ -326,7 +343,7 @@ export class SessionPool {
     let total = images(job);
     for (let i = 0; i < this.queue.length && total < maxBatch; ) {
       const next = this.queue[i]!;
-      if (!next.signal?.aborted && total + images(next) <= maxBatch && batchKey(next.inputs, next.outputNames) === key) {
+      if (!next.signal?.aborted && total + images(next) <= maxBatch && batchable(next) && batchKey(next.inputs, next.outputNames) === key) {
         this.queue.splice(i, 1);
         batch.push(next);
         total += images(next);
@@ -373,4 +390,12 @@ export class SessionPool {
     this.stats.dropped++;
     job.reject(new JobAbortedError('cancelled while queued'));
   }
+}
+
+/**
+ * Whether a job may share a session.run: not one whose tensors lie in shared memory regions
+ * (its worker reads and writes them itself; stacking would bring them through this thread).
+ */
+function batchable(job: PendingJob): boolean {
+  return batchKey(job.inputs, job.outputNames) !== undefined && !job.inputs.some((i) => i.place) && !job.outputPlaces?.some(Boolean);
 }

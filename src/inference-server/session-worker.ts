@@ -6,6 +6,7 @@
 import ort from 'onnxruntime-node';
 import { parentPort, workerData } from 'node:worker_threads';
 import { layOutOutputs } from '../protocol/infer-response-message.js';
+import { readTensor, RegionUnusableError, writeTensor } from './shared-memory-io.js';
 import { datatypeOf, ortTypeOf, typedArrayFor } from './tensor-types.js';
 import type { RunJob, TensorData, TensorSpec, WorkerInit, WorkerReply } from './worker-protocol.js';
 
@@ -70,7 +71,10 @@ async function run(session: ort.InferenceSession, job: RunJob): Promise<void> {
     const feeds: Record<string, ort.Tensor> = {};
     for (const input of job.inputs) {
       const type = ortTypeOf(input.datatype);
-      feeds[input.name] = new ort.Tensor(type, typedArrayFor(type, input.data, input.byteOffset, input.byteLength) as never, input.shape);
+      // An input in a client's shared memory region: read from there, straight into its buffer.
+      const data = input.place ? readTensor(input.place) : input.data;
+      const at = input.place ? {} : { byteOffset: input.byteOffset, byteLength: input.byteLength };
+      feeds[input.name] = new ort.Tensor(type, typedArrayFor(type, data, at.byteOffset, at.byteLength) as never, input.shape);
     }
     const started = performance.now();
     const results = await session.run(feeds, job.outputNames);
@@ -78,22 +82,34 @@ async function run(session: ort.InferenceSession, job: RunJob): Promise<void> {
     const runMs = performance.now() - started;
     const views: Uint8Array[] = [];
     const specs: Omit<TensorData, 'data'>[] = [];
-    for (const name of job.outputNames) {
+    const placed: TensorData[] = [];
+    for (const [index, name] of job.outputNames.entries()) {
       const tensor = results[name];
       if (!tensor) throw new Error(`model produced no output ${name}`);
       const datatype = datatypeOf(tensor.type);
       if (!datatype) throw new Error(`output ${name} has unsupported type ${tensor.type}`);
       const view = tensor.data as unknown as ArrayBufferView;
-      views.push(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
+      const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+      const place = job.outputPlaces?.[index];
+      if (place) {
+        // Into the client's shared memory region, straight from onnxruntime's memory.
+        writeTensor(place, bytes);
+        placed.push({ name, datatype, shape: [...tensor.dims], data: new ArrayBuffer(0), place: { ...place, byteLength: bytes.byteLength } });
+        continue;
+      }
+      views.push(bytes);
       specs.push({ name, datatype, shape: [...tensor.dims] });
     }
     // The tensors may view larger native buffers: their bytes are copied, once, into the answer's
     // message layout (infer-response-message.ts), one buffer for all, transferred.
     const { data, spans } = layOutOutputs(views);
-    const outputs: TensorData[] = specs.map((spec, i) => ({ ...spec, data, ...spans[i]! }));
-    post({ type: 'result', id: job.id, outputs, runMs, laidOut: true }, [data]);
+    const inMessage: TensorData[] = specs.map((spec, i) => ({ ...spec, data, ...spans[i]! }));
+    // In the order asked for: the answer lists every output, its bytes in the message or in a region.
+    const outputs = job.outputNames.map((name) => inMessage.find((o) => o.name === name) ?? placed.find((o) => o.name === name)!);
+    post({ type: 'result', id: job.id, outputs, runMs, laidOut: inMessage.length > 0 }, [data]);
   } catch (error) {
-    post({ type: 'error', id: job.id, message: error instanceof Error ? error.message : String(error) });
+    const region = error instanceof RegionUnusableError ? error.code : undefined;
+    post({ type: 'error', id: job.id, message: error instanceof Error ? error.message : String(error), ...(region ? { region } : {}) });
   }
 }
 

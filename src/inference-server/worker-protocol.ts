@@ -28,6 +28,19 @@ export interface TensorData {
    */
   byteOffset?: number;
   byteLength?: number;
+  /**
+   * The tensor lies in a client's shared memory region instead (shared-memory-regions.ts): the
+   * worker reads an input from there into a buffer of its own, writes an output there, and
+   * `data` is empty.
+   */
+  place?: TensorPlace;
+}
+
+/** A stretch of a shared memory object's file (shared-memory-regions.ts). */
+export interface TensorPlace {
+  file: string;
+  position: number;
+  byteLength: number;
 }
 
 /** The tensor's bytes: a view of `data`, never a copy. */
@@ -40,10 +53,12 @@ export interface RunJob {
   id: number;
   inputs: TensorData[];
   outputNames: string[];
+  /** Per output name, the region to write it into instead of the answer (or undefined). */
+  outputPlaces?: (TensorPlace | undefined)[] | undefined;
 }
 
 export type WorkerReply =
   | { type: 'ready'; inputs: TensorSpec[]; outputs: TensorSpec[]; provider: string; skipped: { provider: string; error: string }[] }
   | { type: 'result'; id: number; outputs: TensorData[]; runMs: number; /** Outputs in one layOutOutputs buffer. */ laidOut?: boolean }
-  | { type: 'error'; id: number; message: string }
+  | { type: 'error'; id: number; message: string; /** A shared memory region the call named was unusable: the caller's fault, not the model's. */ region?: 'FAILED_PRECONDITION' | 'INVALID_ARGUMENT' }
   | { type: 'fatal'; message: string };

@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
 import {
   INFERENCE_SERVICE_NAME,
   MODEL_INFER_SPAN,
@@ -20,6 +21,7 @@ import { traceContextHeaders, traceStep } from '../../tracing/otel.js';
 import { createServiceClient, OVERSIZED_MESSAGE, type Balancing, type InferenceTls } from './grpc-channel.js';
 import { InferenceThread, InferenceThreadStopped, type InferTask, type ThreadCounts } from './inference-thread.js';
 import { typedView } from './read-output.js';
+import { isLoopbackAddress } from './shared-memory-ring.js';
 
 export { grpcTarget, type Balancing, type InferenceTls } from './grpc-channel.js';
 export { readOutput } from './read-output.js';
@@ -42,6 +44,15 @@ export interface InferenceClientOptions {
   /** Seconds a client is told to wait (Retry-After) when the server is down or busy. */
   retryAfterSeconds: number;
   tls?: InferenceTls;
+  /**
+   * Tensors through shared memory (/dev/shm) instead of the message, with a server on this host
+   * that offers Triton's system shared memory extension (shared-memory-ring.ts): `auto` tries it
+   * when every server of `address` is on loopback (each slot registered with each), and every call goes over the wire whenever it cannot;
+   * `off` (the default) never.
+   */
+  sharedMemory?: 'auto' | 'off';
+  /** Most calls in flight through shared memory (slots, each a /dev/shm object). Default 8. */
+  sharedMemorySlots?: number;
 }
 
 /** How long "all servers full" is assumed to last before requests are let through to try again. */
@@ -71,7 +82,17 @@ export class InferenceClient {
   constructor(private readonly options: InferenceClientOptions) {
     const channel = { address: options.address, balancing: options.balancing, maxMessageBytes: options.maxMessageBytes, tls: options.tls };
     this.client = createServiceClient(channel);
-    this.thread = new InferenceThread(channel);
+    const mode = options.sharedMemory === 'auto' && isLoopbackAddress(options.address) && process.platform === 'linux' ? 'auto' : 'off';
+    this.thread = new InferenceThread({
+      ...channel,
+      sharedMemory: {
+        mode,
+        slots: options.sharedMemorySlots ?? 8,
+        prefix: `bgcut-api-${process.pid}-${randomBytes(4).toString('hex')}`,
+        // Input and output of the largest message in one slot.
+        maxSlotBytes: 2 * options.maxMessageBytes,
+      },
+    });
   }
 
   metadata(model: string, timeoutMs: number): Promise<ModelMetadataResponse__Output> {
@@ -153,7 +174,8 @@ export class InferenceClient {
       if (message.length !== prefix.length + tensor.byteLength || !startsWithPrefix(message, prefix)) {
         return Promise.reject(new Error('the request message was laid out for another model call'));
       }
-      request = { message };
+      // The header too: a call through shared memory sends it instead of the message.
+      request = { message, header };
       // A message made for this call alone is moved to the thread (no copy; nothing dead left here).
       if (input.data.sendOnce) move = movableMemory(message);
     } else {

@@ -8,11 +8,20 @@
  * framing, HTTP/2 or protobuf decoding on the host's event loop.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { Metadata } from '@grpc/grpc-js';
+import { Metadata, status as grpcStatus } from '@grpc/grpc-js';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
-import { EncodedInferRequest, modelInferMessages, TENSOR_ALIGNMENT, type ModelInferRequest } from '../../protocol/index.js';
-import { createServiceClient, isQueueFull, type ChannelOptions } from './grpc-channel.js';
-import { COLLECT_AFTER_BYTES, type FromThread, type InferTask, type ToThread } from './inference-thread.js';
+import {
+  DATATYPE_BYTES,
+  elementCount,
+  EncodedInferRequest,
+  modelInferMessages,
+  TENSOR_ALIGNMENT,
+  type ModelInferRequest,
+  type ModelInferResponse__Output,
+} from '../../protocol/index.js';
+import { createServiceClient, isQueueFull } from './grpc-channel.js';
+import { COLLECT_AFTER_BYTES, type FromThread, type InferTask, type ThreadOptions, type ToThread } from './inference-thread.js';
+import { loopbackServers, SharedMemoryRing, type SlotUse } from './shared-memory-ring.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
 import { gcFunction } from '../image/render-garbage.js';
@@ -22,7 +31,15 @@ import { releaseNow } from '../../util/release-now.js';
 const QUEUE_FULL_ATTEMPTS = 4;
 
 const port = parentPort!;
-const client = createServiceClient(workerData as ChannelOptions);
+const options = workerData as ThreadOptions;
+const client = createServiceClient(options);
+/**
+ * Tensors through /dev/shm when the servers are on this host and accept it (shared-memory-ring.ts):
+ * with several, each slot is registered with each server, through a client of its own.
+ */
+const servers = options.sharedMemory.mode === 'auto' ? (loopbackServers(options.address) ?? []) : [];
+const controlClients = servers.length > 1 ? servers.map((address) => createServiceClient({ address, maxMessageBytes: 1024 * 1024, tls: options.tls })) : [client];
+const ring = new SharedMemoryRing(controlClients, options.sharedMemory);
 /** The calls under way, by task id: what a cancel needs. */
 const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }>();
 
@@ -60,20 +77,56 @@ function infer(task: InferTask): void {
     collectAfterCall(bytes);
   };
   // The client's ModelInfer serializer takes either (inferenceClientConstructor).
-  const request = task.message
+  const wire = task.message
     ? new EncodedInferRequest(asBuffer(task.message))
     : { ...task.header!, rawInputContents: [asBuffer(task.tensor!)] };
+  // Or the tensors through a shared memory slot, when the ring has one free (else over the wire).
+  const use = takeSlot(task);
+  let request: ModelInferRequest | EncodedInferRequest = use ? slotRequest(task, use) : wire;
+  let slot = use;
+  /** Settles the call's slot: free again after an answer, retired after anything else. */
+  const settleSlot = (answered: boolean) => {
+    if (!slot) return;
+    if (answered) ring.release(slot);
+    else ring.retire(slot);
+    slot = undefined;
+  };
   const deadline = Date.now() + task.timeoutMs;
   const metadata = new Metadata();
   metadata.set(MODEL_METADATA_KEY, task.model);
   for (const [name, value] of Object.entries(task.trace)) metadata.set(name, value);
   const attempt = (left: number): void => {
     state.call = client.ModelInfer(request as ModelInferRequest, metadata.clone(), { deadline }, (error, response) => {
+      if (error && slot && REGION_REFUSALS.has(error.code) && !state.cancelled) {
+        // The server refused the regions (it restarted, or turned the extension off): this call
+        // goes over the wire, and the ring probes again later.
+        ring.refused(slot);
+        slot = undefined;
+        request = wire;
+        attempt(left);
+        return;
+      }
       if (error) {
+        // A queue-full refusal comes before the server read the slot: it stays this call's for the next try.
+        if (!(isQueueFull(error) && left > 1 && !state.cancelled && Date.now() < deadline)) settleSlot(false);
         // That server's queue is full: the balancer puts the next try on another server
         // (one that just refused loses to any other for a second: least-request-balancer.ts).
         if (isQueueFull(error) && left > 1 && !state.cancelled && Date.now() < deadline) attempt(left - 1);
         else finish({ type: 'infer', id: task.id, ok: false, status: { code: error.code, details: error.details, message: error.message } });
+        return;
+      }
+      if (slot) {
+        let answer: { shape: number[]; mask: SharedArrayBuffer; serverRunMs: number | undefined; bytesReceived: number };
+        try {
+          answer = readSlotOutput(response!, task, slot);
+        } catch (failure) {
+          settleSlot(false);
+          finish({ type: 'infer', id: task.id, ok: false, unexpectedOutput: failure instanceof Error ? failure.message : String(failure) });
+          return;
+        }
+        settleSlot(true);
+        ring.counts.calls++;
+        finish({ type: 'infer', id: task.id, ok: true, ...answer });
         return;
       }
       let output: ReturnType<typeof readOutput>;
@@ -108,11 +161,77 @@ port.on('message', (message: ToThread) => {
       break;
     }
     case 'counts':
-      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections, released });
+      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections, released, sharedMemory: ring.snapshot() });
       break;
     case 'close':
-      client.close();
-      port.close();
+      // The slots are unregistered and their files removed before the channel closes.
+      void ring.close().finally(() => {
+        for (const control of controlClients) if (control !== client) control.close();
+        client.close();
+        port.close();
+      });
       break;
   }
 });
+
+/** Statuses with which a server refuses a call's regions: retried over the wire. */
+const REGION_REFUSALS = new Set<number>([grpcStatus.INVALID_ARGUMENT, grpcStatus.FAILED_PRECONDITION, grpcStatus.NOT_FOUND, grpcStatus.UNIMPLEMENTED, grpcStatus.PERMISSION_DENIED]);
+
+/** The input's bytes (the tail of a message laid out by the pixel worker, or the tensor itself). */
+function inputTensor(task: InferTask): Uint8Array {
+  if (task.tensor) return task.tensor;
+  const input = task.header!.inputs![0]!;
+  const bytes = elementCount((input.shape ?? []).map(Number)) * DATATYPE_BYTES[input.datatype as keyof typeof DATATYPE_BYTES];
+  return task.message!.subarray(task.message!.byteLength - bytes);
+}
+
+/** A slot for the call, with the input written into it; undefined: over the wire. */
+function takeSlot(task: InferTask): SlotUse | undefined {
+  const input = task.header?.inputs?.[0];
+  if (!input || task.header!.inputs!.length !== 1) return undefined;
+  const tensor = inputTensor(task);
+  // A mask has at most as many elements as the image (one channel of it), of the output's type.
+  const outputRoom = (tensor.byteLength / DATATYPE_BYTES[input.datatype as keyof typeof DATATYPE_BYTES]) * DATATYPE_BYTES[task.output.datatype];
+  const use = ring.take(tensor.byteLength, outputRoom);
+  if (!use) return undefined;
+  try {
+    ring.writeInput(use, tensor);
+  } catch {
+    ring.retire(use);
+    return undefined;
+  }
+  return use;
+}
+
+const shmParameters = (region: string, byteSize: number, offset: number) => ({
+  shared_memory_region: { stringParam: region },
+  shared_memory_byte_size: { int64Param: byteSize },
+  shared_memory_offset: { int64Param: offset },
+});
+
+/** The call's request with its input and output in the slot: a few dozen bytes for protobufjs. */
+function slotRequest(task: InferTask, use: SlotUse): ModelInferRequest {
+  const header = task.header!;
+  return {
+    ...header,
+    inputs: header.inputs!.map((input) => ({ ...input, parameters: { ...input.parameters, ...shmParameters(use.slot.name, use.inputBytes, 0) } })),
+    outputs: [{ name: task.output.name, parameters: shmParameters(use.slot.name, use.outputRoom, use.outputOffset) }],
+  };
+}
+
+/** The mask the server wrote into the slot, checked against the answer's shape and read into shared memory. */
+function readSlotOutput(response: ModelInferResponse__Output, task: InferTask, use: SlotUse) {
+  const tensor = response.outputs.find((o) => o.name === task.output.name);
+  if (!tensor) throw new Error(`no output ${task.output.name} in the answer`);
+  if (tensor.datatype !== task.output.datatype) throw new Error(`output ${tensor.name} is ${tensor.datatype}, expected ${task.output.datatype}`);
+  const shape = tensor.shape.map(Number);
+  const bytes = elementCount(shape) * DATATYPE_BYTES[task.output.datatype];
+  const written = tensor.parameters?.shared_memory_byte_size?.int64Param;
+  if (bytes > use.outputRoom || (written !== undefined && Number(written) !== bytes)) {
+    throw new Error(`output ${tensor.name} of shape [${shape}] (${bytes} bytes) does not match what the server wrote into shared memory (${String(written)} of ${use.outputRoom} bytes)`);
+  }
+  const mask = new SharedArrayBuffer(bytes);
+  ring.readOutput(use, new Uint8Array(mask));
+  const runUs = response.parameters.session_run_us?.int64Param;
+  return { shape, mask, serverRunMs: runUs === undefined ? undefined : Number(runUs) / 1000, bytesReceived: 0 };
+}

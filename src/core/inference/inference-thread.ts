@@ -17,6 +17,12 @@
 import { Worker } from 'node:worker_threads';
 import type { Datatype, InferRequestHeader } from '../../protocol/index.js';
 import type { ChannelOptions } from './grpc-channel.js';
+import { removeRingFiles, type RingCounts, type SharedMemorySettings } from './shared-memory-ring.js';
+
+/** What the thread is started with: its channel, and whether and how it may use shared memory with the server. */
+export interface ThreadOptions extends ChannelOptions {
+  sharedMemory: SharedMemorySettings;
+}
 
 /** One ModelInfer call for the thread: the message as it is sent (or a header and a tensor to encode), and its deadline and metadata. */
 export interface InferTask {
@@ -25,7 +31,10 @@ export interface InferTask {
   model: string;
   /** A message with its tensor in place (infer-request-message.ts). */
   message?: Uint8Array | undefined;
-  /** Else the request's fields and its tensor, encoded by protobufjs in the thread. */
+  /**
+   * The request's fields: with `tensor`, encoded by protobufjs in the thread; with `message`,
+   * what a call through shared memory sends instead of it (shared-memory-ring.ts).
+   */
   header?: InferRequestHeader | undefined;
   tensor?: Uint8Array | undefined;
   output: { name: string; datatype: Datatype };
@@ -57,6 +66,8 @@ export interface ThreadCounts {
   collections: number;
   /** Moved messages the thread freed as their calls ended. */
   released: number;
+  /** Calls through shared memory with the server, and the ring's state (shared-memory-ring.ts). */
+  sharedMemory: RingCounts;
 }
 
 export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ type: 'counts'; id: number } & ThreadCounts);
@@ -99,17 +110,29 @@ export class InferenceThread {
   /** Messages moved to the thread rather than copied (for tests). */
   moved = 0;
 
-  constructor(private readonly options: ChannelOptions) {
+  constructor(private readonly options: ThreadOptions) {
     this.start();
+    // The ring's files go with the process, however the thread ended (close() removes them first).
+    if (options.sharedMemory.mode !== 'off') process.on('exit', this.removeFiles);
   }
+
+  private readonly removeFiles = () => {
+    removeRingFiles(this.options.sharedMemory.prefix);
+  };
 
   /** The worker's thread id (for tests), or undefined while none runs. */
   get threadId(): number | undefined {
     return this.worker?.threadId;
   }
 
+  /** Threads started so far: each names its shared memory objects apart (a thread started again after one failed must not meet its files or regions). */
+  private starts = 0;
+
   private start(): Worker {
-    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: this.options, name: 'bgcut-inference' });
+    // What a thread that stopped left of its ring goes first.
+    if (this.starts > 0) this.removeFiles();
+    const sharedMemory = { ...this.options.sharedMemory, prefix: `${this.options.sharedMemory.prefix}-${this.starts++}` };
+    const worker = new Worker(new URL(INFERENCE_WORKER_FILE), { workerData: { ...this.options, sharedMemory }, name: 'bgcut-inference' });
     worker.unref();
     worker.on('message', (message: FromThread) => this.settle(message.id, (p) => p.resolve(message as never)));
     worker.on('error', (error) => this.stopped(worker, error));
@@ -173,10 +196,14 @@ export class InferenceThread {
       if (!worker) return;
       const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
       worker.postMessage({ type: 'close' } satisfies ToThread);
-      const timer = setTimeout(() => void worker.terminate(), 1000);
+      // The thread unregisters its slots (a second at most) before it ends.
+      const timer = setTimeout(() => void worker.terminate(), 3000);
       await exited;
       clearTimeout(timer);
-    })();
+    })().finally(() => {
+      this.removeFiles();
+      process.off('exit', this.removeFiles);
+    });
     return this.closing;
   }
 }

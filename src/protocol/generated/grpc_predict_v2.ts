@@ -16,6 +16,12 @@ import type { ServerMetadataRequest as _inference_ServerMetadataRequest, ServerM
 import type { ServerMetadataResponse as _inference_ServerMetadataResponse, ServerMetadataResponse__Output as _inference_ServerMetadataResponse__Output } from './inference/ServerMetadataResponse.js';
 import type { ServerReadyRequest as _inference_ServerReadyRequest, ServerReadyRequest__Output as _inference_ServerReadyRequest__Output } from './inference/ServerReadyRequest.js';
 import type { ServerReadyResponse as _inference_ServerReadyResponse, ServerReadyResponse__Output as _inference_ServerReadyResponse__Output } from './inference/ServerReadyResponse.js';
+import type { SystemSharedMemoryRegisterRequest as _inference_SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterRequest__Output as _inference_SystemSharedMemoryRegisterRequest__Output } from './inference/SystemSharedMemoryRegisterRequest.js';
+import type { SystemSharedMemoryRegisterResponse as _inference_SystemSharedMemoryRegisterResponse, SystemSharedMemoryRegisterResponse__Output as _inference_SystemSharedMemoryRegisterResponse__Output } from './inference/SystemSharedMemoryRegisterResponse.js';
+import type { SystemSharedMemoryStatusRequest as _inference_SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusRequest__Output as _inference_SystemSharedMemoryStatusRequest__Output } from './inference/SystemSharedMemoryStatusRequest.js';
+import type { SystemSharedMemoryStatusResponse as _inference_SystemSharedMemoryStatusResponse, SystemSharedMemoryStatusResponse__Output as _inference_SystemSharedMemoryStatusResponse__Output } from './inference/SystemSharedMemoryStatusResponse.js';
+import type { SystemSharedMemoryUnregisterRequest as _inference_SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterRequest__Output as _inference_SystemSharedMemoryUnregisterRequest__Output } from './inference/SystemSharedMemoryUnregisterRequest.js';
+import type { SystemSharedMemoryUnregisterResponse as _inference_SystemSharedMemoryUnregisterResponse, SystemSharedMemoryUnregisterResponse__Output as _inference_SystemSharedMemoryUnregisterResponse__Output } from './inference/SystemSharedMemoryUnregisterResponse.js';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
   new(...args: ConstructorParameters<Constructor>): Subtype;
@@ -38,6 +44,12 @@ export interface ProtoGrpcType {
     ServerMetadataResponse: MessageTypeDefinition<_inference_ServerMetadataResponse, _inference_ServerMetadataResponse__Output>
     ServerReadyRequest: MessageTypeDefinition<_inference_ServerReadyRequest, _inference_ServerReadyRequest__Output>
     ServerReadyResponse: MessageTypeDefinition<_inference_ServerReadyResponse, _inference_ServerReadyResponse__Output>
+    SystemSharedMemoryRegisterRequest: MessageTypeDefinition<_inference_SystemSharedMemoryRegisterRequest, _inference_SystemSharedMemoryRegisterRequest__Output>
+    SystemSharedMemoryRegisterResponse: MessageTypeDefinition<_inference_SystemSharedMemoryRegisterResponse, _inference_SystemSharedMemoryRegisterResponse__Output>
+    SystemSharedMemoryStatusRequest: MessageTypeDefinition<_inference_SystemSharedMemoryStatusRequest, _inference_SystemSharedMemoryStatusRequest__Output>
+    SystemSharedMemoryStatusResponse: MessageTypeDefinition<_inference_SystemSharedMemoryStatusResponse, _inference_SystemSharedMemoryStatusResponse__Output>
+    SystemSharedMemoryUnregisterRequest: MessageTypeDefinition<_inference_SystemSharedMemoryUnregisterRequest, _inference_SystemSharedMemoryUnregisterRequest__Output>
+    SystemSharedMemoryUnregisterResponse: MessageTypeDefinition<_inference_SystemSharedMemoryUnregisterResponse, _inference_SystemSharedMemoryUnregisterResponse__Output>
   }
 }
 

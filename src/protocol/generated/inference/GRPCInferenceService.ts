@@ -14,6 +14,12 @@ import type { ServerMetadataRequest as _inference_ServerMetadataRequest, ServerM
 import type { ServerMetadataResponse as _inference_ServerMetadataResponse, ServerMetadataResponse__Output as _inference_ServerMetadataResponse__Output } from '../inference/ServerMetadataResponse.js';
 import type { ServerReadyRequest as _inference_ServerReadyRequest, ServerReadyRequest__Output as _inference_ServerReadyRequest__Output } from '../inference/ServerReadyRequest.js';
 import type { ServerReadyResponse as _inference_ServerReadyResponse, ServerReadyResponse__Output as _inference_ServerReadyResponse__Output } from '../inference/ServerReadyResponse.js';
+import type { SystemSharedMemoryRegisterRequest as _inference_SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterRequest__Output as _inference_SystemSharedMemoryRegisterRequest__Output } from '../inference/SystemSharedMemoryRegisterRequest.js';
+import type { SystemSharedMemoryRegisterResponse as _inference_SystemSharedMemoryRegisterResponse, SystemSharedMemoryRegisterResponse__Output as _inference_SystemSharedMemoryRegisterResponse__Output } from '../inference/SystemSharedMemoryRegisterResponse.js';
+import type { SystemSharedMemoryStatusRequest as _inference_SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusRequest__Output as _inference_SystemSharedMemoryStatusRequest__Output } from '../inference/SystemSharedMemoryStatusRequest.js';
+import type { SystemSharedMemoryStatusResponse as _inference_SystemSharedMemoryStatusResponse, SystemSharedMemoryStatusResponse__Output as _inference_SystemSharedMemoryStatusResponse__Output } from '../inference/SystemSharedMemoryStatusResponse.js';
+import type { SystemSharedMemoryUnregisterRequest as _inference_SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterRequest__Output as _inference_SystemSharedMemoryUnregisterRequest__Output } from '../inference/SystemSharedMemoryUnregisterRequest.js';
+import type { SystemSharedMemoryUnregisterResponse as _inference_SystemSharedMemoryUnregisterResponse, SystemSharedMemoryUnregisterResponse__Output as _inference_SystemSharedMemoryUnregisterResponse__Output } from '../inference/SystemSharedMemoryUnregisterResponse.js';
 
 export interface GRPCInferenceServiceClient extends grpc.Client {
   ModelInfer(argument: _inference_ModelInferRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_ModelInferResponse__Output>): grpc.ClientUnaryCall;
@@ -70,6 +76,33 @@ export interface GRPCInferenceServiceClient extends grpc.Client {
   serverReady(argument: _inference_ServerReadyRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_ServerReadyResponse__Output>): grpc.ClientUnaryCall;
   serverReady(argument: _inference_ServerReadyRequest, callback: grpc.requestCallback<_inference_ServerReadyResponse__Output>): grpc.ClientUnaryCall;
   
+  SystemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryRegister(argument: _inference_SystemSharedMemoryRegisterRequest, callback: grpc.requestCallback<_inference_SystemSharedMemoryRegisterResponse__Output>): grpc.ClientUnaryCall;
+  
+  SystemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryStatus(argument: _inference_SystemSharedMemoryStatusRequest, callback: grpc.requestCallback<_inference_SystemSharedMemoryStatusResponse__Output>): grpc.ClientUnaryCall;
+  
+  SystemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  SystemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  systemSharedMemoryUnregister(argument: _inference_SystemSharedMemoryUnregisterRequest, callback: grpc.requestCallback<_inference_SystemSharedMemoryUnregisterResponse__Output>): grpc.ClientUnaryCall;
+  
 }
 
 export interface GRPCInferenceServiceHandlers extends grpc.UntypedServiceImplementation {
@@ -85,6 +118,12 @@ export interface GRPCInferenceServiceHandlers extends grpc.UntypedServiceImpleme
   
   ServerReady: grpc.handleUnaryCall<_inference_ServerReadyRequest__Output, _inference_ServerReadyResponse>;
   
+  SystemSharedMemoryRegister: grpc.handleUnaryCall<_inference_SystemSharedMemoryRegisterRequest__Output, _inference_SystemSharedMemoryRegisterResponse>;
+  
+  SystemSharedMemoryStatus: grpc.handleUnaryCall<_inference_SystemSharedMemoryStatusRequest__Output, _inference_SystemSharedMemoryStatusResponse>;
+  
+  SystemSharedMemoryUnregister: grpc.handleUnaryCall<_inference_SystemSharedMemoryUnregisterRequest__Output, _inference_SystemSharedMemoryUnregisterResponse>;
+  
 }
 
 export interface GRPCInferenceServiceDefinition extends grpc.ServiceDefinition {
@@ -94,4 +133,7 @@ export interface GRPCInferenceServiceDefinition extends grpc.ServiceDefinition {
   ServerLive: MethodDefinition<_inference_ServerLiveRequest, _inference_ServerLiveResponse, _inference_ServerLiveRequest__Output, _inference_ServerLiveResponse__Output>
   ServerMetadata: MethodDefinition<_inference_ServerMetadataRequest, _inference_ServerMetadataResponse, _inference_ServerMetadataRequest__Output, _inference_ServerMetadataResponse__Output>
   ServerReady: MethodDefinition<_inference_ServerReadyRequest, _inference_ServerReadyResponse, _inference_ServerReadyRequest__Output, _inference_ServerReadyResponse__Output>
+  SystemSharedMemoryRegister: MethodDefinition<_inference_SystemSharedMemoryRegisterRequest, _inference_SystemSharedMemoryRegisterResponse, _inference_SystemSharedMemoryRegisterRequest__Output, _inference_SystemSharedMemoryRegisterResponse__Output>
+  SystemSharedMemoryStatus: MethodDefinition<_inference_SystemSharedMemoryStatusRequest, _inference_SystemSharedMemoryStatusResponse, _inference_SystemSharedMemoryStatusRequest__Output, _inference_SystemSharedMemoryStatusResponse__Output>
+  SystemSharedMemoryUnregister: MethodDefinition<_inference_SystemSharedMemoryUnregisterRequest, _inference_SystemSharedMemoryUnregisterResponse, _inference_SystemSharedMemoryUnregisterRequest__Output, _inference_SystemSharedMemoryUnregisterResponse__Output>
 }
