@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
-import { estimateForeground, sampleView, workingView } from '../src/core/image/foreground.js';
+import { blurFusionPlanes, estimateForeground, sampleView, sparseSecondPlanes, workingView } from '../src/core/image/foreground.js';
+import { blursWithSimd } from '../src/core/image/foreground-blur.js';
+import { kernelCalls } from '../src/core/image/kernel-calls.js';
 
 /**
  * A known answer: an object of colour F over a background of colour B, with a soft alpha ramp
@@ -287,5 +289,83 @@ describe('the working view (sampleView)', () => {
     expect(big.length).toBe(6 * 6 * 3);
     expect([...big.subarray(35 * 3)]).toEqual([30, 120, 220]);
     expect([...big.subarray(0, 3)]).toEqual([10, 100, 200]);
+  });
+});
+
+/** A deterministic generator of 32-bit states, for the property tests below. */
+function generator(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+}
+
+describe('the blur fusion in WebAssembly SIMD (foreground-blur.wat) against the JavaScript loops', () => {
+  // Planes as the estimate fills them (v / 255 as floats, exact 0 and 1 among them) and, for the
+  // second pass, arbitrary floats in 0..1; sizes odd and even, narrower and shorter than the box,
+  // one pixel; box sizes whose radius passes the plane's width and height.
+  const sizes: Array<[number, number, number]> = [
+    [300, 200, 27], [301, 199, 27], [200, 300, 3], [7, 5, 27], [31, 17, 9], [1, 1, 3], [2, 3, 3], [64, 1, 5], [1, 64, 5], [244, 245, 91],
+  ];
+  it.each(sizes)('%ix%i, box %i: every kept plane is the same floats, bit for bit, both passes', (w, h, size) => {
+    expect(blursWithSimd()).toBe(true);
+    const random = generator(w * 1000 + h * 10 + size);
+    const n = w * h;
+    const bytePlane = () => Float32Array.from({ length: n }, () => { const u = random(); return u < 0.2 ? 0 : u > 0.8 ? 1 : Math.floor(random() * 256) / 255; });
+    const anyPlane = () => Float32Array.from({ length: n }, () => random());
+    const planes = { image: [bytePlane(), bytePlane(), bytePlane()], f: [anyPlane(), anyPlane(), anyPlane()], b: [anyPlane(), anyPlane(), anyPlane()], a: bytePlane() };
+    for (const keep of ['foreground', 'blurred'] as const) {
+      const js = blurFusionPlanes(planes, w, h, size, keep, false);
+      const simd = blurFusionPlanes(planes, w, h, size, keep, true);
+      const bits = (list: Float32Array[]) => list.map((p) => Array.from(new Uint32Array(p.buffer, p.byteOffset, p.length)));
+      expect(bits(simd.foreground)).toEqual(bits(js.foreground));
+      expect(bits(simd.blurredForeground)).toEqual(bits(js.blurredForeground));
+      expect(bits(simd.blurredBackground)).toEqual(bits(js.blurredBackground));
+      expect(simd.foreground.length + simd.blurredForeground.length).toBe(3);
+    }
+  });
+
+  it.each(sizes)('%ix%i, box %i: the sparse second pass makes the same floats at every point, bit for bit', (w, h, size) => {
+    const random = generator(w * 7 + h * 13 + size);
+    const n = w * h;
+    const anyPlane = () => Float32Array.from({ length: n }, () => random());
+    // Alpha as the estimate fills it: exact 0 and 1 among values v / 255.
+    const a = Float32Array.from({ length: n }, () => { const u = random(); return u < 0.2 ? 0 : u > 0.8 ? 1 : Math.floor(random() * 256) / 255; });
+    const planes = { f: [anyPlane(), anyPlane(), anyPlane()], b: [anyPlane(), anyPlane(), anyPlane()], a };
+    // Every point (the box's edges and corners among them), some twice.
+    const points = [...Array.from({ length: n }, (_, i) => i), 0, n - 1];
+    const bits = (list: Float32Array[]) => list.map((p) => Array.from(new Uint32Array(p.buffer, p.byteOffset, p.length)));
+    expect(bits(sparseSecondPlanes(planes, w, h, size, points, true))).toEqual(bits(sparseSecondPlanes(planes, w, h, size, points, false)));
+  });
+
+  it('gives the JavaScript estimate\'s bytes end to end: soft objects over noise, from a model-size view and not, band and whole', async () => {
+    for (const [width, height, seed] of [[1224, 816, 1], [600, 399, 2], [333, 501, 3], [40, 25, 4]] as const) {
+      const random = generator(seed);
+      const rgb = Buffer.alloc(width * height * 3);
+      for (let i = 0; i < rgb.length; i++) rgb[i] = Math.floor(random() * 256);
+      // Soft discs scattered over the image (as a model's mask's fur and hair are), flat elsewhere.
+      const alpha = Buffer.alloc(width * height);
+      for (let k = 0; k < 12; k++) {
+        const cx = random() * width;
+        const cy = random() * height;
+        const r = 3 + random() * Math.min(width, height) * 0.2;
+        for (let y = 0; y < height; y++) {
+          for (let x = 0; x < width; x++) {
+            const d = Math.hypot(x - cx, y - cy) - r;
+            const v = d < -2 ? 255 : d > 2 ? 0 : Math.round((255 * (2 - d)) / 4);
+            alpha[y * width + x] = Math.max(alpha[y * width + x]!, v);
+          }
+        }
+      }
+      const view = { rgb: await sharp(rgb, { raw: { width, height, channels: 3 } }).resize(1024, 1024, { fit: 'fill' }).raw().toBuffer(), alpha: await sharp(alpha, { raw: { width, height, channels: 1 } }).resize(1024, 1024, { fit: 'fill' }).extractChannel(0).raw().toBuffer(), width: 1024, height: 1024 };
+      for (const source of [view, undefined]) {
+        for (const region of ['band', 'whole'] as const) {
+          const js = await estimateForeground(Buffer.from(rgb), alpha, width, height, source, region, { simd: false });
+          const before = kernelCalls['estimateForeground.simd'] ?? 0;
+          const simd = await estimateForeground(Buffer.from(rgb), alpha, width, height, source, region);
+          expect(kernelCalls['estimateForeground.simd']).toBe(before + 1);
+          expect(simd.equals(js)).toBe(true);
+          expect(simd.equals(rgb)).toBe(false);
+        }
+      }
+    }
   });
 });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { clearTransparent, composeOpaque, foregroundBox, FOREGROUND_THRESHOLD } from '../src/core/image/output.js';
+import { kernelCalls } from '../src/core/image/kernel-calls.js';
+import { upscalesWithSimd } from '../src/core/image/mask-upscale.js';
 import { upscaleMask } from '../src/core/image/tensor.js';
 
 /**
@@ -85,6 +87,40 @@ describe('full-size kernels give exactly the per-pixel formula', () => {
     for (let seed = 1; seed <= 3; seed++) {
       const src = maskLike(sw, sh, seed);
       expect(upscaleMask(src, sw, sh, width, height).equals(referenceUpscale(src, sw, sh, width, height))).toBe(true);
+    }
+  });
+
+  // The WebAssembly SIMD path (mask-upscale.wat) against the JavaScript loops it replaces (and
+  // both against the formula): masks like a model's and bytes at random (no flat stretches),
+  // sizes whose width is and is not a multiple of 8 and 16, downscales the SIMD path takes and
+  // ones it leaves to JavaScript, into a used buffer and a fresh one.
+  const simdCases: Array<[number, number, number, number, boolean]> = [
+    [1024, 1024, 1224, 816, true], // the model's mask to a 1 MP landscape photo
+    [1024, 1024, 816, 1224, true], // portrait: x shrinks by less than 2
+    [1024, 1024, 1500, 1125, true],
+    [320, 320, 4243, 2830, true], // a large upscale (a 12 MP photo from a small grid)
+    [64, 48, 1000, 667, true],
+    [20, 15, 16, 12, true], // the narrowest output it takes
+    [24, 13, 17, 9, true], // a last step overlapping the one before
+    [30, 20, 23, 40, true],
+    [1, 1, 40, 3, true], // one source pixel
+    [1024, 1024, 500, 400, false], // x shrinks by more than 2: left to JavaScript
+    [64, 48, 15, 30, false], // narrower than 16: JavaScript
+  ];
+  it.each(simdCases)('upscaleMask in WebAssembly SIMD: %ix%i to %ix%i gives the JavaScript loops\' bytes (SIMD taken: %s)', (sw, sh, width, height, taken) => {
+    expect(upscalesWithSimd()).toBe(true);
+    let state = sw * 7919 + width;
+    const random = () => ((state = (state * 1103515245 + 12345) >>> 0) >>> 24);
+    const noise = Buffer.alloc(sw * sh);
+    for (let i = 0; i < noise.length; i++) noise[i] = random();
+    for (const src of [maskLike(sw, sh, 5), noise, unaligned(noise)]) {
+      const expected = upscaleMask(src, sw, sh, width, height, undefined, { simd: false });
+      const before = kernelCalls['upscaleMask.simd'] ?? 0;
+      expect(upscaleMask(src, sw, sh, width, height).equals(expected)).toBe(true);
+      const used = Buffer.alloc(width * height, 0x5a);
+      expect(upscaleMask(src, sw, sh, width, height, used).equals(expected)).toBe(true);
+      expect((kernelCalls['upscaleMask.simd'] ?? 0) - before).toBe(taken ? 2 : 0);
+      if (width * height < 2_000_000) expect(expected.equals(referenceUpscale(src, sw, sh, width, height))).toBe(true);
     }
   });
 

@@ -1,6 +1,6 @@
 ;; The three hot loops of bicubic-enlarge.ts in WebAssembly SIMD, 8 or 16 samples per step (the
 ;; same integer arithmetic as the JavaScript, which stays the reference and does the edges).
-;; Compiled by scripts/build-bicubic-wasm.mjs (wabt's wat2wasm) into bicubic-enlarge-wasm.ts; edit here.
+;; Compiled by scripts/build-wasm.mjs (wabt's wat2wasm) into bicubic-enlarge-wasm.ts; edit here.
 (module
   ;; The caller's memory: a fresh one per call, sized for the job, so none is kept between calls.
   (import "env" "memory" (memory 1))

@@ -1,3 +1,4 @@
+import { simdPlanes, type BlurKernels } from './foreground-blur.js';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -145,6 +146,8 @@ export async function estimateForeground(
   height: number,
   source?: ImageView,
   region: 'band' | 'whole' = 'band',
+  /** `simd: false` keeps to the JavaScript loops (the reference the tests compare with). */
+  options: { simd?: boolean } = {},
 ): Promise<Buffer> {
   countKernel('estimateForeground');
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
@@ -179,7 +182,13 @@ export async function estimateForeground(
   const cw = box.width;
   const ch = box.height;
   const n = cw * ch;
-  const arena = planeArena(n, cw);
+  // The planes in WebAssembly memory where the SIMD blur fusion runs (foreground-blur.ts: the
+  // same floats), else in the kept JavaScript arrays; `simd: false` keeps to the JavaScript.
+  // The correction's bands of full-size rows (correctInBands) take memory of their own there.
+  const bandRows = Math.max(1, Math.min(soft.bottom - soft.top + 1, Math.floor(BAND_PIXELS / width)));
+  const cols = soft.right - soft.left + 1;
+  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES, CONTEXT_BYTES + n + 16 + cols * 16 + bandRows * (16 + width * 8))) || planeArena(n, cw);
+  if (arena.kernels) countKernel('estimateForeground.simd');
 
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
   const image = [arena.plane(), arena.plane(), arena.plane()];
@@ -201,7 +210,6 @@ export async function estimateForeground(
   const [B0, B1, B2] = second.blurredBackground as [Float32Array, Float32Array, Float32Array];
   const out = rgb;
   // Per full-size column of the soft box: its left tap's column in the box and its weight.
-  const cols = soft.right - soft.left + 1;
   const tapX = new Int32Array(cols);
   const tapRight = new Int32Array(cols);
   const weightX = new Float64Array(cols);
@@ -215,6 +223,10 @@ export async function estimateForeground(
   // With the sparse pass, a point's estimates are made the first time a soft pixel reads them.
   const lazy = second.done ? (second as SparseSecond) : undefined;
   const done = second.done;
+  if (arena.kernels && arena.extra) {
+    correctInBands({ rgb: out, alpha, width, soft, box, w, h, sy, tapX, tapRight, weightX, lazy, bandRows, F: [F0, F1, F2], B: [B0, B1, B2] }, arena.kernels, arena.extra);
+    return out;
+  }
   // Opaque and transparent pixels keep their colour: four of them are skipped at a time.
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   for (let y = soft.top; y <= soft.bottom; y++) {
@@ -262,6 +274,134 @@ export async function estimateForeground(
     }
   }
   return out;
+}
+
+/** Full-size pixels per band of the SIMD correction (correctInBands): its memory is about 8 bytes each. */
+const BAND_PIXELS = 65_536;
+/** secondAt's context block for the SIMD kernels (foreground-blur.wat), first in the extra memory. */
+const CONTEXT_BYTES = 128;
+
+/**
+ * estimateForeground's final loop with the WebAssembly kernels (foreground-blur.wat), the same
+ * bytes: band by band of full-size rows, the alpha is copied into the module's memory, `softList`
+ * lists its soft pixels (16 bytes per test where they are opaque or transparent), the sparse second
+ * pass is made at the points they read (secondAt, in JavaScript), their colour is gathered,
+ * `correctList` corrects it there (the JavaScript's `correct`, in double, in its order) and it is
+ * put back.
+ */
+function correctInBands(
+  job: {
+    rgb: Buffer;
+    alpha: Buffer;
+    width: number;
+    soft: { left: number; top: number; right: number; bottom: number };
+    box: { left: number; top: number; width: number; height: number };
+    w: number;
+    h: number;
+    sy: number;
+    tapX: Int32Array;
+    tapRight: Int32Array;
+    weightX: Float64Array;
+    lazy: SparseSecond | undefined;
+    bandRows: number;
+    F: Float32Array[];
+    B: Float32Array[];
+  },
+  kernels: BlurKernels,
+  extra: { at: number; bytes: Uint8Array },
+): void {
+  const { rgb, alpha, width, soft, box, h, sy, tapX, tapRight, weightX, lazy, bandRows } = job;
+  const cw = box.width;
+  const cols = soft.right - soft.left + 1;
+  const { bytes } = extra;
+  const memory = bytes.buffer;
+  // [secondAt's context | done flags (n) | column taps (16 bytes each) | row taps (16 each) | alpha band |
+  //  soft list (i32) | colours (3 bytes each)]
+  const ctxAt = extra.at;
+  if (lazy) writeContext(lazy, extra);
+  const colsAt = (ctxAt + CONTEXT_BYTES + box.width * box.height + 15) & ~15;
+  const rowsAt = colsAt + cols * 16;
+  const alphaAt = rowsAt + bandRows * 16;
+  const listAt = (alphaAt + bandRows * width + 3) & ~3;
+  const valsAt = listAt + bandRows * width * 4;
+  const colInts = new Int32Array(memory, colsAt, cols * 4);
+  const colFloats = new Float64Array(memory, colsAt, cols * 2);
+  for (let k = 0; k < cols; k++) {
+    colInts[k * 4] = tapX[k]!;
+    colInts[k * 4 + 1] = tapRight[k]!;
+    colFloats[k * 2 + 1] = weightX[k]!;
+  }
+  const rowInts = new Int32Array(memory, rowsAt, bandRows * 4);
+  const rowFloats = new Float64Array(memory, rowsAt, bandRows * 2);
+  const list = new Int32Array(memory, listAt, bandRows * width);
+  const [F0, F1, F2] = job.F.map((p) => p.byteOffset) as [number, number, number];
+  const [B0, B1, B2] = job.B.map((p) => p.byteOffset) as [number, number, number];
+  for (let top = soft.top; top <= soft.bottom; top += bandRows) {
+    const rows = Math.min(bandRows, soft.bottom + 1 - top);
+    bytes.set(alpha.subarray(top * width, (top + rows) * width), alphaAt);
+    const count = kernels.softList(alphaAt, rows * width, listAt);
+    if (count === 0) continue;
+    for (let i = 0; i < rows; i++) {
+      const fy = (top + i) * sy;
+      const y0 = Math.floor(fy);
+      rowInts[i * 4] = (y0 - box.top) * cw;
+      rowInts[i * 4 + 1] = (Math.min(h - 1, y0 + 1) - box.top) * cw;
+      rowFloats[i * 2 + 1] = fy - y0;
+    }
+    // The sparse second pass at the points the listed pixels read, then their colour gathered.
+    if (lazy) kernels.secondAtList(ctxAt, listAt, count, width, soft.left, rowsAt, colsAt);
+    const base = top * width;
+    for (let j = 0, v = valsAt; j < count; j++, v += 3) {
+      const o = (base + list[j]!) * 3;
+      bytes[v] = rgb[o]!;
+      bytes[v + 1] = rgb[o + 1]!;
+      bytes[v + 2] = rgb[o + 2]!;
+    }
+    kernels.correctList(listAt, count, width, soft.left, rowsAt, colsAt, alphaAt, valsAt, F0, F1, F2, B0, B1, B2);
+    for (let j = 0, v = valsAt; j < count; j++, v += 3) {
+      const o = (base + list[j]!) * 3;
+      rgb[o] = bytes[v]!;
+      rgb[o + 1] = bytes[v + 1]!;
+      rgb[o + 2] = bytes[v + 2]!;
+    }
+  }
+}
+
+/** secondAt's context block for the SIMD kernels (foreground-blur.wat's $secondAt reads it). */
+function writeContext(lazy: SparseSecond, extra: { at: number; bytes: Uint8Array }): void {
+  const context = new Int32Array(extra.bytes.buffer, extra.at, 17);
+  const planes = [...lazy.f, ...lazy.b, lazy.a, ...lazy.blurredForeground, ...lazy.blurredBackground];
+  planes.forEach((plane, i) => (context[i] = plane.byteOffset));
+  context[13] = lazy.done.byteOffset;
+  context[14] = lazy.w;
+  context[15] = lazy.h;
+  context[16] = lazy.radius;
+}
+
+/**
+ * The sparse second pass at the given points over copies of the given planes (w x h each), in
+ * WebAssembly SIMD or in JavaScript (secondAt), and copies of its six planes (0 where no point
+ * was made). Exported for the tests, which compare the two bit for bit.
+ */
+export function sparseSecondPlanes(planes: { f: Float32Array[]; b: Float32Array[]; a: Float32Array }, w: number, h: number, size: number, points: number[], simd: boolean): Float32Array[] {
+  const n = w * h;
+  const arena = simd ? simdPlanes(n, w, MAX_PLANES, CONTEXT_BYTES + n + 16 + points.length * 4) : planeArena(n, w);
+  if (!arena) throw new Error('WebAssembly SIMD is missing');
+  const copy = (from: Float32Array) => {
+    const plane = arena.plane();
+    plane.set(from.subarray(0, n));
+    return plane;
+  };
+  const lazy = sparseSecondPass(planes.f.map(copy), planes.b.map(copy), copy(planes.a), w, h, size, arena);
+  const made = [...lazy.blurredForeground, ...lazy.blurredBackground];
+  for (const plane of made) plane.fill(0);
+  if (arena.kernels && arena.extra) {
+    writeContext(lazy, arena.extra);
+    const listAt = (arena.extra.at + CONTEXT_BYTES + n + 15) & ~15;
+    new Int32Array(arena.extra.bytes.buffer, listAt, points.length).set(points);
+    arena.kernels.secondAtPoints(arena.extra.at, listAt, points.length);
+  } else for (const p of points) if (lazy.done[p] === 0) secondAt(lazy, p);
+  return made.map((plane) => plane.slice());
 }
 
 /**
@@ -313,8 +453,13 @@ interface SparseSecond {
 /** blurFusion's second pass (`keep: 'blurred'`), to be computed point by point by secondAt. */
 function sparseSecondPass(f: Float32Array[], b: Float32Array[], a: Float32Array, w: number, h: number, size: number, arena: PlaneArena): SparseSecond {
   const n = w * h;
-  if (kept.done.length < n) kept.done = new Uint8Array(n);
-  const done = kept.done.subarray(0, n);
+  // With the SIMD kernels, in their memory (after secondAt's context block: correctInBands).
+  let done: Uint8Array;
+  if (arena.extra) done = new Uint8Array(arena.extra.bytes.buffer, arena.extra.at + CONTEXT_BYTES, n);
+  else {
+    if (kept.done.length < n) kept.done = new Uint8Array(n);
+    done = kept.done.subarray(0, n);
+  }
   done.fill(0);
   return {
     blurredForeground: [arena.plane(), arena.plane(), arena.plane()],
@@ -434,9 +579,13 @@ function blurFusion(
   // 1 / blurred alpha and 1 / (1 - blurred alpha), shared by the three channels.
   const invA = arena.plane();
   const invB = arena.plane();
-  for (let i = 0; i < n; i++) {
-    invA[i] = 1 / (blurredA[i]! + 1e-5);
-    invB[i] = 1 / (1 - blurredA[i]! + 1e-5);
+  const simd = arena.kernels;
+  if (simd) simd.inverses(blurredA.byteOffset, invA.byteOffset, invB.byteOffset, n);
+  else {
+    for (let i = 0; i < n; i++) {
+      invA[i] = 1 / (blurredA[i]! + 1e-5);
+      invB[i] = 1 / (1 - blurredA[i]! + 1e-5);
+    }
   }
   const blurredForeground: Float32Array[] = [];
   const blurredBackground: Float32Array[] = [];
@@ -446,10 +595,18 @@ function blurFusion(
     const fc = f[c]!;
     const bc = b[c]!;
     const ic = image[c]!;
-    for (let i = 0; i < n; i++) weighted[i] = fc[i]! * a[i]!;
+    if (simd) simd.weightByAlpha(fc.byteOffset, a.byteOffset, weighted.byteOffset, n);
+    else for (let i = 0; i < n; i++) weighted[i] = fc[i]! * a[i]!;
     const bf = boxBlur(weighted, w, h, size, arena);
-    for (let i = 0; i < n; i++) weighted[i] = bc[i]! * (1 - a[i]!);
+    if (simd) simd.weightByRest(bc.byteOffset, a.byteOffset, weighted.byteOffset, n);
+    else for (let i = 0; i < n; i++) weighted[i] = bc[i]! * (1 - a[i]!);
     const bb = boxBlur(weighted, w, h, size, arena);
+    if (keep === 'blurred' && simd) {
+      simd.divideOut(bf.byteOffset, bb.byteOffset, invA.byteOffset, invB.byteOffset, n);
+      blurredForeground.push(bf);
+      blurredBackground.push(bb);
+      continue;
+    }
     if (keep === 'blurred') {
       for (let i = 0; i < n; i++) {
         bf[i] = bf[i]! * invA[i]!;
@@ -461,6 +618,12 @@ function blurFusion(
     }
     // The foreground, from the unrounded blurred estimates; the blurred background is kept.
     const fg = bf;
+    if (simd) {
+      simd.foreground(bf.byteOffset, bb.byteOffset, invA.byteOffset, invB.byteOffset, a.byteOffset, ic.byteOffset, n);
+      blurredBackground.push(bb);
+      foreground.push(fg);
+      continue;
+    }
     for (let i = 0; i < n; i++) {
       const fi = bf[i]! * invA[i]!;
       const bi = bb[i]! * invB[i]!;
@@ -476,6 +639,36 @@ function blurFusion(
 }
 
 /**
+ * One blur-fusion pass over copies of the given planes (w x h each; for `foreground`, f and b are
+ * the image, as in the first pass), in WebAssembly SIMD or in JavaScript, and copies of what it
+ * keeps. Exported for the tests, which compare the two bit for bit.
+ */
+export function blurFusionPlanes(
+  planes: { image: Float32Array[]; f: Float32Array[]; b: Float32Array[]; a: Float32Array },
+  w: number,
+  h: number,
+  size: number,
+  keep: 'foreground' | 'blurred',
+  simd: boolean,
+): { foreground: Float32Array[]; blurredForeground: Float32Array[]; blurredBackground: Float32Array[] } {
+  const n = w * h;
+  const arena = simd ? simdPlanes(n, w, MAX_PLANES) : planeArena(n, w);
+  if (!arena) throw new Error('WebAssembly SIMD is missing');
+  const copy = (from: Float32Array) => {
+    const plane = arena.plane();
+    plane.set(from.subarray(0, n));
+    return plane;
+  };
+  const image = planes.image.map(copy);
+  const a = copy(planes.a);
+  const f = keep === 'foreground' ? image : planes.f.map(copy);
+  const b = keep === 'foreground' ? image : planes.b.map(copy);
+  const out = blurFusion(image, f, b, a, w, h, size, keep, arena);
+  const keepCopies = (list: Float32Array[]) => list.map((p) => p.slice());
+  return { foreground: keepCopies(out.foreground), blurredForeground: keepCopies(out.blurredForeground), blurredBackground: keepCopies(out.blurredBackground) };
+}
+
+/**
  * The float planes of one estimate, handed out in order from planes kept between estimates:
  * an estimate takes about 25 planes of the working size (6 MB at most), and allocating them
  * anew for every request makes garbage-collector work out of nothing. The planes are used
@@ -484,11 +677,22 @@ function blurFusion(
 interface PlaneArena {
   /** A plane of the estimate's size, contents undefined (every user writes it first). */
   plane(): Float32Array;
+  /** The SIMD loops, when the planes are in their memory (foreground-blur.ts). */
+  kernels?: BlurKernels;
+  /** Memory of the module's past the planes, for the SIMD correction (correctInBands). */
+  extra?: { at: number; bytes: Uint8Array };
   /** The box blur's intermediate plane. */
   tmp: Float32Array;
   /** The box blur's column sums, one per column. */
   columns: Float64Array;
 }
+
+/**
+ * The most planes one estimate takes: 4 for the image and alpha, 10 per whole-plane blur-fusion
+ * pass (blurred alpha, two inverses, the weighted plane, six blurred estimates), 6 for the sparse
+ * second pass.
+ */
+const MAX_PLANES = 24;
 
 const kept: { planes: Float32Array[]; tmp: Float32Array; columns: Float64Array; done: Uint8Array } = {
   planes: [],
@@ -523,6 +727,12 @@ function planeArena(n: number, w: number): PlaneArena {
 function boxBlur(src: Float32Array, w: number, h: number, size: number, arena: PlaneArena): Float32Array {
   const radius = size >> 1;
   const tmp = arena.tmp;
+  if (arena.kernels) {
+    const out = arena.plane();
+    arena.kernels.blurRows(src.byteOffset, tmp.byteOffset, w, h, radius);
+    arena.kernels.blurColumns(tmp.byteOffset, out.byteOffset, arena.columns.byteOffset, w, h, radius);
+    return out;
+  }
   for (let y = 0; y < h; y++) blurRow(src, tmp, y * w, w, radius);
   const out = arena.plane();
   const columns = arena.columns;

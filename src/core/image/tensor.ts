@@ -1,5 +1,6 @@
 import { MIN_STRETCH_PEAK } from '../../models/prepared-tensors.js';
 import { countKernel } from './kernel-calls.js';
+import { upscaleMaskSimd } from './mask-upscale.js';
 import type { PreprocessingProfile } from './profile.js';
 
 /** A model's input: 8-bit pixels or normalised floats. */
@@ -109,7 +110,7 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
  * several times its speed (sharp's resize, single-threaded on glibc Linux, is slower still and
  * centre-aligned).
  */
-export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number, into?: Buffer): Buffer {
+export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number, into?: Buffer, options: { simd?: boolean } = {}): Buffer {
   countKernel('upscaleMask');
   if (into && into.length !== width * height) throw new RangeError(`upscaleMask: ${into.length} bytes to write ${width}x${height} into`);
   // Every byte of `out` is written below (a borrowed buffer's old contents never show).
@@ -125,6 +126,9 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
     x0[x] = Math.floor(fx);
     wx[x] = Math.round((fx - x0[x]!) * 256);
   }
+  // The same bytes in WebAssembly SIMD where it applies (mask-upscale.ts); `simd: false` keeps to
+  // the loops below, the reference the tests compare it with.
+  if (options.simd !== false && upscaleMaskSimd(src, srcWidth, srcHeight, width, height, x0, wx, sy, out)) return out;
   // The first output column whose left source column is k or more (width when none): where the
   // outputs of source columns k.. start.
   const firstColumn = new Int32Array(srcWidth + 1).fill(width);
