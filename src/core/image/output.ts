@@ -15,6 +15,7 @@ import type { PixelPool } from './pixel-pool.js';
 import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
 import { Scratch } from './scratch.js';
 import { releaseNow } from '../../util/release-now.js';
+import { releaseUpload } from '../upload-bytes.js';
 
 export interface Box {
   top: number;
@@ -175,8 +176,17 @@ export async function renderOutput(
   // (segment()'s, from the pool) it is that same memory, so the segmentation gives it up here.
   seg.rgb = Buffer.alloc(0);
   if (giveUp && !view) releaseNow(seg.model.rgb);
+  // An upload the segmentation alone holds (segment()'s `lendUpload`) is moved into the render
+  // when the render reads it, and dies there, or is freed now when it does not (it has the
+  // decode): not left for the host thread's next full collection.
+  const giveUpUpload = giveUp && seg.ownBytes === true;
+  const bytes = seg.bytes;
+  if (giveUpUpload) {
+    seg.bytes = Buffer.alloc(0);
+    if (decoded) releaseUpload(bytes);
+  }
   return pool.render({
-    bytes: seg.bytes,
+    bytes,
     probe: seg.probe,
     limits: seg.limits,
     decoded,
@@ -187,7 +197,7 @@ export async function renderOutput(
     json: json && jsonAnswerSpec(json, seg.confidence),
     hints,
     background,
-  }, giveUp);
+  }, giveUp, giveUpUpload);
 }
 
 /**
