@@ -1,7 +1,11 @@
 import express from 'express';
+import Fastify from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { routeMiddleware } from '../src/adapters/express.js';
+import { removeBgPlugin } from '../src/adapters/fastify.js';
+import { createFetchHandler } from '../src/adapters/fetch.js';
+import { responseCopiesBody } from '../src/adapters/response-copies-body.js';
 import { createRemoveBgHandler, MemoryIdempotencyStore, type RemoveBgHandler } from '../src/core/index.js';
 import type { CoreResponse } from '../src/core/http-types.js';
 import { releaseNow, RELEASE_MIN_BYTES } from '../src/util/release-now.js';
@@ -83,6 +87,76 @@ describe('the Express adapter frees a body it alone holds once written', () => {
 
   it("leaves it to the collector when a middleware wrapped the response's end", async () => {
     expect(await serve(true)).toEqual({ released: false, bodyLength: 256 * 1024 });
+  });
+});
+
+/** A handler of one route, `/cut`, answering `response` (what an adapter is given to write). */
+function oneRouteHandler(response: () => CoreResponse): RemoveBgHandler {
+  const handle = async () => response();
+  return { handle, routes: [{ path: '/cut', handle }], apiDocs: undefined } as unknown as RemoveBgHandler;
+}
+
+/** A 256 KiB body the adapter alone holds, and whether its release() freed it. */
+function releasable() {
+  const body = Buffer.allocUnsafeSlow(256 * 1024).fill(42);
+  const state = { released: false };
+  const response: CoreResponse = { status: 200, headers: { 'content-type': 'application/octet-stream' }, body, release: () => (state.released = releaseNow(body)) };
+  return { body, state, response };
+}
+
+const allBytes42 = (bytes: Buffer) => bytes.length === 256 * 1024 && bytes.every((b) => b === 42);
+
+describe('the Fastify adapter frees a body it alone holds once written', () => {
+  async function serve(hook: 'none' | 'keeps payload') {
+    const { body, state, response } = releasable();
+    const app = Fastify();
+    let kept: unknown;
+    // A host hook that keeps the payload past the response (a cache): the body must stay whole.
+    if (hook === 'keeps payload') app.addHook('onSend', async (_request, _reply, payload) => ((kept = payload), payload));
+    let finished!: Promise<void>;
+    app.addHook('onRequest', async (_request, reply) => {
+      finished = new Promise((resolve) => reply.raw.once('finish', () => setImmediate(resolve)));
+    });
+    await app.register(removeBgPlugin, { handler: oneRouteHandler(() => response) });
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const answer = await fetch(`${address}/cut`, { method: 'POST', body: 'x' });
+      // The client got every byte, released or not.
+      expect(allBytes42(Buffer.from(await answer.arrayBuffer()))).toBe(true);
+      await finished;
+      return { released: state.released, bodyLength: body.length, keptWhole: kept === undefined || allBytes42(kept as Buffer) };
+    } finally {
+      await app.close();
+    }
+  }
+
+  it('releases it after the response finished', async () => {
+    expect(await serve('none')).toEqual({ released: true, bodyLength: 0, keptWhole: true });
+  });
+
+  it('leaves it to the collector when an onSend hook runs (it may keep the payload)', async () => {
+    expect(await serve('keeps payload')).toEqual({ released: false, bodyLength: 256 * 1024, keptWhole: true });
+  });
+});
+
+describe('the fetch adapter frees a body it alone holds once its Response has the bytes', () => {
+  it("Node's Response copies a byte body as it is made (the Fetch standard's rule the release relies on)", async () => {
+    expect(await responseCopiesBody()).toBe(true);
+  });
+
+  it('releases it, and the Response still reads every byte', async () => {
+    const { body, state, response } = releasable();
+    const answer = await createFetchHandler(oneRouteHandler(() => response))(new Request('http://127.0.0.1/cut', { method: 'POST', body: 'x' }));
+    expect(state.released).toBe(true);
+    expect(body.length).toBe(0);
+    expect(allBytes42(Buffer.from(await answer.arrayBuffer()))).toBe(true);
+  });
+
+  it('leaves a body without release() (an idempotency store keeps it) whole', async () => {
+    const { body, response } = releasable();
+    const answer = await createFetchHandler(oneRouteHandler(() => ({ ...response, release: undefined })))(new Request('http://127.0.0.1/cut', { method: 'POST', body: 'x' }));
+    expect(allBytes42(Buffer.from(await answer.arrayBuffer()))).toBe(true);
+    expect(body.length).toBe(256 * 1024);
   });
 });
 

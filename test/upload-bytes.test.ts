@@ -3,7 +3,7 @@ import { PassThrough } from 'node:stream';
 import { MessageChannel } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readUpload } from '../src/core/multipart.js';
-import { UploadBytes } from '../src/core/upload-bytes.js';
+import { isGatheredUpload, UploadBytes } from '../src/core/upload-bytes.js';
 import { multipartBody } from './helpers/fixtures.js';
 
 const LIMITS = { maxFileBytes: 8 << 20, maxFields: 4, maxFieldBytes: 64 };
@@ -53,17 +53,19 @@ describe('upload bytes: a one-file form is gathered as it arrives', () => {
     expect(sizes.filter((n) => n >= file.length)).toEqual([]);
   });
 
-  it('with a declared length, the file is in shared memory: handed to a worker thread, it is not copied', async () => {
+  it('with a declared length, the file is memory of its own that moves whole: handed to a worker thread, it is moved, not copied', async () => {
     const upload = await readUpload(chunked(form.body), { 'content-type': form.contentType, 'content-length': String(form.body.length) }, LIMITS, new AbortController().signal);
-    expect(upload.file.buffer).toBeInstanceOf(SharedArrayBuffer);
-    // What a worker receives views the same memory: a write on one side shows on the other.
+    // Not shared memory, which lives until every thread that saw it collected its handle.
+    expect(upload.file.buffer).toBeInstanceOf(ArrayBuffer);
+    expect(isGatheredUpload(upload.file)).toBe(true);
     const { port1, port2 } = new MessageChannel();
     const received = new Promise<Uint8Array>((resolve) => port2.once('message', resolve));
-    port1.postMessage(upload.file);
+    port1.postMessage(upload.file, [upload.file.buffer as ArrayBuffer]);
     const there = await received;
     port1.close();
-    there[0] = (upload.file[0]! + 1) & 0xff;
-    expect(upload.file[0]).toBe(there[0]);
+    // Moved: nothing of it is left here, and the other side has every byte.
+    expect(upload.file.length).toBe(0);
+    expect(Buffer.from(there.buffer, there.byteOffset, there.byteLength).equals(file)).toBe(true);
   });
 
   it('without a declared length (chunked transfer), the chunks are joined: the same bytes', async () => {

@@ -5,6 +5,7 @@ import { coreRequestOf } from './node-request.js';
 import { Readable } from 'node:stream';
 import { checkExpressTrustProxy } from './trust-proxy.js';
 import { mountedRoutes } from '../openapi/routes.js';
+import { writesWrapped } from './writes-wrapped.js';
 
 /**
  * Express middleware answering one route through the core. It reads the raw request stream
@@ -56,11 +57,6 @@ function writeResponse(res: Response, response: CoreResponse): void {
   // the response's writes (compression, a cache) and may hold it longer.
   if (response.release && !writesWrapped(res)) res.once('finish', response.release);
   res.end(response.body);
-}
-
-/** Whether something replaced the response's own write or end (they are the prototype's otherwise). */
-function writesWrapped(res: Response): boolean {
-  return Object.hasOwn(res, 'write') || Object.hasOwn(res, 'end') || Object.hasOwn(res, 'writev');
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

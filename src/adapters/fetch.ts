@@ -3,6 +3,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { ApiError, createRemoveBgHandler, problemOf, type RemoveBgHandler, type RemoveBgOptions } from '../core/index.js';
 import type { CoreResponse, IncomingHeaders } from '../core/http-types.js';
 import { mountedRoutes } from '../openapi/routes.js';
+import { responseCopiesBody } from './response-copies-body.js';
 
 export interface FetchAdapterOptions {
   /** Path the routes are mounted below, e.g. `/api` serves `POST /api/v1/remove-bg`. Default ''. */
@@ -46,7 +47,11 @@ export function createFetchHandler(handlerOrOptions: RemoveBgHandler | RemoveBgO
       signal: request.signal,
       clientIp: info.clientIp,
     });
-    return toResponse(response);
+    const answer = toResponse(response);
+    // The Response holds its own copy of the bytes (see responseCopiesBody): the core's body,
+    // when the adapter alone holds it, goes back now instead of at the next collection.
+    if (response.release && (await responseCopiesBody())) response.release();
+    return answer;
   };
 }
 

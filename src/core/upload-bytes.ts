@@ -1,3 +1,5 @@
+import { releaseNow } from '../util/release-now.js';
+
 /**
  * A file part's bytes, gathered as they arrive. When the body declares its length (the usual
  * Content-Length of a form of one file), each chunk is copied into one buffer of that size as it
@@ -8,11 +10,33 @@
  * Without a declared length, or if more bytes come than declared (an adapter whose headers do
  * not match its body), the chunks are kept and joined at the end, as before.
  *
- * The one buffer is shared memory (a SharedArrayBuffer): the upload is handed to the pixel pool's
- * workers for every task that decodes it (the model's input, the render), and a shared buffer
- * crosses to a worker without a copy, where an ordinary one is copied each time on the main
- * thread (piscina's postTask, 4-9 ms per hand-off of a 1.6 MB photo on a loaded box).
+ * The one buffer is memory of its own (an ArrayBuffer, not shared): a synchronous request's
+ * upload is lent to the pixel pool's task that decodes it for the model (moved there and back,
+ * no copy) and moved into its render, after which nothing on the host's main thread holds it;
+ * or it is freed as the request ends (util/release-now.ts). It used to be shared memory, which
+ * crosses to a worker without a copy too, but lives until *every* thread that saw it collected
+ * its handle: the main thread's handle, old by the time the request ends, went only at that
+ * thread's next full collection, so a burst's finished uploads (1.5 MB each at 12 MP) stayed
+ * resident beside the live ones (docs/benchmarks.md, "Eighth round, memory").
  */
+/** The ArrayBuffers UploadBytes made: a part's bytes from offset 0, and past them nothing anyone reads. */
+const gathered = new WeakSet<ArrayBufferLike>();
+
+/**
+ * Whether `bytes` are an upload's as UploadBytes gathered them: from the start of memory made for
+ * that one part, whose tail past them (the rest of the declared body) holds nothing; so the whole
+ * memory can be moved or freed with them.
+ */
+export function isGatheredUpload(bytes: Uint8Array): boolean {
+  return bytes.byteOffset === 0 && gathered.has(bytes.buffer);
+}
+
+/** A gathered upload's memory moved back from a worker it was lent to (a new handle here): gathered still. */
+export function gatheredAgain(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.buffer instanceof ArrayBuffer) gathered.add(bytes.buffer);
+  return bytes;
+}
+
 export class UploadBytes {
   private buffer: Buffer | undefined;
   private chunks: Buffer[] = [];
@@ -20,7 +44,11 @@ export class UploadBytes {
 
   /** `capacity`: the most bytes the part can have (the body's declared length), or 0 when unknown. */
   constructor(capacity: number) {
-    if (capacity > 0) this.buffer = Buffer.from(new SharedArrayBuffer(capacity));
+    if (capacity > 0) {
+      // allocUnsafeSlow: not zeroed (its pages are touched only as the bytes arrive), not pooled.
+      this.buffer = Buffer.allocUnsafeSlow(capacity);
+      gathered.add(this.buffer.buffer);
+    }
   }
 
   push(chunk: Buffer): void {
@@ -45,4 +73,14 @@ export class UploadBytes {
   bytes(): Buffer {
     return this.buffer ? this.buffer.subarray(0, this.filled) : Buffer.concat(this.chunks, this.filled);
   }
+}
+
+/**
+ * Frees an upload's memory now (util/release-now.ts), for a caller whose upload it alone holds and
+ * is done with (a synchronous request, as it ends): gathered memory whole, tail included, or a
+ * buffer alone in its memory. Anything else (shared, a view into larger memory, already moved)
+ * is left to the collector. Returns whether it was freed.
+ */
+export function releaseUpload(bytes: Uint8Array): boolean {
+  return releaseNow(bytes, isGatheredUpload(bytes) ? Infinity : 0);
 }

@@ -10,6 +10,7 @@ import type { PixelPool } from './pixel-pool.js';
 import { ISNET_PROFILE, type ModePlan, type PreprocessingProfile } from './profile.js';
 import { modelInput, type ModelInput } from './model-input.js';
 import { sharedCopy } from './shared-bytes.js';
+import { releaseUpload } from '../upload-bytes.js';
 import { maskToGrey } from './tensor.js';
 
 export { QUALITIES, type BestPasses, type Quality, type Region } from './passes.js';
@@ -109,13 +110,21 @@ export async function segmentAtQuality(
   plan?: ModePlan,
   /** Taken around each decode of the upload (pipeline.ts's DecodeGate). */
   gate?: DecodeGate,
+  /** The caller alone holds `bytes` and reads them no more (segment()'s `lendUpload`). */
+  ownUpload = false,
 ): Promise<Segmentation> {
   const models: PassModels = typeof model === 'function' ? { whole: model, crop: model } : model;
   const sized = plan ? { ...profile, width: plan.size, height: plan.size } : profile;
   // One pass: its model-size image goes to one task after (the working view or the render),
   // which takes it moved (output.ts); `best` hands it to its mirror pass too, so it stays shared.
-  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool, gate, 'movable');
+  // So does the upload, lent to the model input's decode and moved into the render.
+  if (quality !== 'best') return segment(bytes, probe, sized, models.whole, limits, signal, decodeAlongside, pool, gate, 'movable', ownUpload);
   const passes = plan?.passes ?? BEST_PASSES;
+  // `best` reads the upload in several tasks (its first pass, the crops' decodes, the render):
+  // in shared memory it reaches each without a copy here; the caller's own copy is freed now.
+  const upload = bytes;
+  bytes = sharedCopy(bytes);
+  if (ownUpload && bytes !== upload) releaseUpload(upload);
 
   // The input's own alpha is folded into the mask when the output is rendered, after the merge.
   const seg = await segment(bytes, probe, sized, models.whole, limits, signal, false, pool, gate);

@@ -16,6 +16,7 @@ import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encod
 import { Scratch } from './scratch.js';
 import { releaseNow } from '../../util/release-now.js';
 import type { MadePixels } from './render-bands.js';
+import { releaseUpload } from '../upload-bytes.js';
 
 export interface Box {
   top: number;
@@ -198,8 +199,17 @@ export async function renderOutput(
   // (segment()'s, from the pool) it is that same memory, so the segmentation gives it up here.
   seg.rgb = Buffer.alloc(0);
   if (giveUp && !view) releaseNow(seg.model.rgb);
+  // An upload the segmentation alone holds (segment()'s `lendUpload`) is moved into the render
+  // when the render reads it, and dies there, or is freed now when it does not (it has the
+  // decode): not left for the host thread's next full collection.
+  const giveUpUpload = giveUp && seg.ownBytes === true;
+  const bytes = seg.bytes;
+  if (giveUpUpload) {
+    seg.bytes = Buffer.alloc(0);
+    if (decoded) releaseUpload(bytes);
+  }
   return pool.render({
-    bytes: seg.bytes,
+    bytes,
     probe: seg.probe,
     limits: seg.limits,
     decoded,
@@ -210,7 +220,7 @@ export async function renderOutput(
     json: json && jsonAnswerSpec(json, seg.confidence),
     hints,
     background,
-  }, giveUp);
+  }, giveUp, giveUpUpload);
 }
 
 /**

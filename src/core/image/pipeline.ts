@@ -52,6 +52,11 @@ export interface Segmentation {
    */
   rgb: Buffer;
   bytes: Buffer;
+  /**
+   * Whether `bytes` are the caller's alone (segment()'s `lendUpload`): then renderOutput, told the
+   * segmentation is rendered once (`giveUp`), moves them into the render or frees them.
+   */
+  ownBytes?: boolean;
   probe: Probe;
   /** The limits the upload was accepted under (the render decodes with them). */
   limits: ImageLimits;
@@ -153,6 +158,13 @@ export async function segment(
   gate?: DecodeGate,
   /** Where the pool puts the model-size image (ModelInputJob's `modelImage`): shared unless the caller moves it on. */
   modelImage: 'shared' | 'movable' = 'shared',
+  /**
+   * The caller alone holds `bytes` (a synchronous request's upload) and reads them no more: they
+   * are lent to the pool's tasks that read them (moved there and back, pixel-pool.ts's lend()),
+   * and the segmentation's `bytes` are the ones that came back (`ownBytes`); the caller's read as
+   * empty. Needs `pool`.
+   */
+  lendUpload = false,
 ): Promise<Segmentation> {
   let mark = performance.now();
   const lap = () => {
@@ -178,17 +190,20 @@ export async function segment(
   const release = gate ? await gate(probe.width * probe.height, signal) : undefined;
   let prepared: Awaited<ReturnType<typeof prepareModelInput>>;
   try {
-    prepared = pool ? await pool.modelInput(job) : await prepareModelInput(job);
+    prepared = pool ? await pool.modelInput(job, lendUpload) : await prepareModelInput(job);
   } finally {
     release?.();
   }
+  // A lent upload is back (or was copied, and the caller's is as it was).
+  const back = (prepared as { bytes?: Buffer }).bytes;
+  if (back) bytes = back;
   const { input, rgb: modelRgb, decoded: once, preprocessMs } = prepared;
   // Decoding, with the waits for the budget and a worker and the move back.
   const decodeMs = lap() - preprocessMs;
   // The full-size decode the render would make after the model, made while the model runs
   // instead (the same decode, earlier: off the request's critical path): for the images
   // decodeOnce would take by size but leaves to two decodes (not JPEG, with alpha, turned, 16-bit).
-  const beside = !once && decodeAlongside && pool && modelSized(probe, profile) ? pool.fullDecode(bytes, probe, limits) : undefined;
+  const beside = !once && decodeAlongside && pool && modelSized(probe, profile) ? pool.fullDecode(bytes, probe, limits, lendUpload) : undefined;
   let answer: Awaited<ReturnType<MaskModel>>;
   try {
     answer = await model(input, signal, { width: profile.width, height: profile.height });
@@ -200,6 +215,7 @@ export async function segment(
   const { mask, serverRunMs } = answer;
   const modelMs = lap();
   const full = beside && (await beside);
+  if (full && full.bytes) bytes = full.bytes;
   const { width, height } = probe;
 
   if (mask.length !== profile.width * profile.height) throw new Error(`model returned ${mask.length} mask values`);
@@ -212,6 +228,7 @@ export async function segment(
   const inferenceMs = serverRunMs ?? modelMs;
   return {
     bytes,
+    ...(lendUpload && pool ? { ownBytes: true } : {}),
     probe,
     limits,
     rgb: once ?? full?.decoded ?? Buffer.alloc(0),

@@ -14,6 +14,7 @@ import type { ImageLimits, Probe } from './pipeline.js';
 import { countKernel } from './kernel-calls.js';
 import { isShared, SharedPool } from './shared-bytes.js';
 import { planBands, renderInBands, type BandJob, type BandResult } from './render-bands.js';
+import { gatheredAgain, isGatheredUpload } from '../upload-bytes.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
 import { IdleCores } from './idle-cores.js';
 
@@ -220,26 +221,30 @@ export class PixelPool {
   /**
    * prepareModelInput of model-input.ts: the model-size decode and the tensor, written into the
    * model call's message when the job has its prefix. The upload goes as render()'s does (shared
-   * memory as it is, else one copy moved); what comes back is moved, not copied.
+   * memory as it is, else one copy moved); what comes back is moved, not copied. `lend`: the
+   * caller alone holds the upload (a synchronous request's): its memory is moved to the worker
+   * and back with the result (`bytes`, to use from then on; `job.bytes` reads as empty), no copy.
    */
-  async modelInput(job: ModelInputJob): Promise<PreparedModelInput> {
+  async modelInput(job: ModelInputJob, lend = false): Promise<PreparedModelInput & { bytes?: Buffer }> {
     const parcel = new Parcel();
-    const result = await this.run<PreparedModelInput | WorkerApiError>('modelInput', { ...job, bytes: parcel.add(job.bytes) }, parcel);
+    const bytes = lend ? parcel.lend(job.bytes) : parcel.add(job.bytes);
+    const result = await this.run<(PreparedModelInput & { bytes?: Uint8Array }) | WorkerApiError>('modelInput', { ...job, bytes, lent: parcel.lent }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     // The message was made for this one call: the inference client moves it on, not copies it.
     const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message), sendOnce: true } : result.input;
-    return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded) };
+    return { ...result, input, rgb: asBuffer(result.rgb), decoded: result.decoded && asBuffer(result.decoded), bytes: result.bytes && parcel.lentBack(result.bytes) };
   }
 
   /**
    * The upright full-size decode (decodeRaw), in a worker, into shared memory that the render
-   * writes in place; the upload goes as modelInput()'s does. segment() runs it beside the model call.
+   * writes in place; the upload goes as modelInput()'s does (`lend` too). segment() runs it beside the model call.
    */
-  async fullDecode(bytes: Buffer, probe: Probe, limits: ImageLimits): Promise<{ decoded: Buffer; decodeMs: number }> {
+  async fullDecode(bytes: Buffer, probe: Probe, limits: ImageLimits, lend = false): Promise<{ decoded: Buffer; decodeMs: number; bytes?: Buffer }> {
     const parcel = new Parcel();
-    const result = await this.run<{ decoded: Uint8Array; decodeMs: number } | WorkerApiError>('fullDecode', { bytes: parcel.add(bytes), probe, limits }, parcel);
+    const sent = lend ? parcel.lend(bytes) : parcel.add(bytes);
+    const result = await this.run<{ decoded: Uint8Array; decodeMs: number; bytes?: Uint8Array } | WorkerApiError>('fullDecode', { bytes: sent, probe, limits, lent: parcel.lent }, parcel);
     if ('apiError' in result) throw revive(result);
-    return { decoded: asBuffer(result.decoded), decodeMs: result.decodeMs };
+    return { decoded: asBuffer(result.decoded), decodeMs: result.decodeMs, bytes: result.bytes && parcel.lentBack(result.bytes) };
   }
 
   /**
@@ -258,26 +263,28 @@ export class PixelPool {
   /**
    * The response image (and its JSON body when asked): output.ts's renderFullSize, in a worker.
    * `giveUp`: the caller renders this job once: its model-size view's image, when in memory of
-   * its own, is moved to the worker (reads as empty here afterwards), not copied.
+   * its own, is moved to the worker (reads as empty here afterwards), not copied. `giveUpUpload`:
+   * the caller alone holds the upload and is done with it: when the render reads it and it can
+   * move (move()), it is moved there and dies in the worker.
    */
-  async render(job: RenderJob, giveUp = false): Promise<RenderResult> {
+  async render(job: RenderJob, giveUp = false, giveUpUpload = false): Promise<RenderResult> {
     // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
     const bands = this.renderBands > 1 ? planBands(job, this.workersToSplitAcross(), this.renderBands) : null;
     if (bands) {
       this.rendersInBands++;
-      return renderInBands(this, job, bands, (made) => this.renderWhole(made, false));
+      return renderInBands(this, job, bands, (made) => this.renderWhole(made, false, giveUpUpload));
     }
     this.rendersWhole++;
-    return this.renderWhole(job, giveUp);
+    return this.renderWhole(job, giveUp, giveUpUpload);
   }
 
   /** render() as one task. */
-  private async renderWhole(job: RenderJob, giveUp: boolean): Promise<RenderResult> {
+  private async renderWhole(job: RenderJob, giveUp: boolean, giveUpUpload: boolean): Promise<RenderResult> {
     const parcel = new Parcel();
     const sent: RenderJob = {
       ...job,
       // The upload is decoded again only when segment() did not keep its decode.
-      bytes: job.decoded ? EMPTY : parcel.add(job.bytes),
+      bytes: job.decoded ? EMPTY : giveUpUpload ? parcel.move(job.bytes) : parcel.add(job.bytes),
       decoded: job.decoded && parcel.add(job.decoded),
       mask: parcel.plan(job.mask),
       view: job.view && parcel.view(job.view, giveUp),
@@ -352,6 +359,15 @@ export const HAND_OFF_COPY_COUNTED = 64 * 1024;
 class Parcel {
   readonly transferList: ArrayBuffer[] = [];
   copiedBytes = 0;
+  /** Whether lend() moved the upload: the worker sends it back with its result. */
+  lent = false;
+  private lentGathered = false;
+
+  /** The lent upload as it came back: the same memory, so gathered again when it was (its tail is nobody's). */
+  lentBack(bytes: Uint8Array): Buffer {
+    const back = asBuffer(bytes);
+    return this.lentGathered ? gatheredAgain(back) : back;
+  }
   private readonly copies = new Map<Buffer, Buffer>();
 
   add(bytes: Buffer): Buffer {
@@ -377,10 +393,23 @@ class Parcel {
    * whole: the caller gives them up), else copied as add() does.
    */
   move(bytes: Buffer): Buffer {
-    if (bytes.length === 0 || isShared(bytes) || bytes.byteOffset !== 0 || bytes.byteLength !== bytes.buffer.byteLength) return this.add(bytes);
+    if (!movable(bytes)) return this.add(bytes);
     // Sent twice (the same buffer in two fields): once, as its copy or as itself.
     const copy = this.copies.get(bytes);
     if (copy) return copy;
+    if (!this.transferList.includes(bytes.buffer as ArrayBuffer)) this.transferList.push(bytes.buffer as ArrayBuffer);
+    return bytes;
+  }
+
+  /**
+   * An upload its caller alone holds, lent to a task that sends it back with its result
+   * (`lent`): moved when it is alone in its memory or memory UploadBytes gathered (its unused
+   * tail goes with it), else as add() sends it.
+   */
+  lend(bytes: Buffer): Buffer {
+    if (!movable(bytes)) return this.add(bytes);
+    this.lent = true;
+    this.lentGathered = isGatheredUpload(bytes);
     if (!this.transferList.includes(bytes.buffer as ArrayBuffer)) this.transferList.push(bytes.buffer as ArrayBuffer);
     return bytes;
   }
@@ -393,6 +422,15 @@ class Parcel {
   view(view: ImageView, giveUp = false): ImageView {
     return giveUp ? { ...view, rgb: this.move(view.rgb), alpha: this.move(view.alpha) } : { ...view, rgb: this.add(view.rgb), alpha: this.add(view.alpha) };
   }
+}
+
+/**
+ * Whether the whole memory of `bytes` may move with them (the caller gives them up): memory of
+ * their own, or an upload UploadBytes gathered (whose tail past them nobody reads).
+ */
+function movable(bytes: Buffer): boolean {
+  if (bytes.length === 0 || isShared(bytes)) return false;
+  return (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) || isGatheredUpload(bytes);
 }
 
 /** Typed arrays come back from a worker as Uint8Array: the same memory, as a Buffer. */

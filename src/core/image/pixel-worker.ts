@@ -176,7 +176,7 @@ export async function renderBand_(job: BandJob): Promise<unknown> {
 }
 export { renderBand_ as renderBand };
 
-export async function modelInput(job: ModelInputJob): Promise<unknown> {
+export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
   let prepared: PreparedModelInput;
   const movable = job.modelImage === 'movable';
   try {
@@ -201,20 +201,25 @@ export async function modelInput(job: ModelInputJob): Promise<unknown> {
   const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
-  return reply({ ...prepared, input, rgb, decoded }, movable ? [rgb] : [], viewsRgb ? [] : movableMemory(tensorOf(input)));
+  // A lent upload (pixel-pool.ts's lend()) goes back with the result, its whole memory moved.
+  const lentBack = job.lent ? { bytes: job.bytes } : {};
+  return reply({ ...prepared, input, rgb, decoded, ...lentBack }, movable ? [rgb] : [], [...(viewsRgb ? [] : movableMemory(tensorOf(input))), ...lentMemory(job)]);
 }
+
+/** The memory of an upload the main thread lent this task, to move back with the result. */
+const lentMemory = (job: { bytes: Uint8Array; lent?: boolean }): ArrayBuffer[] => (job.lent && job.bytes.buffer instanceof ArrayBuffer ? [job.bytes.buffer] : []);
 
 /**
  * The upright full-size decode (decode.ts's decodeRaw), made while the model runs (pipeline.ts's
  * segment()): into shared memory (the decodes' pool), which the render then writes in place and
  * gives back, as it does modelInput's `decoded`.
  */
-export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits: ImageLimits }): Promise<unknown> {
+export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits: ImageLimits; lent?: boolean }): Promise<unknown> {
   const started = performance.now();
   try {
     // In the decodes' shared pool, as modelInput's decode-once copy: the render gives it back.
     const decoded = decodes.copy(await decodeRaw(buf(job.bytes), job.probe, job.limits));
-    return reply({ decoded, decodeMs: performance.now() - started }, []);
+    return reply({ decoded, decodeMs: performance.now() - started, ...(job.lent ? { bytes: job.bytes } : {}) }, [], lentMemory(job));
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;

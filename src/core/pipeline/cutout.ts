@@ -91,6 +91,7 @@ export async function makeCutout(scope: RequestScope, admitted: Admitted, order:
         Boolean(pixels) && needsFullDecode,
         plan,
         (units, abort) => deps.decodeBudget.take(units, abort),
+        order.ownUpload === true,
       );
     // The model call is a span of its own (inference-client.ts); decoding comes first in segment().
     segmentation = await traceStep('bgcut.segment', segment, {

@@ -15,6 +15,7 @@ import { ApiError } from '../errors.js';
 import { SIZE_PIXELS } from '../image/output.js';
 import { BACKGROUND_PART } from '../image/backdrop.js';
 import { readBackgroundImage, type BackgroundLimits } from './background-image.js';
+import { releaseUpload } from '../upload-bytes.js';
 
 export interface OrderDeps {
   verifier: ModelVerifier;
@@ -79,6 +80,12 @@ export interface Order {
   chargeOp?: string | undefined;
   /** The `hints` part (image/hints.ts), its header checked against the image; undefined for none. */
   hints?: Buffer | undefined;
+  /**
+   * The upload is this request's alone (a synchronous request's body, read by takeOrder; not a
+   * job's image, which its store keeps): the cutout lends it to the tasks that read it and moves
+   * it into the render (pixel-pool.ts), and whatever is left of it is freed as the request ends.
+   */
+  ownUpload?: boolean | undefined;
 }
 
 /**
@@ -98,6 +105,10 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   const upload = await (deps.readInput ?? readBgcutInput)(request, limits, deps.imageUrl, signal);
   scope.uploadDone();
   deps.metrics.bytesIn.inc(upload.file.length);
+  // Freed as the request ends, however it ends, unless a task took it before (a moved upload
+  // reads as empty here): not left for the host thread's next full collection (upload-bytes.ts).
+  const file = upload.file;
+  scope.hold(() => releaseUpload(file));
 
   const { options: output, requested } = parseOutputOptions(upload.fields, optionsUrl, request.headers);
   // The bg_image part is the same option as bg_image_url for a plan's list.
@@ -113,5 +124,5 @@ export async function takeOrder(scope: RequestScope, plan: Plan, deps: OrderDeps
   const hints = upload.parts?.[HINTS_FIELD]?.file;
   if (hints && hints.length > 0) await probeHints(hints, probe, deps.maxInputPixels);
   const background = await readBackgroundImage(upload, output, deps.imageUrl, deps.background, signal);
-  return { upload, output, modelName, probe, pixels, maxOutputPixels, hints: hints && hints.length > 0 ? hints : undefined, background };
+  return { upload, output, modelName, probe, pixels, maxOutputPixels, hints: hints && hints.length > 0 ? hints : undefined, background, ownUpload: true };
 }
