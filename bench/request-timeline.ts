@@ -3,6 +3,7 @@
  * free, so what is left is the API's and the gRPC call's own time.
  *
  *   node dist/bench/request-timeline.js --image photo.jpg [--runs 15] [--warmup 5] [--compare other/dist] [--mask cache.bin] [--json out.json]
+ *     [--pixel-threads N] [--render-bands N] [--compare-bands M] [--load-clients 8 --load-rounds 3 --load-requests 40]
  *
  * The photo's real mask is made once by the real model (`isnet-int8`, one ModelInfer call on a
  * server started for it), then served by a "replay" model: an ONNX graph whose output is that
@@ -19,11 +20,15 @@
  * (fetch) frame them. Spans of two processes share the system clock (performance.timeOrigin),
  * to about a millisecond. With `--compare` another build's API and inference server run beside
  * this build's (each API calling its own build's server), requests alternating, and its
- * timeline is printed after this one's.
+ * timeline is printed after this one's. `--pixel-threads` sets the APIs' pixel workers, `--render-bands`
+ * this build's split of a lone render across idle workers (src/core/image/render-bands.ts), and
+ * `--compare-bands M` runs this same build beside with renderBands M (1: never split). Each API's
+ * process CPU per request is read from /proc around each request; `--load-clients N` then posts
+ * with N clients at once, rounds alternating between the APIs, for the CPU per request under load.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { untilApiListening, untilInferenceServerReady } from './child-ready.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,10 +54,22 @@ const { values } = parseArgs({
     json: { type: 'string' },
     // A file keeping the real mask between runs (made when missing): the model runs once.
     mask: { type: 'string' },
+    // The APIs' pixel workers (BGCUT_PIXEL_THREADS) and this build's renderBands (BGCUT_RENDER_BANDS).
+    'pixel-threads': { type: 'string' },
+    'render-bands': { type: 'string' },
+    // Also this same build with another renderBands (1: never split), requests alternating.
+    'compare-bands': { type: 'string' },
+    // After the timeline: this many clients at once, `load-rounds` rounds of `load-requests` per API.
+    'load-clients': { type: 'string', default: '0' },
+    'load-rounds': { type: 'string', default: '3' },
+    'load-requests': { type: 'string', default: '40' },
   },
 });
 if (!values.image) throw new Error('--image photo.jpg is required');
 const runs = Number(values.runs);
+const loadClients = Number(values['load-clients']);
+const loadRounds = Number(values['load-rounds']);
+const loadRequests = Number(values['load-requests']);
 const warmup = Number(values.warmup);
 const photo = await readFile(values.image);
 const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-timeline-'));
@@ -112,7 +129,7 @@ const { key } = await keyStore.createKey({ accountId: 'bench', plan: 'bench' });
 await writeFile(path.join(dir, 'plans.json'), JSON.stringify({ plans: { bench: { requestsPerMinute: 1_000_000, maxConcurrent: 1000 } } }));
 
 /** The Express example of a build, as npm start starts it (the launcher's settings), tracing into `spansFile`. */
-async function startApi(inferenceAddress: string, spansFile: string, build?: string): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+async function startApi(inferenceAddress: string, spansFile: string, build?: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const script = build ? path.resolve(build, 'examples/express-app.js') : fileURLToPath(new URL('../examples/express-app.js', import.meta.url));
   const port = 20000 + Math.floor(Math.random() * 20000);
   const child = spawn(process.execPath, [...V8_HEAP_FLAGS, '--import', SPANS_HELPER, script], {
@@ -127,6 +144,8 @@ async function startApi(inferenceAddress: string, spansFile: string, build?: str
       BGCUT_MODEL_PROFILE: 'isnet',
       BGCUT_MODE_MODELS: 'off',
       BGCUT_TEST_SPANS_FILE: spansFile,
+      ...(values['pixel-threads'] ? { BGCUT_PIXEL_THREADS: values['pixel-threads'] } : {}),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -149,6 +168,21 @@ async function post(url: string): Promise<{ sent: number; firstByte: number; don
   if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
   return { sent, firstByte, done, traceparent: response.headers.get('traceparent') };
 }
+
+/** The API's `bgcut_renders_total` (split in bands / one task) from its /metrics; zeros for a build without it. */
+async function renders(url: string): Promise<{ bands: number; one: number }> {
+  const text = await (await fetch(new URL('/metrics', url))).text();
+  const read = (split: string) => Number(new RegExp(`^bgcut_renders_total\\{split="${split}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { bands: read('bands'), one: read('one') };
+}
+
+/** A process's user + system CPU so far, in ms (/proc/PID/stat, clock ticks of 10 ms). */
+function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100;
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -201,16 +235,25 @@ const mask = values.mask && existsSync(values.mask) ? new Uint8Array(await readF
 if (values.mask && !existsSync(values.mask)) await writeFile(values.mask, mask);
 if (mask.length !== ISNET_PROFILE.width * ISNET_PROFILE.height) throw new Error(`the mask has ${mask.length} bytes`);
 const model = await writeReplayModel(mask);
-const apis = [{ label: 'this build', spans: path.join(dir, 'api-spans.jsonl'), build: undefined as string | undefined }];
-if (values.compare) apis.push({ label: values.compare, spans: path.join(dir, 'compared-spans.jsonl'), build: values.compare });
+const bandsEnv = (n: string | undefined): Record<string, string> => (n ? { BGCUT_RENDER_BANDS: n } : {});
+const apis = [{ label: `this build${values['render-bands'] ? `, renderBands ${values['render-bands']}` : ''}`, spans: path.join(dir, 'api-spans.jsonl'), build: undefined as string | undefined, env: bandsEnv(values['render-bands']) }];
+if (values.compare) apis.push({ label: values.compare, spans: path.join(dir, 'compared-spans.jsonl'), build: values.compare, env: {} });
+if (values['compare-bands']) apis.push({ label: `this build, renderBands ${values['compare-bands']}`, spans: path.join(dir, 'compared-bands-spans.jsonl'), build: undefined, env: bandsEnv(values['compare-bands']) });
 // Each build's API calls its own build's inference server (both sides of the gRPC call change).
 const serverSpans = path.join(dir, 'server-spans.jsonl');
 const servers = await Promise.all(apis.map((a) => startServer(model, serverSpans, a.build)));
-const started = await Promise.all(apis.map((a, k) => startApi(servers[k]!.address, a.spans, a.build)));
+const started = await Promise.all(apis.map((a, k) => startApi(servers[k]!.address, a.spans, a.build, a.env)));
 try {
   for (let i = 0; i < warmup; i++) for (const api of started) await post(api.url);
   const requests = started.map(() => [] as Awaited<ReturnType<typeof post>>[]);
-  for (let i = 0; i < runs; i++) for (const [k, api] of started.entries()) requests[k]!.push(await post(api.url));
+  const cpuPerRequest = started.map(() => [] as number[]);
+  for (let i = 0; i < runs; i++) {
+    for (const [k, api] of started.entries()) {
+      const before = processCpuMs(api.child.pid!);
+      requests[k]!.push(await post(api.url));
+      cpuPerRequest[k]!.push(processCpuMs(api.child.pid!) - before);
+    }
+  }
   // The exporters append as spans end; the last response's spans are written before its end.
   await new Promise((resolve) => setTimeout(resolve, 500));
   const server = (await readFile(serverSpans, 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as SpanRecord);
@@ -219,10 +262,49 @@ try {
     const own = (await readFile(api.spans, 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as SpanRecord);
     report[api.label] = print(api.label, timelines([...own, ...server], requests[k]!));
   }
-  if (started.length === 2) {
-    const e2e = requests.map((rs) => median(rs.map((r) => r.done - r.sent)));
-    console.log(`\nend to end: this build ${r1(e2e[0]!)} ms, ${values.compare} ${r1(e2e[1]!)} ms, ratio ${Math.round((e2e[0]! / e2e[1]!) * 1000) / 1000} (load ${os.loadavg().map(r1).join(' ')})`);
+  const e2e = requests.map((rs) => median(rs.map((r) => r.done - r.sent)));
+  // CPU is read in clock ticks (10 ms): the mean over the runs, not a median of ticks.
+  const cpu = cpuPerRequest.map((xs) => xs.reduce((a, b) => a + b, 0) / xs.length);
+  console.log(`\none at a time, ${runs} each: end to end (median), API process CPU per request (mean)`);
+  for (const [k, api] of apis.entries()) {
+    const ratio = k === 0 ? '' : `, ratio to ${apis[0]!.label}'s ${Math.round((e2e[0]! / e2e[k]!) * 1000) / 1000}`;
+    console.log(`- ${api.label}: ${r1(e2e[k]!)} ms, CPU ${r1(cpu[k]!)} ms${ratio}`);
   }
+  const timelineRenders = await Promise.all(started.map((api) => renders(api.url)));
+  for (const [k, api] of apis.entries()) console.log(`- ${api.label}: renders split in bands ${timelineRenders[k]!.bands} of ${timelineRenders[k]!.bands + timelineRenders[k]!.one} (warm-up included)`);
+  report.endToEndMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(e2e[k]!)]));
+  report.cpuPerRequestMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(cpu[k]!)]));
+  if (loadClients > 0) {
+    // Under load: `loadClients` clients at once, rounds alternating between the APIs; each API's
+    // whole-process CPU per request over its round (/proc), medians of the rounds.
+    const perRound = apis.map(() => [] as number[]);
+    const wall = apis.map(() => [] as number[]);
+    const rendersBefore = await Promise.all(started.map((api) => renders(api.url)));
+    for (let round = 0; round < loadRounds; round++) {
+      for (const [k, api] of started.entries()) {
+        const before = processCpuMs(api.child.pid!);
+        const t0 = performance.now();
+        let next = 0;
+        await Promise.all(Array.from({ length: loadClients }, async () => {
+          while (next < loadRequests) {
+            next++;
+            await post(api.url);
+          }
+        }));
+        wall[k]!.push((performance.now() - t0) / loadRequests);
+        perRound[k]!.push((processCpuMs(api.child.pid!) - before) / loadRequests);
+      }
+    }
+    console.log(`\n${loadClients} clients at once, ${loadRounds} rounds of ${loadRequests} requests per API, alternating: API process CPU per request (median of rounds), wall per request`);
+    const rendersAfter = await Promise.all(started.map((api) => renders(api.url)));
+    for (const [k, api] of apis.entries()) {
+      const split = rendersAfter[k]!.bands - rendersBefore[k]!.bands;
+      const one = rendersAfter[k]!.one - rendersBefore[k]!.one;
+      console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms; renders split ${split} of ${split + one}`);
+    }
+    report.underLoad = Object.fromEntries(apis.map((a, k) => [a.label, { cpuPerRequestMs: perRound[k]!.map(r1), wallPerRequestMs: wall[k]!.map(r1) }]));
+  }
+  console.log(`(load average ${os.loadavg().map(r1).join(' ')})`);
   if (values.json) await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`);
 } finally {
   await Promise.all(started.map((api) => api.stop()));

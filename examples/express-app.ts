@@ -65,7 +65,7 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
  * The handler as configured by the environment: REDIS_URL (shared keys and limits for many
  * instances; else a key file and in-memory limits), BGCUT_KEYS_FILE, BGCUT_PLANS_FILE,
  * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_INFERENCE_TIMEOUT_MS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
- * default; `isnet-fp32` for ISNet as shipped). Access log lines go to stdout, with key ids only.
+ * default; `isnet-fp32` for ISNet as shipped), BGCUT_PIXEL_THREADS, BGCUT_RENDER_BANDS. Access log lines go to stdout, with key ids only.
  */
 /**
  * BGCUT_MODELS=birefnet-general,isnet: the models the API offers (the first is the default),
@@ -103,6 +103,9 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     exposeMetrics: true,
     // Off unless set (mainThreadGcBytes: a lower peak for longer pauses); a value that is not a whole number of bytes is refused at start.
     ...(process.env.BGCUT_MAIN_THREAD_GC_MB ? { mainThreadGcBytes: Number(process.env.BGCUT_MAIN_THREAD_GC_MB) * 1_048_576 } : {}),
+    // Pixel workers and the most one idle render is split across (1: never split); refused at start unless whole numbers in 1..256.
+    ...(process.env.BGCUT_PIXEL_THREADS ? { pixelThreads: Number(process.env.BGCUT_PIXEL_THREADS) } : {}),
+    ...(process.env.BGCUT_RENDER_BANDS ? { renderBands: Number(process.env.BGCUT_RENDER_BANDS) } : {}),
     ...overrides,
   });
 }

@@ -28,7 +28,7 @@ export class ApiMetrics {
   readonly inFlight = new Gauge({ name: 'bgcut_requests_in_flight', help: 'Requests uploading or being processed', registers: [this.registry] });
 
   /** `budgets` reads the memory budgets at each scrape: what is held now, and how many wait. */
-  constructor(budgets: () => { inferenceSlots: number; inferenceQueue: number; pixels: number }) {
+  constructor(budgets: () => { inferenceSlots: number; inferenceQueue: number; pixels: number; rendersInBands?: number; rendersWhole?: number }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'bgcut_api_' });
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
@@ -42,5 +42,18 @@ export class ApiMetrics {
     gauge('bgcut_inference_slots_in_use', 'Inference calls this instance makes now', () => budgets().inferenceSlots);
     gauge('bgcut_inference_slots_waiting', 'Requests waiting for an inference slot', () => budgets().inferenceQueue);
     gauge('bgcut_pixels_in_process', 'Full-size pixels being decoded, composed and encoded', () => budgets().pixels);
+    // How often a lone render was split across idle pixel workers (image/render-bands.ts), read from the pool at each scrape.
+    new Counter({
+      name: 'bgcut_renders_total',
+      help: 'Renders by the pixel workers: split in row bands across idle workers (`bands`) or made by one (`one`)',
+      labelNames: ['split'],
+      registers: [this.registry],
+      collect() {
+        const now = budgets();
+        this.reset();
+        this.inc({ split: 'bands' }, now.rendersInBands ?? 0);
+        this.inc({ split: 'one' }, now.rendersWhole ?? 0);
+      },
+    });
   }
 }

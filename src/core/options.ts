@@ -184,6 +184,14 @@ export interface RemoveBgOptions {
    */
   pixelThreads?: number;
   /**
+   * Most pixel workers one render is split across when they are idle: the full-size mask, the
+   * foreground colour and the composition of a lone request are made in row bands, one per idle
+   * worker at once, then encoded by one (image/render-bands.ts); the same bytes. Busy workers
+   * (other requests' tasks running or queued) are never taken: under load each render stays one
+   * task. Default: `pixelThreads`; 1 turns the split off. The examples read `BGCUT_RENDER_BANDS`.
+   */
+  renderBands?: number;
+  /**
    * A full garbage collection of the host's thread once this many bytes of image buffers have
    * come back to it from the pixel workers since V8's last full collection there: bounds the dead
    * Buffers a burst of large uploads leaves on that thread (V8 itself waits for 64 MB more), at
@@ -319,6 +327,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     pngEncoder: options.pngEncoder ?? 'napi-rs',
     pixelThreads: options.pixelThreads ?? defaultPixelThreads(),
     mainThreadGcBytes: options.mainThreadGcBytes ?? 0,
+    renderBands: options.renderBands ?? options.pixelThreads ?? defaultPixelThreads(),
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
@@ -351,6 +360,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   }
   if (!Number.isInteger(resolved.pixelThreads) || resolved.pixelThreads < 1 || resolved.pixelThreads > 256) {
     throw new RangeError('pixelThreads must be an integer in 1..256');
+  }
+  if (!Number.isInteger(resolved.renderBands) || resolved.renderBands < 1 || resolved.renderBands > 256) {
+    throw new RangeError('renderBands must be an integer in 1..256 (1: off)');
   }
   if (!Number.isInteger(resolved.mainThreadGcBytes) || resolved.mainThreadGcBytes < 0) {
     throw new RangeError('mainThreadGcBytes must be an integer >= 0 (0: off)');

@@ -1,5 +1,6 @@
 import { simdPlanes, type BlurKernels } from './foreground-blur.js';
 import { countKernel } from './kernel-calls.js';
+import type { RowRange } from './tensor.js';
 
 /**
  * Foreground colour estimation for soft edges (hair, fur, motion blur, glass). A pixel with
@@ -138,6 +139,11 @@ export function sampleView(src: Buffer, sw: number, sh: number, channels: 1 | 3,
  * (`band`) they are computed on the working-size box around the soft pixels, widened by both
  * passes' blur radii: every estimate inside the box is the one `whole` (the whole working
  * image, the reference) makes, and the box is all the correction reads.
+ *
+ * `rows`: only the soft pixels of full-size rows [top, bottom) are corrected (the rest of `rgb`
+ * is not touched), each exactly as the whole image's estimate corrects it: the box is then the
+ * one around that band's soft pixels, and every estimate in it is `whole`'s. Row bands corrected
+ * by several threads make the same image (render-bands.ts).
  */
 export async function estimateForeground(
   rgb: Buffer,
@@ -146,12 +152,15 @@ export async function estimateForeground(
   height: number,
   source?: ImageView,
   region: 'band' | 'whole' = 'band',
-  /** `simd: false` keeps to the JavaScript loops (the reference the tests compare with). */
-  options: { simd?: boolean } = {},
+  /**
+   * `simd: false` keeps to the JavaScript loops (the reference the tests compare with). `rows`:
+   * only full-size rows [top, bottom) are corrected (see above).
+   */
+  options: { simd?: boolean; rows?: RowRange } = {},
 ): Promise<Buffer> {
   countKernel('estimateForeground');
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
-  const soft = softBounds(alpha, width, height);
+  const soft = softBounds(alpha, width, height, options.rows);
   if (!soft) return rgb;
   // The working view is not made: its planes are sampled from `from` straight (fillPlanes).
   const from = source ?? { rgb, alpha, width, height };
@@ -816,14 +825,14 @@ function blurRow(src: Float32Array, dst: Float32Array, start: number, length: nu
  * null when there is none. Each row is read from the left up to its first soft pixel and from
  * the right down to its last, four opaque or transparent pixels at a time where aligned.
  */
-export function softBounds(alpha: Buffer, width: number, height: number): { left: number; top: number; right: number; bottom: number } | null {
+export function softBounds(alpha: Buffer, width: number, height: number, rows?: RowRange): { left: number; top: number; right: number; bottom: number } | null {
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   const isSoft = (i: number) => alpha[i] !== 0 && alpha[i] !== 255;
   let left = width;
   let right = -1;
   let top = -1;
   let bottom = -1;
-  for (let y = 0; y < height; y++) {
+  for (let y = rows?.top ?? 0, last = rows?.bottom ?? height; y < last; y++) {
     const row = y * width;
     const end = row + width;
     let i = row;

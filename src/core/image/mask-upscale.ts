@@ -70,7 +70,19 @@ const STEP_BYTES = 64;
  * JavaScript does it, given its per-column taps (`x0`: left source column; `wx`: the right one's
  * weight in 1/256). Returns false, writing nothing, where the SIMD path does not apply.
  */
-export function upscaleMaskSimd(src: Uint8Array, srcWidth: number, srcHeight: number, width: number, height: number, x0: Int32Array, wx: Uint16Array, sy: number, out: Uint8Array): boolean {
+export function upscaleMaskSimd(
+  src: Uint8Array,
+  srcWidth: number,
+  srcHeight: number,
+  width: number,
+  height: number,
+  x0: Int32Array,
+  wx: Uint16Array,
+  sy: number,
+  out: Uint8Array,
+  /** Only output rows [top, bottom) (a band of a split render: render-bands.ts); all by default. */
+  rows: { top: number; bottom: number } = { top: 0, bottom: height },
+): boolean {
   if (width < 16) return false;
   const module = simdModule();
   if (!module) return false;
@@ -116,9 +128,9 @@ export function upscaleMaskSimd(src: Uint8Array, srcWidth: number, srcHeight: nu
     holds[slot] = r;
     return rowAt[slot]!;
   };
-  for (let y0 = 0; y0 < height; y0 += bandRows) {
-    const rows = Math.min(bandRows, height - y0);
-    for (let i = 0; i < rows; i++) {
+  for (let y0 = rows.top; y0 < rows.bottom; y0 += bandRows) {
+    const count = Math.min(bandRows, rows.bottom - y0);
+    for (let i = 0; i < count; i++) {
       const fy = (y0 + i) * sy;
       const top = Math.floor(fy);
       const bottom = Math.min(srcHeight - 1, top + 1);
@@ -127,7 +139,7 @@ export function upscaleMaskSimd(src: Uint8Array, srcWidth: number, srcHeight: nu
       const row1 = rowFor(bottom, top);
       kernels.alongY(row0, row1, bandAt + i * width, width, wy);
     }
-    out.set(bytes.subarray(bandAt, bandAt + rows * width), y0 * width);
+    out.set(bytes.subarray(bandAt, bandAt + count * width), y0 * width);
   }
   countKernel('upscaleMask.simd');
   return true;

@@ -15,6 +15,7 @@ import type { PixelPool } from './pixel-pool.js';
 import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
 import { Scratch } from './scratch.js';
 import { releaseNow } from '../../util/release-now.js';
+import type { MadePixels } from './render-bands.js';
 import { releaseUpload } from '../upload-bytes.js';
 
 export interface Box {
@@ -74,9 +75,31 @@ export interface RenderJob {
   hints?: Buffer | undefined;
   /** `bg_image` / `bg_image_url`: the photo to put behind the cutout (checked from its header). */
   background?: Buffer | undefined;
+  /**
+   * The full-size mask and RGBA made already, in row bands by several workers
+   * (render-bands.ts): the render encodes them. Only for a render composesStraightToEncoder takes.
+   */
+  made?: MadePixels | undefined;
 }
 
 export type RenderResult = Rendered;
+
+/**
+ * Whether the render composes the whole image at its full size, with no background, into an
+ * RGBA that goes to the fast PNG encoder as it is (renderWith's `straightToEncoder` with no crop
+ * region and no background: the default cutout). Decided from the job alone, before any pixel
+ * is made: what render-bands.ts splits.
+ */
+export function composesStraightToEncoder(job: Pick<RenderJob, 'probe' | 'options' | 'render' | 'background'>): boolean {
+  const { options, render } = job;
+  const { width, height } = job.probe;
+  if (options.channels !== 'rgba' || options.format !== 'png' || options.crop || options.outputSize || options.bgColor || options.shadow || job.background) return false;
+  if (options.scale !== null || options.position !== 'original') return false;
+  const cap = Math.min(SIZE_PIXELS[options.size], render.maxOutputPixels);
+  const factor = Math.min(1, Math.sqrt(cap / (width * height)));
+  if (Math.max(1, Math.floor(width * factor)) !== width || Math.max(1, Math.floor(height * factor)) !== height) return false;
+  return usesFastPng(render.pngEncoder ?? 'napi-rs', width, height);
+}
 
 /** Alpha at or above this (5 %) counts as foreground for the box and for cropping. */
 export const FOREGROUND_THRESHOLD = 13;
@@ -232,24 +255,25 @@ const maskScratch = new Scratch(4 * 1_048_576, 'maskScratch');
 type Loan = ReturnType<Scratch['take']>;
 
 async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; takeMask(bytes: number): Loan }): Promise<Rendered> {
-  const { probe, options, render } = job;
+  const { probe, options, render, made } = job;
   const { width, height } = probe;
-  let started = performance.now();
-  const alpha = buildFullSizeMask(job.mask, width, height, loans.takeMask(width * height).buffer);
+  let started = performance.now() - (made?.postprocessMs ?? 0);
+  if (made && !composesStraightToEncoder(job)) throw new Error('pixels made in bands for a render that does not compose straight to the encoder');
+  const alpha = made ? made.alpha : buildFullSizeMask(job.mask, width, height, loans.takeMask(width * height).buffer);
   // roi: only the region may be foreground (a step of its own, before anything reads the mask).
   if (options.roi) clearOutsideRegion(alpha, width, height, options.roi);
   // hints: a person's keep/remove strokes win over the model and the roi, blended at their edges.
   if (job.hints) await applyHints(alpha, width, height, job.hints, job.limits.maxInputPixels);
   let rgb: Buffer = Buffer.alloc(0);
   let decodeMs = 0;
-  if (options.channels !== 'alpha' || probe.hasAlpha) {
+  if (!made && (options.channels !== 'alpha' || probe.hasAlpha)) {
     const t0 = performance.now();
     const decoded = job.decoded ?? (await decodeRaw(job.bytes, probe, job.limits));
     decodeMs = performance.now() - t0;
     started += decodeMs;
     rgb = probe.hasAlpha ? splitAlpha(decoded, alpha) : decoded;
   }
-  const box = foregroundBox(alpha, width, height);
+  const box = made ? made.box : foregroundBox(alpha, width, height);
 
   // Region of the input to keep: the whole image, or the foreground box plus margin (which may
   // reach past the image: that part is filled like the background).
@@ -290,6 +314,10 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
   if (options.channels === 'alpha') {
     raw = alpha;
     channels = 1;
+  } else if (made) {
+    // Composed by the bands (render-bands.ts): what the last branch below makes, straight to the encoder.
+    raw = made.rgba;
+    channels = 4;
   } else {
     // In place: the segmentation's colour is used once, here.
     const colour = render.foregroundEstimation ? await estimateForeground(rgb, alpha, width, height, job.view) : rgb;

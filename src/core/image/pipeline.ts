@@ -178,7 +178,11 @@ export async function segment(
   // the size up) is decoded once, at full size, and resized from there: the same pixels as two
   // decodes (a rotated or 16-bit source would resize differently, so those decode twice).
   const decodeOnce = decodeAlongside && probe.format === 'jpeg' && !probe.hasAlpha && (probe.orientation ?? 1) === 1 && modelSized(probe, profile);
-  const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce, modelImage };
+  // A lone request on a pool with idle workers is rendered in row bands by several of them
+  // (render-bands.ts), which all read the model-size image: in shared memory then. Under load
+  // (no idle workers) it is moved as the caller asked, and the render is one task.
+  const image = modelImage === 'movable' && pool?.splitsRenders() ? 'shared' : modelImage;
+  const job = { bytes, probe, limits, profile, prefix: model.prefix?.({ width: profile.width, height: profile.height }), decodeOnce, modelImage: image };
   // The decode budget (DecodeGate) is held while the model's input is decoded and written, and
   // let go before the model runs. In the pool's worker when there is one: the model-size
   // decode's buffer and the tensor's bytes are made and written there, and only moved to this

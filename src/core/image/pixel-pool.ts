@@ -12,9 +12,11 @@ import type { BodyFields, BodyKind } from '../removebg/body-fields.js';
 import type { UploadLimits } from '../multipart.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import { countKernel } from './kernel-calls.js';
-import { isShared } from './shared-bytes.js';
+import { isShared, SharedPool } from './shared-bytes.js';
+import { planBands, renderInBands, type BandJob, type BandResult } from './render-bands.js';
 import { gatheredAgain, isGatheredUpload } from '../upload-bytes.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
+import { IdleCores } from './idle-cores.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -38,6 +40,14 @@ export interface PixelPoolOptions {
    * (main-thread-garbage.ts); 0 (the default): left to V8.
    */
   mainThreadGcBytes?: number;
+  /** Most workers one render is split across while they are idle (render-bands.ts); 1: never split. Default: `threads`. */
+  renderBands?: number;
+  /**
+   * The host's idle cores now: a split render takes one band per idle core past its own, so
+   * none on a busy host. Default: sampled from the kernel's CPU times (idle-cores.ts) when
+   * renders may split. Tests give a constant.
+   */
+  idleCores?: () => number;
 }
 
 /**
@@ -61,6 +71,16 @@ export class PixelPool {
   private readonly piscina: Piscina;
   /** Thread ids the pool's tasks ran in (a test checks that the pixel work left the main thread). */
   readonly ranIn = new Set<number>();
+  /** The last 64 tasks that came back: their name and the thread that ran each (tests check where a render ran). */
+  readonly tasksRan: { name: string; threadId: number }[] = [];
+  /** Tasks that came back so far: the last `tasksSettled - n` of them are tasksRan's last ones. */
+  tasksSettled = 0;
+
+  /** The tasks that came back since tasksSettled read `since` (64 at most). */
+  tasksSince(since: number): { name: string; threadId: number }[] {
+    const n = this.tasksSettled - since;
+    return n <= 0 ? [] : this.tasksRan.slice(-Math.min(n, this.tasksRan.length));
+  }
   /**
    * Bytes this thread has copied to send tasks their buffers (Parcel): what shared memory spares
    * (a test checks that a segmentation's buffers reach the render without a copy).
@@ -68,11 +88,35 @@ export class PixelPool {
   copiedBytes = 0;
   /** Collects the dead buffers the results leave on this thread (main-thread-garbage.ts). */
   readonly collector: MainThreadCollector;
+  /** Most workers one render is split across (render-bands.ts); 1: none. */
+  readonly renderBands: number;
+  /**
+   * The shared full-size buffers row bands write (the mask and the RGBA), kept between split
+   * renders: a fresh one faults in its pages as it is first written, about 0.65 ms per MB. Three
+   * 1 MP sets (1 + 4 MB) at most.
+   */
+  readonly bandMemory = new SharedPool(16 * 1024 * 1024);
+  /** Renders split in row bands (render-bands.ts), and renders made as one task: the API's `bgcut_renders_total`. */
+  rendersInBands = 0;
+  rendersWhole = 0;
+  /** The host's idle cores now (PixelPoolOptions.idleCores). */
+  private readonly idleCores: () => number;
+  private readonly sampler: IdleCores | undefined;
+  /** Tasks given to piscina and not yet settled (running or queued): idleWorkers() is what is left. */
+  private pending = 0;
 
   constructor(options: PixelPoolOptions = {}) {
     this.collector = new MainThreadCollector(options.mainThreadGcBytes ?? 0);
     this.threads = options.threads ?? defaultPixelThreads();
     if (!Number.isInteger(this.threads) || this.threads < 1 || this.threads > 256) throw new RangeError('pixel pool threads must be an integer in 1..256');
+    this.renderBands = options.renderBands ?? this.threads;
+    if (!Number.isInteger(this.renderBands) || this.renderBands < 1 || this.renderBands > 256) throw new RangeError('renderBands must be an integer in 1..256');
+    if (options.idleCores) this.idleCores = options.idleCores;
+    else if (this.renderBands > 1 && this.threads > 1) {
+      const sampler = new IdleCores();
+      this.sampler = sampler;
+      this.idleCores = () => sampler.now;
+    } else this.idleCores = () => 0;
     this.piscina = new Piscina({
       filename: PIXEL_WORKER_FILE,
       minThreads: 1,
@@ -85,10 +129,52 @@ export class PixelPool {
 
   private async run<T>(name: string, task: unknown, parcel?: Parcel): Promise<T> {
     if (parcel) this.copiedBytes += parcel.copiedBytes;
-    const { value, threadId } = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
+    this.pending++;
+    let answer: { value: T; threadId: number };
+    try {
+      answer = (await this.piscina.run(task, { name, transferList: parcel?.transferList })) as { value: T; threadId: number };
+    } finally {
+      this.pending--;
+    }
+    const { value, threadId } = answer;
     this.ranIn.add(threadId);
+    this.tasksRan.push({ name, threadId });
+    this.tasksSettled++;
+    if (this.tasksRan.length > 64) this.tasksRan.shift();
     this.collector.arrivedWith(value);
     return value;
+  }
+
+  /**
+   * Workers free for one more task now: the pool's threads less the tasks given and not yet
+   * settled (running or waiting in the queue). What a render may split across (render-bands.ts).
+   */
+  idleWorkers(): number {
+    return Math.max(0, this.threads - this.pending);
+  }
+
+  /**
+   * Whether a render started now would be split (render-bands.ts): splitting is on and two or
+   * more workers are idle. segment() then asks for the model-size image in shared memory, which
+   * every band reads, rather than memory of its own moved to one worker.
+   */
+  splitsRenders(): boolean {
+    return this.renderBands > 1 && this.workersToSplitAcross() >= 2;
+  }
+
+  /** Workers a render started now may take: the idle ones, at most one more than the host's idle cores. */
+  private workersToSplitAcross(): number {
+    return Math.min(this.idleWorkers(), 1 + Math.floor(this.idleCores()));
+  }
+
+  /**
+   * One row band of a split render (render-bands.ts's renderBand): the buffers are shared memory,
+   * written in place by the worker; what comes back is the band's foreground box.
+   */
+  renderBand(job: BandJob): Promise<BandResult> {
+    const parcel = new Parcel();
+    const view = job.view && { ...job.view, rgb: parcel.add(job.view.rgb), alpha: parcel.add(job.view.alpha) };
+    return this.run<BandResult>('renderBand', { ...job, grey: parcel.add(job.grey), decoded: parcel.add(job.decoded), alpha: parcel.add(job.alpha), rgba: parcel.add(job.rgba), view }, parcel);
   }
 
   /** The full-size mask of a plan (buildFullSizeMask). */
@@ -182,6 +268,18 @@ export class PixelPool {
    * move (move()), it is moved there and dies in the worker.
    */
   async render(job: RenderJob, giveUp = false, giveUpUpload = false): Promise<RenderResult> {
+    // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
+    const bands = this.renderBands > 1 ? planBands(job, this.workersToSplitAcross(), this.renderBands) : null;
+    if (bands) {
+      this.rendersInBands++;
+      return renderInBands(this, job, bands, (made) => this.renderWhole(made, false, giveUpUpload));
+    }
+    this.rendersWhole++;
+    return this.renderWhole(job, giveUp, giveUpUpload);
+  }
+
+  /** render() as one task. */
+  private async renderWhole(job: RenderJob, giveUp: boolean, giveUpUpload: boolean): Promise<RenderResult> {
     const parcel = new Parcel();
     const sent: RenderJob = {
       ...job,
@@ -192,6 +290,7 @@ export class PixelPool {
       view: job.view && parcel.view(job.view, giveUp),
       hints: job.hints && parcel.add(job.hints),
       background: job.background && parcel.add(job.background),
+      made: job.made && { ...job.made, alpha: parcel.add(job.made.alpha), rgba: parcel.add(job.made.rgba) },
     };
     const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
@@ -233,6 +332,8 @@ export class PixelPool {
   /** Ends the workers once the tasks given so far are done (RemoveBgHandler.close() calls it). */
   close(): Promise<void> {
     this.collector.close();
+    this.sampler?.close();
+    this.bandMemory.clear();
     return this.piscina.close();
   }
 }

@@ -33,6 +33,9 @@ export async function objectCrop(task: Parameters<Awaited<ReturnType<typeof load
 export async function render(task: Parameters<Awaited<ReturnType<typeof load>>['render']>[0]): Promise<unknown> {
   return (await worker()).render(task);
 }
+export async function renderBand(task: Parameters<Awaited<ReturnType<typeof load>>['renderBand']>[0]): Promise<unknown> {
+  return (await worker()).renderBand(task);
+}
 export async function modelInput(task: Parameters<Awaited<ReturnType<typeof load>>['modelInput']>[0]): Promise<unknown> {
   return (await worker()).modelInput(task);
 }

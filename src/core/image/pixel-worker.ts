@@ -13,6 +13,7 @@ import { kernelCalls } from './kernel-calls.js';
 import { looksConfidence, mergeMasks, mirrored, objectCrop, preparePassInputs, type PassInputJob, type PassInputs } from './multi-pass.js';
 import { renderFullSize, type RenderJob, type RenderResult } from './output.js';
 import { collectAfterRender } from './render-garbage.js';
+import { renderBand, type BandJob } from './render-bands.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedBuffer, sharedCopy, SharedPool } from './shared-bytes.js';
@@ -145,6 +146,7 @@ async function renderTask(job: RenderJob): Promise<unknown> {
       hints: job.hints && buf(job.hints),
       view: job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) },
       background: job.background && buf(job.background),
+      made: job.made && { ...job.made, alpha: buf(job.made.alpha), rgba: buf(job.made.rgba) },
     });
   } catch (error) {
     collectAfterRender(job.probe.width * job.probe.height);
@@ -166,6 +168,13 @@ async function renderTask(job: RenderJob): Promise<unknown> {
   collectAfterRender(job.probe.width * job.probe.height);
   return reply(moved, [moved.json ?? moved.body]);
 }
+
+/** One row band of a split render (render-bands.ts): written into the shared buffers it was given. */
+export async function renderBand_(job: BandJob): Promise<unknown> {
+  const view = job.view && { ...job.view, rgb: buf(job.view.rgb), alpha: buf(job.view.alpha) };
+  return reply(await renderBand({ ...job, grey: buf(job.grey), decoded: buf(job.decoded), alpha: buf(job.alpha), rgba: buf(job.rgba), view }), []);
+}
+export { renderBand_ as renderBand };
 
 export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
   let prepared: PreparedModelInput;

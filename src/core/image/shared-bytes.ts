@@ -58,6 +58,22 @@ export class SharedPool {
   }
 
   /**
+   * `length` bytes of shared memory (contents undefined: a borrower writes every byte it reads):
+   * a kept buffer of exactly that length when there is one, else a fresh one.
+   */
+  take(length: number): Buffer {
+    const i = this.free.findIndex((memory) => memory.byteLength === length);
+    if (i < 0 || length === 0) {
+      countKernel('sharedPoolFresh');
+      return sharedBuffer(length);
+    }
+    const memory = this.free.splice(i, 1)[0]!;
+    this.held -= memory.byteLength;
+    countKernel('sharedPoolReused');
+    return Buffer.from(memory);
+  }
+
+  /**
    * Takes back the memory of `bytes`, which nothing may read or write any more (the caller's
    * word: every other handle to it, in any thread, is dead): only shared memory it covers
    * whole, and only while the kept total stays within maxBytes.
@@ -69,6 +85,12 @@ export class SharedPool {
     if (this.held + memory.byteLength > this.maxBytes) return;
     this.free.push(memory);
     this.held += memory.byteLength;
+  }
+
+  /** Drops every kept buffer (left to the collector). */
+  clear(): void {
+    this.free = [];
+    this.held = 0;
   }
 
   /** Bytes kept now. */

@@ -98,6 +98,12 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
   return grey;
 }
 
+/** Rows [top, bottom) of a full-size image: a band one thread works on. */
+export interface RowRange {
+  top: number;
+  bottom: number;
+}
+
 /**
  * Bilinear upscale of a one-channel 8-bit image (the mask) to width x height, corners aligned,
  * in fixed point (weights in 1/256, rounded once at the end).
@@ -109,9 +115,26 @@ export function maskToGrey(mask: MaskTensor, minMaxNormalize: boolean, sigmoid =
  * Bilinear weights are separable, so this is exactly (bit for bit) the four-tap formula at
  * several times its speed (sharp's resize, single-threaded on glibc Linux, is slower still and
  * centre-aligned).
+ *
+ * `rows`: only output rows [top, bottom) are written (into `into`, the whole width x height),
+ * each as the whole upscale writes it: a row depends on its two source rows alone, so row bands
+ * made by several threads make the same mask (render-bands.ts).
  */
-export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, width: number, height: number, into?: Buffer, options: { simd?: boolean } = {}): Buffer {
+export function upscaleMask(
+  src: Buffer,
+  srcWidth: number,
+  srcHeight: number,
+  width: number,
+  height: number,
+  into?: Buffer,
+  /** `simd: false` keeps to the JavaScript loops (the reference); `rows`: only these output rows (see above). */
+  options: { simd?: boolean; rows?: RowRange } = {},
+): Buffer {
+  const rows = options.rows;
   countKernel('upscaleMask');
+  if (rows && !(Number.isInteger(rows.top) && Number.isInteger(rows.bottom) && rows.top >= 0 && rows.top <= rows.bottom && rows.bottom <= height)) {
+    throw new RangeError(`upscaleMask: rows ${rows.top}..${rows.bottom} of ${height}`);
+  }
   if (into && into.length !== width * height) throw new RangeError(`upscaleMask: ${into.length} bytes to write ${width}x${height} into`);
   // Every byte of `out` is written below (a borrowed buffer's old contents never show).
   const out = into ?? Buffer.allocUnsafe(width * height);
@@ -128,7 +151,7 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
   }
   // The same bytes in WebAssembly SIMD where it applies (mask-upscale.ts); `simd: false` keeps to
   // the loops below, the reference the tests compare it with.
-  if (options.simd !== false && upscaleMaskSimd(src, srcWidth, srcHeight, width, height, x0, wx, sy, out)) return out;
+  if (options.simd !== false && upscaleMaskSimd(src, srcWidth, srcHeight, width, height, x0, wx, sy, out, rows)) return out;
   // The first output column whose left source column is k or more (width when none): where the
   // outputs of source columns k.. start.
   const firstColumn = new Int32Array(srcWidth + 1).fill(width);
@@ -139,7 +162,7 @@ export function upscaleMask(src: Buffer, srcWidth: number, srcHeight: number, wi
   // Per source column k with line[k] === line[k + 1]: the last column K of that flat stretch
   // (line[k..K + 1] all equal), so every output between them is filled at once.
   const flatUntil = new Int32Array(srcWidth);
-  for (let y = 0; y < height; y++) {
+  for (let y = rows?.top ?? 0, last = rows?.bottom ?? height; y < last; y++) {
     const fy = y * sy;
     const top = Math.floor(fy);
     const r0 = top * srcWidth;
