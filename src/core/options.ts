@@ -188,7 +188,8 @@ export interface RemoveBgOptions {
    * foreground colour and the composition of a lone request are made in row bands, one per idle
    * worker at once, then encoded by one (image/render-bands.ts); the same bytes. Busy workers
    * (other requests' tasks running or queued) are never taken: under load each render stays one
-   * task. Default: `pixelThreads`; 1 turns the split off. The examples read `BGCUT_RENDER_BANDS`.
+   * task. Default 1 (off): on a GPU host it gained a lone 1 MP request ~2-5 ms for 10-20 ms more
+   * API CPU per image (docs/benchmarks.md). The examples read `BGCUT_RENDER_BANDS`.
    */
   renderBands?: number;
   /**
@@ -327,7 +328,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     pngEncoder: options.pngEncoder ?? 'napi-rs',
     pixelThreads: options.pixelThreads ?? defaultPixelThreads(),
     mainThreadGcBytes: options.mainThreadGcBytes ?? 0,
-    renderBands: options.renderBands ?? options.pixelThreads ?? defaultPixelThreads(),
+    renderBands: options.renderBands ?? 1,
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
