@@ -54,7 +54,8 @@ describe('inference client through shared memory (identity model)', () => {
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'bgcut-shm-client-'));
     const model = await writeIdentityModel(dir, SIDE);
-    const args = ['--model', `identity=${model}`, '--workers', '1', '--threads', '1'];
+    // A queue for the eight calls at once below (the default 4 refuses some while the one worker is slow on a busy box).
+    const args = ['--model', `identity=${model}`, '--workers', '1', '--threads', '1', '--queue', '32'];
     [on, on2, off, slow] = await Promise.all([
       startInferenceProcess([...args, '--allow-client-shm', 'true']),
       startInferenceProcess([...args, '--allow-client-shm', 'true']),
