@@ -32,6 +32,11 @@ import { loadInferenceProto } from '../src/protocol/index.js';
 import { startInferenceProcess } from '../test/helpers/inference-process.js';
 import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 
+// As `npm start` runs the API beside its own server: tensors through /dev/shm (both sides must
+// allow it). BGCUT_INFERENCE_SHARED_MEMORY=off in the environment measures the wire instead.
+process.env.BGCUT_INFERENCE_ALLOW_CLIENT_SHM ??= 'true';
+process.env.BGCUT_INFERENCE_SHARED_MEMORY ??= 'auto';
+
 const { values } = parseArgs({
   options: {
     image: { type: 'string' },

@@ -189,7 +189,7 @@ export interface RemoveBgOptions {
    * worker at once, then encoded by one (image/render-bands.ts); the same bytes. Busy workers
    * (other requests' tasks running or queued) are never taken: under load each render stays one
    * task. Default 1 (off): on a GPU host it gained a lone 1 MP request ~2-5 ms for 10-20 ms more
-   * API CPU per image (docs/benchmarks.md). The examples read `BGCUT_RENDER_BANDS`.
+   * API CPU per image (docs/inference-server.md, "Fifth run"). The examples read `BGCUT_RENDER_BANDS`.
    */
   renderBands?: number;
   /**

@@ -110,7 +110,7 @@ export class PixelPool {
     this.threads = options.threads ?? defaultPixelThreads();
     if (!Number.isInteger(this.threads) || this.threads < 1 || this.threads > 256) throw new RangeError('pixel pool threads must be an integer in 1..256');
     // Off unless asked: on an H200 host a lone 1 MP cutout gained ~2 ms of p50 (in the runs' spread)
-    // for 10-20 ms more API CPU per image (docs/benchmarks.md, "Eighth round, on a GPU host").
+    // for 10-20 ms more API CPU per image (docs/inference-server.md, "Fifth run").
     this.renderBands = options.renderBands ?? 1;
     if (!Number.isInteger(this.renderBands) || this.renderBands < 1 || this.renderBands > 256) throw new RangeError('renderBands must be an integer in 1..256');
     if (options.idleCores) this.idleCores = options.idleCores;
