@@ -47,6 +47,7 @@
  * resize opaque RGB; sharp premultiplies an alpha channel before resizing, which is not done here).
  */
 import { BICUBIC_ENLARGE_WASM } from './bicubic-enlarge-wasm.js';
+import { compiledOnce, wasm } from './simd-module.js';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -144,25 +145,9 @@ function yPositions(m: number, id: number): Float64Array {
 }
 
 /** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
-interface WebAssemblyApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: unknown };
-  Memory: new (descriptor: { initial: number }) => { buffer: ArrayBuffer };
-}
-const wasm = (globalThis as unknown as { WebAssembly: WebAssemblyApi }).WebAssembly;
 
 /** The SIMD kernels (bicubic-enlarge.wat), compiled once per thread; null where WebAssembly SIMD is missing. */
-let compiled: object | null | undefined;
-function simdModule(): object | null {
-  if (compiled === undefined) {
-    try {
-      compiled = new wasm.Module(Buffer.from(BICUBIC_ENLARGE_WASM, 'base64'));
-    } catch {
-      compiled = null;
-    }
-  }
-  return compiled;
-}
+const simdModule = compiledOnce(BICUBIC_ENLARGE_WASM);
 
 /** Whether this thread runs the SIMD kernels (WebAssembly SIMD compiled); else the JavaScript loops. */
 export function enlargesWithSimd(): boolean {

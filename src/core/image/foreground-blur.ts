@@ -6,14 +6,9 @@
  * correction) read and write them as Float32Arrays and the kernels take their offsets.
  */
 import { FOREGROUND_BLUR_WASM } from './foreground-blur-wasm.js';
+import { compiledOnce, wasm } from './simd-module.js';
 
 /** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
-interface WebAssemblyApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: unknown };
-  Memory: new (descriptor: { initial: number }) => { buffer: ArrayBuffer; grow(pages: number): number };
-}
-const wasm = (globalThis as unknown as { WebAssembly: WebAssemblyApi }).WebAssembly;
 
 /** The kernels, on byte offsets into the arena's memory (foreground-blur.wat documents each). */
 export interface BlurKernels {
@@ -40,17 +35,7 @@ export interface SimdPlanes {
   extra: { at: number; bytes: Uint8Array };
 }
 
-let compiled: object | null | undefined;
-function simdModule(): object | null {
-  if (compiled === undefined) {
-    try {
-      compiled = new wasm.Module(Buffer.from(FOREGROUND_BLUR_WASM, 'base64'));
-    } catch {
-      compiled = null;
-    }
-  }
-  return compiled;
-}
+const simdModule = compiledOnce(FOREGROUND_BLUR_WASM);
 
 /** Whether this thread can run the SIMD blur fusion. */
 export function blursWithSimd(): boolean {

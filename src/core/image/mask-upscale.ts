@@ -12,14 +12,9 @@
  */
 import { countKernel } from './kernel-calls.js';
 import { MASK_UPSCALE_WASM } from './mask-upscale-wasm.js';
+import { compiledOnce, wasm } from './simd-module.js';
 
 /** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
-interface WebAssemblyApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: unknown };
-  Memory: new (descriptor: { initial: number }) => { buffer: ArrayBuffer; grow(pages: number): number };
-}
-const wasm = (globalThis as unknown as { WebAssembly: WebAssemblyApi }).WebAssembly;
 
 interface Kernels {
   alongX(src: number, dst: number, plan: number, groups: number): void;
@@ -27,17 +22,7 @@ interface Kernels {
 }
 
 /** Compiled once per thread; null where WebAssembly SIMD is missing. */
-let compiled: object | null | undefined;
-function simdModule(): object | null {
-  if (compiled === undefined) {
-    try {
-      compiled = new wasm.Module(Buffer.from(MASK_UPSCALE_WASM, 'base64'));
-    } catch {
-      compiled = null;
-    }
-  }
-  return compiled;
-}
+const simdModule = compiledOnce(MASK_UPSCALE_WASM);
 
 /** Whether this thread can run the SIMD upscale. */
 export function upscalesWithSimd(): boolean {
