@@ -3,7 +3,15 @@
  * free, so what is left is the API's and the gRPC call's own time.
  *
  *   node dist/bench/request-timeline.js --image photo.jpg [--runs 15] [--warmup 5] [--compare other/dist] [--mask cache.bin] [--json out.json]
- *     [--pixel-threads N] [--render-bands N] [--compare-bands M] [--load-clients 8 --load-rounds 3 --load-requests 40]
+ *     [--pixel-threads N] [--render-bands N] [--compare-bands M] [--load-clients 8 --load-rounds 3 --load-requests 40] [--wire]
+ *
+ * The tensors go through /dev/shm as `npm start` sends them (the servers started with
+ * BGCUT_INFERENCE_ALLOW_CLIENT_SHM=true, the APIs with BGCUT_INFERENCE_SHARED_MEMORY=auto:
+ * shared-memory-ring.ts); `--wire` sends them in the gRPC messages instead. Until the ninth round
+ * this bench set neither, so its timelines were of the wire while `npm start` used shared memory.
+ * Each API's slots left in /dev/shm are counted at the end, and the server's ModelInfer spans
+ * that read their input from a region (`bgcut.shared_memory`, builds that set it), so a run says
+ * which path it measured.
  *
  * The photo's real mask is made once by the real model (`isnet-int8`, one ModelInfer call on a
  * server started for it), then served by a "replay" model: an ONNX graph whose output is that
@@ -28,7 +36,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { untilApiListening, untilInferenceServerReady } from './child-ready.js';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -63,6 +71,8 @@ const { values } = parseArgs({
     'load-clients': { type: 'string', default: '0' },
     'load-rounds': { type: 'string', default: '3' },
     'load-requests': { type: 'string', default: '40' },
+    // The tensors in the gRPC messages instead of /dev/shm (as with a server on another host).
+    wire: { type: 'boolean', default: false },
   },
 });
 if (!values.image) throw new Error('--image photo.jpg is required');
@@ -116,7 +126,7 @@ async function writeReplayModel(mask: Uint8Array): Promise<string> {
 /** A build's inference server serving the replay model as `isnet`, tracing into `spansFile`. */
 async function startServer(modelFile: string, spansFile: string, build?: string): Promise<{ address: string; stop: () => Promise<void> }> {
   const args = ['--threads', String(os.availableParallelism()), '--model', `isnet=${modelFile}`];
-  const env = { BGCUT_TEST_SPANS_FILE: spansFile, NODE_OPTIONS: `--import ${SPANS_HELPER}` };
+  const env = { BGCUT_TEST_SPANS_FILE: spansFile, NODE_OPTIONS: `--import ${SPANS_HELPER}`, BGCUT_INFERENCE_ALLOW_CLIENT_SHM: String(!values.wire) };
   if (!build) return startInferenceProcess(args, env);
   const child = spawn(process.execPath, [path.resolve(build, 'src/inference-server/cli.js'), '--port', '0', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const port = await untilInferenceServerReady(child, `${build}'s inference server`);
@@ -144,6 +154,8 @@ async function startApi(inferenceAddress: string, spansFile: string, build?: str
       BGCUT_MODEL_PROFILE: 'isnet',
       BGCUT_MODE_MODELS: 'off',
       BGCUT_TEST_SPANS_FILE: spansFile,
+      // As npm start (examples/start.ts) with its server on this host; `--wire`: in the messages.
+      BGCUT_INFERENCE_SHARED_MEMORY: values.wire ? 'off' : 'auto',
       ...(values['pixel-threads'] ? { BGCUT_PIXEL_THREADS: values['pixel-threads'] } : {}),
       ...env,
     },
@@ -256,11 +268,17 @@ try {
   }
   // The exporters append as spans end; the last response's spans are written before its end.
   await new Promise((resolve) => setTimeout(resolve, 500));
+  // Which path the calls took: each API's ring files (bgcut-api-<pid>-..., removed when it stops).
+  const shmSlots = started.map((api) => readdirSync('/dev/shm').filter((name) => name.startsWith(`bgcut-api-${api.child.pid}-`)).length);
   const server = (await readFile(serverSpans, 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as SpanRecord);
   const report: Record<string, unknown> = { image: values.image, runs, loadavg: os.loadavg().map(r1) };
   for (const [k, api] of apis.entries()) {
     const own = (await readFile(api.spans, 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as SpanRecord);
     report[api.label] = print(api.label, timelines([...own, ...server], requests[k]!));
+    const traces = new Set(own.map((span) => span.traceId));
+    const calls = server.filter((span) => traces.has(span.traceId) && span.name === 'inference.GRPCInferenceService/ModelInfer');
+    const viaShm = calls.filter((span) => span.attributes['bgcut.shared_memory'] === true).length;
+    console.log(`(${values.wire ? 'wire asked' : 'shared memory asked'}: ${shmSlots[k]} slot(s) of the API in /dev/shm; server calls reading a region: ${viaShm} of ${calls.length}, warm-up included, counted by builds that mark it)`);
   }
   const e2e = requests.map((rs) => median(rs.map((r) => r.done - r.sent)));
   // CPU is read in clock ticks (10 ms): the mean over the runs, not a median of ticks.

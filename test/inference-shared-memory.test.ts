@@ -11,7 +11,8 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadInferenceProto } from '../src/protocol/index.js';
+import { allocateInferMessage, loadInferenceProto } from '../src/protocol/index.js';
+import { COLLECT_AFTER_BYTES } from '../src/core/inference/inference-thread.js';
 import { InferenceClient } from '../src/core/inference/inference-client.js';
 import { isLoopbackAddress } from '../src/core/inference/shared-memory-ring.js';
 import { startInferenceProcess, type InferenceProcess } from './helpers/inference-process.js';
@@ -19,6 +20,8 @@ import { writeIdentityModel } from './helpers/identity-model.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 const SIDE = 64;
+/** A second identity model, whose 768 KiB tensors pass COLLECT_AFTER_BYTES in a dozen calls. */
+const BIG = 512;
 const output = { name: 'y', datatype: 'UINT8' as const };
 const ownFiles = () => readdirSync('/dev/shm').filter((name) => name.startsWith(`bgcut-api-${process.pid}-`));
 
@@ -54,8 +57,9 @@ describe('inference client through shared memory (identity model)', () => {
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'bgcut-shm-client-'));
     const model = await writeIdentityModel(dir, SIDE);
+    const big = await writeIdentityModel(mkdtempSync(path.join(dir, 'big-')), BIG);
     // A queue for the eight calls at once below (the default 4 refuses some while the one worker is slow on a busy box).
-    const args = ['--model', `identity=${model}`, '--workers', '1', '--threads', '1', '--queue', '32'];
+    const args = ['--model', `identity=${model}`, '--model', `big=${big}`, '--workers', '1', '--threads', '1', '--queue', '32'];
     [on, on2, off, slow] = await Promise.all([
       startInferenceProcess([...args, '--allow-client-shm', 'true']),
       startInferenceProcess([...args, '--allow-client-shm', 'true']),
@@ -86,6 +90,38 @@ describe('inference client through shared memory (identity model)', () => {
     }
     expect(ownFiles()).toEqual([]);
   });
+
+  it('owes no collection for calls through a slot whose message was moved to the thread and freed there (the wire owes one per 8 MiB)', async () => {
+    const c = client(on.address, 'auto', 4 << 20);
+    const bytes = BIG * BIG * 3;
+    const shape = [1, BIG, BIG, 3];
+    const header = { modelName: 'big', inputs: [{ name: 'x', datatype: 'UINT8' as const, shape }], outputs: [{ name: 'y' }] };
+    // As the pixel pool lays it out: the tensor written into a message made for this call, moved to the thread.
+    const call = async () => {
+      const { message, tensor } = allocateInferMessage(c.requestPrefix(header, bytes), bytes);
+      tensor.fill(7);
+      const result = await c.infer('big', { name: 'x', datatype: 'UINT8', shape, data: { message, tensor, sendOnce: true } }, output, new AbortController().signal);
+      expect(result.data.length).toBe(bytes);
+    };
+    try {
+      // Until a slot of this size is registered (made in the background; the calls before go over the wire).
+      for (let i = 0; i < 200 && (await c.inferenceThreadCounts()).sharedMemory.calls === 0; i++) {
+        await call();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const before = await c.inferenceThreadCounts();
+      expect(before.sharedMemory.calls).toBeGreaterThan(0);
+      // Over COLLECT_AFTER_BYTES of messages: over the wire these owe a collection (inference-off-main-thread.test.ts).
+      const calls = Math.floor(COLLECT_AFTER_BYTES / bytes) + 1;
+      for (let i = 0; i < calls; i++) await call();
+      const after = await c.inferenceThreadCounts();
+      expect(after.sharedMemory.calls - before.sharedMemory.calls).toBe(calls);
+      expect(after.released - before.released).toBe(calls);
+      expect(after.collections - before.collections).toBe(0);
+    } finally {
+      await c.close();
+    }
+  }, 120_000);
 
   it('goes over the wire when the server does not offer the extension', async () => {
     const c = client(off.address, 'auto');

@@ -394,7 +394,8 @@ export async function startInferenceServer(options: InferenceServerOptions = {})
         MODEL_INFER_SPAN,
         traceHeaders,
         async (span) => {
-          span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model.name, 'bgcut.provider': provider });
+          // bgcut.shared_memory: the input came from a client's region, not the message (a trace says which path a call took).
+          span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': INFERENCE_SERVICE_NAME, 'rpc.method': 'ModelInfer', 'bgcut.model': model.name, 'bgcut.provider': provider, 'bgcut.shared_memory': inputs.some((input) => input.place !== undefined) });
           return model.pool.run(inputs, outputNames, abort.signal, outputPlaces.some(Boolean) ? outputPlaces : undefined);
         },
         (result, _start, end) => [{ name: 'session.run', start: end - result.runMs, end, attributes: { 'bgcut.model': model.name, 'bgcut.provider': provider } }],

@@ -73,8 +73,12 @@ function infer(task: InferTask): void {
     const bytes = task.message?.byteLength ?? task.tensor?.byteLength ?? 0;
     // A message moved here (its memory this thread's alone) goes now: grpc-js framed a copy of it
     // when the call started, and nothing reads it after the call ended.
-    if (task.moved && releaseNow(task.message, TENSOR_ALIGNMENT)) released++;
-    collectAfterCall(bytes);
+    const freed = task.moved === true && releaseNow(task.message, TENSOR_ALIGNMENT);
+    if (freed) released++;
+    // A call through a slot whose message was freed left nothing large dead here (grpc-js framed a
+    // few hundred bytes): no collection is owed for it. Otherwise the framed copy, or the message
+    // itself, waits for one.
+    collectAfterCall(freed && !overWire ? 0 : bytes);
   };
   // The client's ModelInfer serializer takes either (inferenceClientConstructor).
   const wire = task.message
@@ -84,6 +88,8 @@ function infer(task: InferTask): void {
   const use = takeSlot(task);
   let request: ModelInferRequest | EncodedInferRequest = use ? slotRequest(task, use) : wire;
   let slot = use;
+  /** The tensor went in the message (framed by grpc-js), not through a slot. */
+  let overWire = !use;
   /** Settles the call's slot: free again after an answer, retired after anything else. */
   const settleSlot = (answered: boolean) => {
     if (!slot) return;
@@ -103,6 +109,7 @@ function infer(task: InferTask): void {
         ring.refused(slot);
         slot = undefined;
         request = wire;
+        overWire = true;
         attempt(left);
         return;
       }
