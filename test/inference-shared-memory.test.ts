@@ -91,7 +91,7 @@ describe('inference client through shared memory (identity model)', () => {
     expect(ownFiles()).toEqual([]);
   });
 
-  it('owes no collection for calls through a slot whose message was moved to the thread and freed there (the wire owes one per 8 MiB)', async () => {
+  it('owes no collection for calls through a slot whose message was moved to the thread and freed there (the wire owes one per 8 MiB), and reads each mask into memory made ready after the call before', async () => {
     const c = client(on.address, 'auto', 4 << 20);
     const bytes = BIG * BIG * 3;
     const shape = [1, BIG, BIG, 3];
@@ -118,6 +118,8 @@ describe('inference client through shared memory (identity model)', () => {
       expect(after.sharedMemory.calls - before.sharedMemory.calls).toBe(calls);
       expect(after.released - before.released).toBe(calls);
       expect(after.collections - before.collections).toBe(0);
+      // Each mask after the first of its size found its shared memory made ready after the call before (mask-memory.ts).
+      expect(after.masksReady - before.masksReady).toBe(calls);
     } finally {
       await c.close();
     }

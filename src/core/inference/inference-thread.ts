@@ -66,6 +66,8 @@ export interface ThreadCounts {
   collections: number;
   /** Moved messages the thread freed as their calls ended. */
   released: number;
+  /** Masks whose shared memory was made ready before their call (mask-memory.ts). */
+  masksReady: number;
   /** Calls through shared memory with the server, and the ring's state (shared-memory-ring.ts). */
   sharedMemory: RingCounts;
 }
