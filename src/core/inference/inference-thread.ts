@@ -81,7 +81,9 @@ export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ typ
  * grow by 64 MB before collecting. The thread collects once COLLECT_AFTER_BYTES of messages were
  * sent since its last collection instead (a few ms of its small heap, never the host's event
  * loop). 16 MiB until the seventh round; 8 since, measured with the message moved and freed
- * here (docs/benchmarks.md, "Seventh round").
+ * here (docs/benchmarks.md, "Seventh round"). A call through a shared memory slot whose moved
+ * message was freed leaves nothing large dead (its message framed is a few hundred bytes) and
+ * counts none: since the ninth round (docs/inference-server.md, "Ninth round").
  */
 export const COLLECT_AFTER_BYTES = 8 * 1024 * 1024;
 
