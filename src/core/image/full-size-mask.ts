@@ -1,4 +1,5 @@
 import { countKernel } from './kernel-calls.js';
+import { splitAlphaSimd } from './render-compose.js';
 import type { BestPasses, Region } from './passes.js';
 import { upscaleMask } from './tensor.js';
 
@@ -45,10 +46,13 @@ export function buildFullSizeMask(plan: MaskPlan, width: number, height: number,
  * RGBA input: returns its RGB, and folds its own alpha into the mask (in place), so what was
  * transparent in the input stays transparent in the cutout.
  */
-export function splitAlpha(rgba: Buffer, mask: Buffer): Buffer {
+export function splitAlpha(rgba: Buffer, mask: Buffer, options: { simd?: boolean } = {}): Buffer {
   countKernel('splitAlpha');
   const pixels = mask.length;
   const rgb = Buffer.allocUnsafe(pixels * 3);
+  // The same bytes in WebAssembly SIMD (render-compose.ts: integers, exact); `simd: false` keeps
+  // to the JavaScript below (the reference).
+  if (options.simd !== false && splitAlphaSimd(rgba, mask, rgb)) return rgb;
   for (let i = 0, j = 0, k = 0; i < pixels; i++, j += 3, k += 4) {
     rgb[j] = rgba[k]!;
     rgb[j + 1] = rgba[k + 1]!;

@@ -4,6 +4,7 @@ import { jsonAnswer, jsonAnswerSpec, type JsonAnswerRequest, type JsonAnswerSpec
 import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
+import { composeOpaqueSimd, composeRgbaSimd, foregroundBoxSimd } from './render-compose.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
 import { overColor, overPhoto } from './backdrop.js';
 import { paddedPlacement, placedBox, placeSubject } from './place.js';
@@ -122,8 +123,14 @@ export const FORMATS = {
  * read from the left up to its first such pixel and from the right down to its last, so only
  * background is read in full; four fully transparent pixels are skipped at a time.
  */
-export function foregroundBox(alpha: Buffer, width: number, height: number): Box | null {
+export function foregroundBox(alpha: Buffer, width: number, height: number, options: { simd?: boolean } = {}): Box | null {
   countKernel('foregroundBox');
+  // The same box in WebAssembly SIMD (render-compose.ts); `simd: false` keeps to the JavaScript
+  // below (the reference).
+  if (options.simd !== false) {
+    const box = foregroundBoxSimd(alpha, width, height);
+    if (box !== undefined) return box;
+  }
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   let top = height;
   let bottom = -1;
@@ -464,11 +471,14 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
  * transparent pixels is cleared: they are invisible, keeping them would ship the removed
  * background inside the file, and cleared runs make a PNG about four times smaller.
  */
-export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null, into?: Buffer): Buffer {
+export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null, into?: Buffer, options: { simd?: boolean } = {}): Buffer {
   countKernel('composeRgba');
   const pixels = alpha.length;
   if (into && into.length !== pixels * 4) throw new RangeError(`composeRgba: ${into.length} bytes to write ${pixels} pixels into`);
   const out = into ?? Buffer.allocUnsafe(pixels * 4);
+  // Without a background, the same bytes in WebAssembly SIMD (render-compose.ts); `simd: false`
+  // keeps to the JavaScript below (the reference).
+  if (!background && options.simd !== false && composeRgbaSimd(rgb, alpha, out)) return out;
   if (!background && out.byteOffset % 4 === 0) {
     // The common case: integers only, one 32-bit write per pixel (RGBA in memory order).
     const words = new Uint32Array(out.buffer, out.byteOffset, pixels);
@@ -565,8 +575,11 @@ export function clearTransparent(rgb: Buffer, alpha: Buffer): Buffer {
  * transparent ones take the background's (what the formula gives at a = 255 and a = 0), four at
  * a time where aligned: only soft pixels need the arithmetic.
  */
-export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba, out: Buffer = Buffer.allocUnsafe(alpha.length * 3)): Buffer {
+export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba, out: Buffer = Buffer.allocUnsafe(alpha.length * 3), options: { simd?: boolean } = {}): Buffer {
   countKernel('composeOpaque');
+  // The same bytes in WebAssembly SIMD (render-compose.ts: integers, exact); `simd: false` keeps
+  // to the JavaScript below (the reference).
+  if (options.simd !== false && composeOpaqueSimd(rgb, alpha, background, out)) return out;
   const pixels = alpha.length;
   const bg = [background.r, background.g, background.b];
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;

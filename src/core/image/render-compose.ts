@@ -1,0 +1,142 @@
+/**
+ * The render's full-size pixel loops in WebAssembly SIMD (render-compose.wat), byte for byte the
+ * JavaScript's (output.ts and full-size-mask.ts keep theirs, as the reference and for where
+ * WebAssembly SIMD is missing): the RGBA compose without a background (every PNG cutout),
+ * the colour over an opaque background (JPEG, or `bg_color`), an RGBA input's own alpha folded
+ * into the mask, and the foreground's box. At 1 MP they took ~1.8, ~6, and ~0.5 ms of the pixel
+ * worker's CPU in JavaScript (docs/benchmarks.md, "Ninth round: render kernels").
+ *
+ * The pixels go through the module's memory in bands of BAND_PIXELS (copied in, worked on, copied
+ * out: ~0.2 ms per 3 MB, shared memory included), so the memory stays about 0.5 MB whatever the
+ * image's size.
+ */
+import { countKernel } from './kernel-calls.js';
+import { RENDER_COMPOSE_WASM } from './render-compose-wasm.js';
+import { compiledOnce, wasm } from './simd-module.js';
+
+/** The kernels, on byte offsets into the module's memory (render-compose.wat documents each). */
+interface Kernels {
+  rgba(rgb: number, alpha: number, out: number, n: number): void;
+  opaque(rgb: number, alpha: number, out: number, n: number, bg: number): void;
+  split(rgba: number, mask: number, rgb: number, n: number): void;
+  box(alpha: number, width: number, rows: number, y0: number, box: number): void;
+}
+
+const simdModule = compiledOnce(RENDER_COMPOSE_WASM);
+
+/** Whether this thread can run these kernels in WebAssembly SIMD. */
+export function composesWithSimd(): boolean {
+  return simdModule() !== null;
+}
+
+const PAGE = 65536;
+/** Pixels per band (a multiple of 16: the kernels go 16 pixels per step). */
+const BAND_PIXELS = 64 << 10;
+/** The background's 48 bytes, then the box's four i32. */
+const BG_AT = 0;
+const BOX_AT = 48;
+const HEADER = 64;
+/** Past each region: what the kernels read or write beyond a band's last pixel (its last step's rest, 4 bytes more for rgba). */
+const PAD = 64;
+
+const align = (n: number) => (n + 15) & ~15;
+
+/** One instance per thread, its memory kept and grown as needed (a fresh one costs page faults). */
+let kept: { memory: { buffer: ArrayBuffer; grow(pages: number): number }; kernels: Kernels } | undefined;
+
+/**
+ * The kernels and three regions of the module's memory for bands of up to `pixels` pixels: one
+ * byte (`one`), three (`three`) and four (`four`) per pixel; null where WebAssembly SIMD is missing.
+ */
+function regions(pixels: number): { kernels: Kernels; bytes: Uint8Array; one: number; three: number; four: number } | null {
+  const module = simdModule();
+  if (!module) return null;
+  const one = HEADER;
+  const three = align(one + pixels + PAD);
+  const four = align(three + pixels * 3 + PAD);
+  const size = four + pixels * 4 + PAD;
+  if (!kept) {
+    const memory = new wasm.Memory({ initial: Math.ceil(size / PAGE) });
+    kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as Kernels };
+  } else if (kept.memory.buffer.byteLength < size) kept.memory.grow(Math.ceil((size - kept.memory.buffer.byteLength) / PAGE));
+  return { kernels: kept.kernels, bytes: new Uint8Array(kept.memory.buffer), one, three, four };
+}
+
+/** composeRgba without a background into `out` (pixels x 4 bytes); false, writing nothing, without WebAssembly SIMD. */
+export function composeRgbaSimd(rgb: Uint8Array, alpha: Uint8Array, out: Uint8Array): boolean {
+  const pixels = alpha.length;
+  const at = regions(Math.min(pixels, BAND_PIXELS));
+  if (!at) return false;
+  const { kernels, bytes, one, three, four } = at;
+  for (let start = 0; start < pixels; start += BAND_PIXELS) {
+    const count = Math.min(BAND_PIXELS, pixels - start);
+    bytes.set(alpha.subarray(start, start + count), one);
+    bytes.set(rgb.subarray(start * 3, (start + count) * 3), three);
+    kernels.rgba(three, one, four, count);
+    out.set(bytes.subarray(four, four + count * 4), start * 4);
+  }
+  countKernel('composeRgba.simd');
+  return true;
+}
+
+/** composeOpaque into `out` (pixels x 3 bytes; may be `rgb`); false, writing nothing, without WebAssembly SIMD. */
+export function composeOpaqueSimd(rgb: Uint8Array, alpha: Uint8Array, background: { r: number; g: number; b: number }, out: Uint8Array): boolean {
+  const pixels = alpha.length;
+  const at = regions(Math.min(pixels, BAND_PIXELS));
+  if (!at) return false;
+  const { kernels, bytes, one, three } = at;
+  for (let k = 0; k < 48; k += 3) {
+    bytes[BG_AT + k] = background.r;
+    bytes[BG_AT + k + 1] = background.g;
+    bytes[BG_AT + k + 2] = background.b;
+  }
+  for (let start = 0; start < pixels; start += BAND_PIXELS) {
+    const count = Math.min(BAND_PIXELS, pixels - start);
+    bytes.set(alpha.subarray(start, start + count), one);
+    bytes.set(rgb.subarray(start * 3, (start + count) * 3), three);
+    kernels.opaque(three, one, three, count, BG_AT);
+    out.set(bytes.subarray(three, three + count * 3), start * 3);
+  }
+  countKernel('composeOpaque.simd');
+  return true;
+}
+
+/** splitAlpha: `rgba`'s colour into `rgb` (pixels x 3 bytes), its alpha folded into `mask` in place; false, writing nothing, without WebAssembly SIMD. */
+export function splitAlphaSimd(rgba: Uint8Array, mask: Uint8Array, rgb: Uint8Array): boolean {
+  const pixels = mask.length;
+  const at = regions(Math.min(pixels, BAND_PIXELS));
+  if (!at) return false;
+  const { kernels, bytes, one, three, four } = at;
+  for (let start = 0; start < pixels; start += BAND_PIXELS) {
+    const count = Math.min(BAND_PIXELS, pixels - start);
+    bytes.set(mask.subarray(start, start + count), one);
+    bytes.set(rgba.subarray(start * 4, (start + count) * 4), four);
+    kernels.split(four, one, three, count);
+    mask.set(bytes.subarray(one, one + count), start);
+    rgb.set(bytes.subarray(three, three + count * 3), start * 3);
+  }
+  countKernel('splitAlpha.simd');
+  return true;
+}
+
+/**
+ * foregroundBox's box (alpha >= 13) of a width x height alpha, as its JavaScript gives it: null
+ * when no pixel is foreground; undefined without WebAssembly SIMD.
+ */
+export function foregroundBoxSimd(alpha: Uint8Array, width: number, height: number): { top: number; left: number; width: number; height: number } | null | undefined {
+  // Whole rows per band, at least one (however wide).
+  const bandRows = Math.max(1, Math.floor(BAND_PIXELS / width));
+  const at = regions(Math.min(height, bandRows) * width);
+  if (!at) return undefined;
+  const { kernels, bytes, one } = at;
+  const box = new Int32Array(bytes.buffer, BOX_AT, 4);
+  box.set([height, -1, width, -1]);
+  for (let y = 0; y < height; y += bandRows) {
+    const rows = Math.min(bandRows, height - y);
+    bytes.set(alpha.subarray(y * width, (y + rows) * width), one);
+    kernels.box(one, width, rows, y, BOX_AT);
+  }
+  countKernel('foregroundBox.simd');
+  const [top, bottom, left, right] = box as unknown as [number, number, number, number];
+  return bottom < 0 ? null : { top, left, width: right - left + 1, height: bottom - top + 1 };
+}

@@ -1,0 +1,162 @@
+;; The render's full-size pixel loops (output.ts's composeRgba without a background and
+;; composeOpaque, full-size-mask.ts's splitAlpha, output.ts's foregroundBox) in WebAssembly SIMD,
+;; 16 pixels per step, giving exactly the JavaScript's bytes (render-compose.ts copies the pixels
+;; in and out band by band; the JavaScript stays as the reference and the fallback).
+;;
+;; Integers only. composeOpaque's JavaScript computes round(c a + bg (1 - a)) in double with
+;; a = ai / 255; the exact value is N / 255 with N = c ai + bg (255 - ai), never a half (255 is
+;; odd), at least 1/510 from one, where the double's error is ~1e-13: so it rounds as
+;; floor((N + 127) / 255) does, and that is (x + (x >> 8)) >> 8 with x = N + 128 for every N up
+;; to 255 * 255 (checked for all 2^24 inputs; x + (x >> 8) stays below 65536). splitAlpha's
+;; round(m a / 255) is the same with N = m a.
+;; Compiled by scripts/build-wasm.mjs (wabt's wat2wasm) into render-compose-wasm.ts; edit here.
+;;
+;; Every kernel goes in whole steps of 16 pixels: it reads and writes up to 15 pixels past `n`
+;; (and rgba reads 4 bytes more), which the caller leaves as padding and never copies out.
+(module
+  (import "env" "memory" (memory 1))
+
+  ;; round(N / 255) of the eight unsigned 16-bit lanes of N (each at most 255 * 255).
+  (func $div255 (param $n v128) (result v128)
+    (local $x v128)
+    (local.set $x (i16x8.add (local.get $n) (v128.const i16x8 128 128 128 128 128 128 128 128)))
+    (i16x8.shr_u (i16x8.add (local.get $x) (i16x8.shr_u (local.get $x) (i32.const 8))) (i32.const 8)))
+
+  ;; composeRgba without a background: RGBA at $out from the colour (3 bytes per pixel) at $rgb
+  ;; and the alpha at $alpha; a pixel whose alpha is 0 is four zero bytes.
+  (func (export "rgba") (param $rgb i32) (param $alpha i32) (param $out i32) (param $n i32)
+    (local $i i32) (local $a v128) (local $c i32) (local $o i32) (local $p v128)
+    (block $done
+      (loop $step
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $a (v128.load (i32.add (local.get $alpha) (local.get $i))))
+        (local.set $c (i32.add (local.get $rgb) (i32.mul (local.get $i) (i32.const 3))))
+        (local.set $o (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 2))))
+        ;; Each quarter: 12 colour bytes (a load of 16 from its first) and 4 alpha bytes; the
+        ;; pixel zeroed where its alpha (the lane's top byte) is 0.
+        (local.set $p (i8x16.shuffle 0 1 2 16 3 4 5 17 6 7 8 18 9 10 11 19 (v128.load (local.get $c)) (local.get $a)))
+        (v128.store (local.get $o) (v128.andnot (local.get $p) (i32x4.lt_u (local.get $p) (v128.const i32x4 0x1000000 0x1000000 0x1000000 0x1000000))))
+        (local.set $p (i8x16.shuffle 0 1 2 20 3 4 5 21 6 7 8 22 9 10 11 23 (v128.load offset=12 (local.get $c)) (local.get $a)))
+        (v128.store offset=16 (local.get $o) (v128.andnot (local.get $p) (i32x4.lt_u (local.get $p) (v128.const i32x4 0x1000000 0x1000000 0x1000000 0x1000000))))
+        (local.set $p (i8x16.shuffle 0 1 2 24 3 4 5 25 6 7 8 26 9 10 11 27 (v128.load offset=24 (local.get $c)) (local.get $a)))
+        (v128.store offset=32 (local.get $o) (v128.andnot (local.get $p) (i32x4.lt_u (local.get $p) (v128.const i32x4 0x1000000 0x1000000 0x1000000 0x1000000))))
+        (local.set $p (i8x16.shuffle 0 1 2 28 3 4 5 29 6 7 8 30 9 10 11 31 (v128.load offset=36 (local.get $c)) (local.get $a)))
+        (v128.store offset=48 (local.get $o) (v128.andnot (local.get $p) (i32x4.lt_u (local.get $p) (v128.const i32x4 0x1000000 0x1000000 0x1000000 0x1000000))))
+        (local.set $i (i32.add (local.get $i) (i32.const 16)))
+        (br $step))))
+
+  ;; 16 colour bytes over the background: round((c a + bg (255 - a)) / 255) per byte, with $a
+  ;; the alpha of each byte's pixel and $bg the background's byte there.
+  (func $over (param $c v128) (param $a v128) (param $bg v128) (result v128)
+    (local $rest v128)
+    (local.set $rest (i8x16.sub (v128.const i8x16 255 255 255 255 255 255 255 255 255 255 255 255 255 255 255 255) (local.get $a)))
+    (i8x16.narrow_i16x8_u
+      (call $div255 (i16x8.add (i16x8.extmul_low_i8x16_u (local.get $c) (local.get $a)) (i16x8.extmul_low_i8x16_u (local.get $bg) (local.get $rest))))
+      (call $div255 (i16x8.add (i16x8.extmul_high_i8x16_u (local.get $c) (local.get $a)) (i16x8.extmul_high_i8x16_u (local.get $bg) (local.get $rest))))))
+
+  ;; composeOpaque: the colour at $rgb over the opaque background, into $out (which may be $rgb).
+  ;; $bg: 48 bytes, the background's r g b sixteen times (one step's colour bytes).
+  (func (export "opaque") (param $rgb i32) (param $alpha i32) (param $out i32) (param $n i32) (param $bg i32)
+    (local $i i32) (local $a v128) (local $c i32) (local $o i32)
+    (local $bg0 v128) (local $bg1 v128) (local $bg2 v128)
+    (local.set $bg0 (v128.load (local.get $bg)))
+    (local.set $bg1 (v128.load offset=16 (local.get $bg)))
+    (local.set $bg2 (v128.load offset=32 (local.get $bg)))
+    (block $done
+      (loop $step
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $a (v128.load (i32.add (local.get $alpha) (local.get $i))))
+        (local.set $c (i32.add (local.get $rgb) (i32.mul (local.get $i) (i32.const 3))))
+        (local.set $o (i32.add (local.get $out) (i32.mul (local.get $i) (i32.const 3))))
+        ;; Each pixel's alpha under its three colour bytes: pixels 0-5, 5-10, 10-15.
+        (v128.store (local.get $o) (call $over (v128.load (local.get $c))
+          (i8x16.shuffle 0 0 0 1 1 1 2 2 2 3 3 3 4 4 4 5 (local.get $a) (local.get $a)) (local.get $bg0)))
+        (v128.store offset=16 (local.get $o) (call $over (v128.load offset=16 (local.get $c))
+          (i8x16.shuffle 5 5 6 6 6 7 7 7 8 8 8 9 9 9 10 10 (local.get $a) (local.get $a)) (local.get $bg1)))
+        (v128.store offset=32 (local.get $o) (call $over (v128.load offset=32 (local.get $c))
+          (i8x16.shuffle 10 11 11 11 12 12 12 13 13 13 14 14 14 15 15 15 (local.get $a) (local.get $a)) (local.get $bg2)))
+        (local.set $i (i32.add (local.get $i) (i32.const 16)))
+        (br $step))))
+
+  ;; splitAlpha: the RGB of the RGBA at $rgba into $rgb, and the mask at $mask (in place) times
+  ;; each pixel's own alpha: round(m a / 255).
+  (func (export "split") (param $rgba i32) (param $mask i32) (param $rgb i32) (param $n i32)
+    (local $i i32) (local $s i32) (local $o i32) (local $m i32)
+    (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128) (local $a v128) (local $k v128)
+    (block $done
+      (loop $step
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $s (i32.add (local.get $rgba) (i32.shl (local.get $i) (i32.const 2))))
+        (local.set $o (i32.add (local.get $rgb) (i32.mul (local.get $i) (i32.const 3))))
+        (local.set $m (i32.add (local.get $mask) (local.get $i)))
+        (local.set $v0 (v128.load (local.get $s)))
+        (local.set $v1 (v128.load offset=16 (local.get $s)))
+        (local.set $v2 (v128.load offset=32 (local.get $s)))
+        (local.set $v3 (v128.load offset=48 (local.get $s)))
+        (v128.store (local.get $o) (i8x16.shuffle 0 1 2 4 5 6 8 9 10 12 13 14 16 17 18 20 (local.get $v0) (local.get $v1)))
+        (v128.store offset=16 (local.get $o) (i8x16.shuffle 5 6 8 9 10 12 13 14 16 17 18 20 21 22 24 25 (local.get $v1) (local.get $v2)))
+        (v128.store offset=32 (local.get $o) (i8x16.shuffle 10 12 13 14 16 17 18 20 21 22 24 25 26 28 29 30 (local.get $v2) (local.get $v3)))
+        (local.set $a (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
+          (i8x16.shuffle 3 7 11 15 19 23 27 31 0 0 0 0 0 0 0 0 (local.get $v0) (local.get $v1))
+          (i8x16.shuffle 3 7 11 15 19 23 27 31 0 0 0 0 0 0 0 0 (local.get $v2) (local.get $v3))))
+        (local.set $k (v128.load (local.get $m)))
+        (v128.store (local.get $m)
+          (i8x16.narrow_i16x8_u
+            (call $div255 (i16x8.extmul_low_i8x16_u (local.get $k) (local.get $a)))
+            (call $div255 (i16x8.extmul_high_i8x16_u (local.get $k) (local.get $a)))))
+        (local.set $i (i32.add (local.get $i) (i32.const 16)))
+        (br $step))))
+
+  ;; foregroundBox over $rows rows of $width alpha bytes at $alpha, the first of them row $y0 of
+  ;; the image: widens the box at $box (i32 top, bottom, left, right; top = height and bottom =
+  ;; -1 when empty) by every pixel whose alpha is at least 13. Each row is read from the left up
+  ;; to its first such pixel and from the right down to its last, 16 bytes per test (bits past
+  ;; the row's end masked off). Reads up to 15 bytes past the last row.
+  (func (export "box") (param $alpha i32) (param $width i32) (param $rows i32) (param $y0 i32) (param $box i32)
+    (local $y i32) (local $row i32) (local $x i32) (local $bits i32) (local $first i32) (local $last i32)
+    (local $lastChunk i32) (local $lastMask i32)
+    (local.set $lastChunk (i32.and (i32.sub (local.get $width) (i32.const 1)) (i32.const -16)))
+    ;; Bits of the last chunk that lie in the row.
+    (local.set $lastMask (i32.sub (i32.shl (i32.const 1) (i32.sub (local.get $width) (local.get $lastChunk))) (i32.const 1)))
+    (block $rowsDone
+      (loop $rowsLoop
+        (br_if $rowsDone (i32.ge_u (local.get $y) (local.get $rows)))
+        (local.set $row (i32.add (local.get $alpha) (i32.mul (local.get $y) (local.get $width))))
+        (local.set $first (i32.const -1))
+        (local.set $x (i32.const 0))
+        (block $found
+          (loop $scan
+            (br_if $found (i32.gt_u (local.get $x) (local.get $lastChunk)))
+            (local.set $bits (i8x16.bitmask (i8x16.gt_u (v128.load (i32.add (local.get $row) (local.get $x)))
+              (v128.const i8x16 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12))))
+            (if (i32.eq (local.get $x) (local.get $lastChunk)) (then (local.set $bits (i32.and (local.get $bits) (local.get $lastMask)))))
+            (if (local.get $bits)
+              (then
+                (local.set $first (i32.add (local.get $x) (i32.ctz (local.get $bits))))
+                (br $found)))
+            (local.set $x (i32.add (local.get $x) (i32.const 16)))
+            (br $scan)))
+        (if (i32.ge_s (local.get $first) (i32.const 0))
+          (then
+            ;; From the right: there is a pixel at $first at the latest, so this stops.
+            (local.set $x (local.get $lastChunk))
+            (local.set $bits (i32.and (local.get $lastMask) (i8x16.bitmask (i8x16.gt_u (v128.load (i32.add (local.get $row) (local.get $x)))
+              (v128.const i8x16 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12)))))
+            (block $back
+              (loop $scanBack
+                (br_if $back (local.get $bits))
+                (local.set $x (i32.sub (local.get $x) (i32.const 16)))
+                (local.set $bits (i8x16.bitmask (i8x16.gt_u (v128.load (i32.add (local.get $row) (local.get $x)))
+                  (v128.const i8x16 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12))))
+                (br $scanBack)))
+            (local.set $last (i32.sub (i32.add (local.get $x) (i32.const 31)) (i32.clz (local.get $bits))))
+            (if (i32.lt_s (i32.add (local.get $y0) (local.get $y)) (i32.load (local.get $box)))
+              (then (i32.store (local.get $box) (i32.add (local.get $y0) (local.get $y)))))
+            (i32.store offset=4 (local.get $box) (i32.add (local.get $y0) (local.get $y)))
+            (if (i32.lt_s (local.get $first) (i32.load offset=8 (local.get $box)))
+              (then (i32.store offset=8 (local.get $box) (local.get $first))))
+            (if (i32.gt_s (local.get $last) (i32.load offset=12 (local.get $box)))
+              (then (i32.store offset=12 (local.get $box) (local.get $last))))))
+        (local.set $y (i32.add (local.get $y) (i32.const 1)))
+        (br $rowsLoop))))
+)
