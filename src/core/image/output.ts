@@ -4,7 +4,7 @@ import { jsonAnswer, jsonAnswerSpec, type JsonAnswerRequest, type JsonAnswerSpec
 import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
-import { composeOpaqueSimd, composeRgbaSimd, foregroundBoxSimd } from './render-compose.js';
+import { alphaBoxSimd, composeOpaqueSimd, composeRgbaSimd } from './render-compose.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
 import { overColor, overPhoto } from './backdrop.js';
 import { paddedPlacement, placedBox, placeSubject } from './place.js';
@@ -128,8 +128,11 @@ export function foregroundBox(alpha: Buffer, width: number, height: number, opti
   // The same box in WebAssembly SIMD (render-compose.ts); `simd: false` keeps to the JavaScript
   // below (the reference).
   if (options.simd !== false) {
-    const box = foregroundBoxSimd(alpha, width, height);
-    if (box !== undefined) return box;
+    const box = alphaBoxSimd(alpha, width, { top: 0, bottom: height }, FOREGROUND_THRESHOLD, 255);
+    if (box !== undefined) {
+      countKernel('foregroundBox.simd');
+      return box && { top: box.top, left: box.left, width: box.right - box.left + 1, height: box.bottom - box.top + 1 };
+    }
   }
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   let top = height;

@@ -19,7 +19,7 @@ interface Kernels {
   rgba(rgb: number, alpha: number, out: number, n: number): void;
   opaque(rgb: number, alpha: number, out: number, n: number, bg: number): void;
   split(rgba: number, mask: number, rgb: number, n: number): void;
-  box(alpha: number, width: number, rows: number, y0: number, box: number): void;
+  box(alpha: number, width: number, rows: number, y0: number, box: number, lo: number, span: number): void;
 }
 
 const simdModule = compiledOnce(RENDER_COMPOSE_WASM);
@@ -120,23 +120,29 @@ export function splitAlphaSimd(rgba: Uint8Array, mask: Uint8Array, rgb: Uint8Arr
 }
 
 /**
- * foregroundBox's box (alpha >= 13) of a width x height alpha, as its JavaScript gives it: null
- * when no pixel is foreground; undefined without WebAssembly SIMD.
+ * The box of the pixels of a width x height alpha whose value is in [lo, hi], in rows [top,
+ * bottom) (foregroundBox's: 13..255; softBounds's: 1..254): null when there is none; undefined
+ * without WebAssembly SIMD.
  */
-export function foregroundBoxSimd(alpha: Uint8Array, width: number, height: number): { top: number; left: number; width: number; height: number } | null | undefined {
+export function alphaBoxSimd(
+  alpha: Uint8Array,
+  width: number,
+  rows: { top: number; bottom: number },
+  lo: number,
+  hi: number,
+): { top: number; bottom: number; left: number; right: number } | null | undefined {
   // Whole rows per band, at least one (however wide).
   const bandRows = Math.max(1, Math.floor(BAND_PIXELS / width));
-  const at = regions(Math.min(height, bandRows) * width);
+  const at = regions(Math.min(rows.bottom - rows.top, bandRows) * width);
   if (!at) return undefined;
   const { kernels, bytes, one } = at;
   const box = new Int32Array(bytes.buffer, BOX_AT, 4);
-  box.set([height, -1, width, -1]);
-  for (let y = 0; y < height; y += bandRows) {
-    const rows = Math.min(bandRows, height - y);
-    bytes.set(alpha.subarray(y * width, (y + rows) * width), one);
-    kernels.box(one, width, rows, y, BOX_AT);
+  box.set([rows.bottom, -1, width, -1]);
+  for (let y = rows.top; y < rows.bottom; y += bandRows) {
+    const count = Math.min(bandRows, rows.bottom - y);
+    bytes.set(alpha.subarray(y * width, (y + count) * width), one);
+    kernels.box(one, width, count, y, BOX_AT, lo, hi - lo);
   }
-  countKernel('foregroundBox.simd');
   const [top, bottom, left, right] = box as unknown as [number, number, number, number];
-  return bottom < 0 ? null : { top, left, width: right - left + 1, height: bottom - top + 1 };
+  return bottom < 0 ? null : { top, bottom, left, right };
 }

@@ -1,5 +1,6 @@
 ;; The render's full-size pixel loops (output.ts's composeRgba without a background and
-;; composeOpaque, full-size-mask.ts's splitAlpha, output.ts's foregroundBox) in WebAssembly SIMD,
+;; composeOpaque, full-size-mask.ts's splitAlpha, output.ts's foregroundBox and foreground.ts's
+;; softBounds) in WebAssembly SIMD,
 ;; 16 pixels per step, giving exactly the JavaScript's bytes (render-compose.ts copies the pixels
 ;; in and out band by band; the JavaScript stays as the reference and the fallback).
 ;;
@@ -132,14 +133,17 @@
         (local.set $i (i32.add (local.get $i) (i32.const 16)))
         (br $step))))
 
-  ;; foregroundBox over $rows rows of $width alpha bytes at $alpha, the first of them row $y0 of
-  ;; the image: widens the box at $box (i32 top, bottom, left, right; top = height and bottom =
-  ;; -1 when empty) by every pixel whose alpha is at least 13. Each row is read from the left up
-  ;; to its first such pixel and from the right down to its last, 16 bytes per test (bits past
-  ;; the row's end masked off). Reads up to 15 bytes past the last row.
-  (func (export "box") (param $alpha i32) (param $width i32) (param $rows i32) (param $y0 i32) (param $box i32)
+  ;; foregroundBox and softBounds over $rows rows of $width alpha bytes at $alpha, the first of
+  ;; them row $y0 of the image: widens the box at $box (i32 top, bottom, left, right; top = height
+  ;; and bottom = -1 when empty) by every pixel whose alpha is in [$lo, $lo + $span] (13..255:
+  ;; foregroundBox's; 1..254: softBounds's soft pixels). Each row is read from the left up to its
+  ;; first such pixel and from the right down to its last, 16 bytes per test (bits past the row's
+  ;; end masked off). Reads up to 15 bytes past the last row.
+  (func (export "box") (param $alpha i32) (param $width i32) (param $rows i32) (param $y0 i32) (param $box i32) (param $lo i32) (param $span i32)
     (local $y i32) (local $row i32) (local $x i32) (local $bits i32) (local $first i32) (local $last i32)
-    (local $lastChunk i32) (local $lastMask i32)
+    (local $lastChunk i32) (local $lastMask i32) (local $los v128) (local $spans v128)
+    (local.set $los (i8x16.splat (local.get $lo)))
+    (local.set $spans (i8x16.splat (local.get $span)))
     (local.set $lastChunk (i32.and (i32.sub (local.get $width) (i32.const 1)) (i32.const -16)))
     ;; Bits of the last chunk that lie in the row.
     (local.set $lastMask (i32.sub (i32.shl (i32.const 1) (i32.sub (local.get $width) (local.get $lastChunk))) (i32.const 1)))
@@ -152,8 +156,7 @@
         (block $found
           (loop $scan
             (br_if $found (i32.gt_u (local.get $x) (local.get $lastChunk)))
-            (local.set $bits (i8x16.bitmask (i8x16.gt_u (v128.load (i32.add (local.get $row) (local.get $x)))
-              (v128.const i8x16 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12))))
+            (local.set $bits (i8x16.bitmask (i8x16.le_u (i8x16.sub (v128.load (i32.add (local.get $row) (local.get $x))) (local.get $los)) (local.get $spans))))
             (if (i32.eq (local.get $x) (local.get $lastChunk)) (then (local.set $bits (i32.and (local.get $bits) (local.get $lastMask)))))
             (if (local.get $bits)
               (then
@@ -165,14 +168,12 @@
           (then
             ;; From the right: there is a pixel at $first at the latest, so this stops.
             (local.set $x (local.get $lastChunk))
-            (local.set $bits (i32.and (local.get $lastMask) (i8x16.bitmask (i8x16.gt_u (v128.load (i32.add (local.get $row) (local.get $x)))
-              (v128.const i8x16 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12)))))
+            (local.set $bits (i32.and (local.get $lastMask) (i8x16.bitmask (i8x16.le_u (i8x16.sub (v128.load (i32.add (local.get $row) (local.get $x))) (local.get $los)) (local.get $spans)))))
             (block $back
               (loop $scanBack
                 (br_if $back (local.get $bits))
                 (local.set $x (i32.sub (local.get $x) (i32.const 16)))
-                (local.set $bits (i8x16.bitmask (i8x16.gt_u (v128.load (i32.add (local.get $row) (local.get $x)))
-                  (v128.const i8x16 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12 12))))
+                (local.set $bits (i8x16.bitmask (i8x16.le_u (i8x16.sub (v128.load (i32.add (local.get $row) (local.get $x))) (local.get $los)) (local.get $spans))))
                 (br $scanBack)))
             (local.set $last (i32.sub (i32.add (local.get $x) (i32.const 31)) (i32.clz (local.get $bits))))
             (if (i32.lt_s (i32.add (local.get $y0) (local.get $y)) (i32.load (local.get $box)))
