@@ -23,7 +23,6 @@ export interface BlurKernels {
   secondAtList(ctx: number, list: number, k: number, width: number, left: number, rows: number, cols: number): void;
   secondAtPoints(ctx: number, list: number, k: number): void;
   correctList(list: number, k: number, width: number, left: number, rows: number, cols: number, alpha: number, vals: number, F0: number, F1: number, F2: number, B0: number, B1: number, B2: number): void;
-  fillRow(rgb0: number, rgb1: number, a0: number, a1: number, cols: number, cw: number, unit: number, p0: number, p1: number, p2: number, pa: number): void;
 }
 
 /** Planes in the module's memory, handed out in order (foreground.ts's PlaneArena). */

@@ -532,45 +532,4 @@
       (if (i32.eqz (i32.load8_u (i32.add (i32.load offset=52 (local.get $ctx)) (local.get $p)))) (then (call $secondAt (local.get $ctx) (local.get $p))))
       (local.set $j (i32.add (local.get $j) (i32.const 1)))
       (br $l))))
-
-  ;; fillPlanes's sampled row (foreground.ts): one row of the four planes (colour and alpha in
-  ;; 0..1) from two source rows of the model-size view, each value the 2 x 2 mean
-  ;; (tl + tr + bl + br + 2) >> 2 of its taps, looked up in $unit (256 floats: v / 255 rounded to a
-  ;; float, what the JavaScript stores). $rgb0 and $rgb1: the two source rows' colour (3 bytes a
-  ;; pixel), $a0 and $a1 their alpha; $cols: per output column its left and right source column
-  ;; (i32 each, in those rows' coordinates); the outputs at $p0, $p1, $p2 (colour) and $pa.
-  ;; Scalar: every value gathers its own four taps.
-  (func (export "fillRow") (param $rgb0 i32) (param $rgb1 i32) (param $a0 i32) (param $a1 i32) (param $cols i32) (param $cw i32)
-    (param $unit i32) (param $p0 i32) (param $p1 i32) (param $p2 i32) (param $pa i32)
-    (local $x i32) (local $l i32) (local $r i32) (local $l3 i32) (local $r3 i32) (local $o i32)
-    (block $done
-      (loop $column
-        (br_if $done (i32.ge_u (local.get $x) (local.get $cw)))
-        (local.set $l (i32.load (i32.add (local.get $cols) (i32.shl (local.get $x) (i32.const 3)))))
-        (local.set $r (i32.load offset=4 (i32.add (local.get $cols) (i32.shl (local.get $x) (i32.const 3)))))
-        (local.set $l3 (i32.mul (local.get $l) (i32.const 3)))
-        (local.set $r3 (i32.mul (local.get $r) (i32.const 3)))
-        (local.set $o (i32.shl (local.get $x) (i32.const 2)))
-        (f32.store (i32.add (local.get $p0) (local.get $o)) (f32.load (i32.add (local.get $unit) (i32.shl
-          (i32.shr_u (i32.add (i32.add
-            (i32.add (i32.load8_u (i32.add (local.get $rgb0) (local.get $l3))) (i32.load8_u (i32.add (local.get $rgb0) (local.get $r3))))
-            (i32.add (i32.load8_u (i32.add (local.get $rgb1) (local.get $l3))) (i32.load8_u (i32.add (local.get $rgb1) (local.get $r3)))))
-            (i32.const 2)) (i32.const 2)) (i32.const 2)))))
-        (f32.store (i32.add (local.get $p1) (local.get $o)) (f32.load (i32.add (local.get $unit) (i32.shl
-          (i32.shr_u (i32.add (i32.add
-            (i32.add (i32.load8_u offset=1 (i32.add (local.get $rgb0) (local.get $l3))) (i32.load8_u offset=1 (i32.add (local.get $rgb0) (local.get $r3))))
-            (i32.add (i32.load8_u offset=1 (i32.add (local.get $rgb1) (local.get $l3))) (i32.load8_u offset=1 (i32.add (local.get $rgb1) (local.get $r3)))))
-            (i32.const 2)) (i32.const 2)) (i32.const 2)))))
-        (f32.store (i32.add (local.get $p2) (local.get $o)) (f32.load (i32.add (local.get $unit) (i32.shl
-          (i32.shr_u (i32.add (i32.add
-            (i32.add (i32.load8_u offset=2 (i32.add (local.get $rgb0) (local.get $l3))) (i32.load8_u offset=2 (i32.add (local.get $rgb0) (local.get $r3))))
-            (i32.add (i32.load8_u offset=2 (i32.add (local.get $rgb1) (local.get $l3))) (i32.load8_u offset=2 (i32.add (local.get $rgb1) (local.get $r3)))))
-            (i32.const 2)) (i32.const 2)) (i32.const 2)))))
-        (f32.store (i32.add (local.get $pa) (local.get $o)) (f32.load (i32.add (local.get $unit) (i32.shl
-          (i32.shr_u (i32.add (i32.add
-            (i32.add (i32.load8_u (i32.add (local.get $a0) (local.get $l))) (i32.load8_u (i32.add (local.get $a0) (local.get $r))))
-            (i32.add (i32.load8_u (i32.add (local.get $a1) (local.get $l))) (i32.load8_u (i32.add (local.get $a1) (local.get $r)))))
-            (i32.const 2)) (i32.const 2)) (i32.const 2)))))
-        (local.set $x (i32.add (local.get $x) (i32.const 1)))
-        (br $column))))
 )

@@ -54,16 +54,7 @@ const UNIT = Float64Array.from({ length: 256 }, (_, v) => v / 255);
  * size (w x h), read as it is otherwise. The same values as sampling the whole view into bytes and
  * converting the box, without the two byte buffers.
  */
-function fillPlanes(
-  from: ImageView,
-  w: number,
-  h: number,
-  box: { left: number; top: number; width: number; height: number },
-  image: Float32Array[],
-  a: Float32Array,
-  /** The planes are the module's (foreground-blur.ts): sampled rows are made by its `fillRow`, with fillBytes(...) of `extra`. */
-  simd?: { kernels: BlurKernels; extra: { at: number; bytes: Uint8Array } },
-): void {
+function fillPlanes(from: ImageView, w: number, h: number, box: { left: number; top: number; width: number; height: number }, image: Float32Array[], a: Float32Array): void {
   const [p0, p1, p2] = image as [Float32Array, Float32Array, Float32Array];
   const { rgb, alpha } = from;
   const cw = box.width;
@@ -91,10 +82,6 @@ function fillPlanes(
     left[x] = cx;
     right[x] = Math.min(sw - 1, cx + 1);
   }
-  if (simd) {
-    fillSampledRows(from, h, box, left, right, [p0, p1, p2, a], simd.kernels, simd.extra);
-    return;
-  }
   for (let y = 0; y < box.height; y++) {
     const cy = Math.min(sh - 1, Math.max(0, Math.floor(((box.top + y + 0.5) * sh) / h - 0.5)));
     const top = cy * sw;
@@ -110,61 +97,6 @@ function fillPlanes(
       p2[to + x] = UNIT[(rgb[tl * 3 + 2]! + rgb[tr * 3 + 2]! + rgb[bl * 3 + 2]! + rgb[br * 3 + 2]! + 2) >> 2]!;
       a[to + x] = UNIT[(alpha[tl]! + alpha[tr]! + alpha[bl]! + alpha[br]! + 2) >> 2]!;
     }
-  }
-}
-
-/** v / 255 rounded to a float (what a plane holds for the byte v): fillRow's lookup table. */
-const UNIT_FLOATS = Float32Array.from(UNIT);
-
-/** Bytes of the module's extra memory fillSampledRows uses, for a box `cw` wide sampled from a view `sw` wide. */
-const fillBytes = (cw: number, sw: number) => 1024 + cw * 8 + sw * 8 + 64;
-
-/**
- * fillPlanes's sampled rows by the module's `fillRow` (foreground-blur.wat), the same floats: per
- * row of the box, the two source rows it reads (only the columns the box's taps reach) are copied
- * into the extra memory and the row of all four planes is made there. The model-size view is
- * shared memory, which the module cannot read in place.
- */
-function fillSampledRows(
-  from: ImageView,
-  h: number,
-  box: { top: number; width: number; height: number },
-  left: Int32Array,
-  right: Int32Array,
-  planes: [Float32Array, Float32Array, Float32Array, Float32Array],
-  kernels: BlurKernels,
-  extra: { at: number; bytes: Uint8Array },
-): void {
-  const { rgb, alpha, width: sw, height: sh } = from;
-  const cw = box.width;
-  const { bytes } = extra;
-  // Source columns [first, last] are all the taps read.
-  const first = left[0]!;
-  const span = right[cw - 1]! - first + 1;
-  // [unit table (256 floats) | column taps (2 i32 each) | two colour rows | two alpha rows]
-  const unitAt = extra.at;
-  const colsAt = unitAt + 1024;
-  const rgb0 = colsAt + cw * 8;
-  const rgb1 = rgb0 + span * 3;
-  const a0 = rgb1 + span * 3;
-  const a1 = a0 + span;
-  new Float32Array(bytes.buffer, unitAt, 256).set(UNIT_FLOATS);
-  const cols = new Int32Array(bytes.buffer, colsAt, cw * 2);
-  for (let x = 0; x < cw; x++) {
-    cols[x * 2] = left[x]! - first;
-    cols[x * 2 + 1] = right[x]! - first;
-  }
-  const [p0, p1, p2, pa] = planes.map((p) => p.byteOffset) as [number, number, number, number];
-  for (let y = 0; y < box.height; y++) {
-    const cy = Math.min(sh - 1, Math.max(0, Math.floor(((box.top + y + 0.5) * sh) / h - 0.5)));
-    const top = cy * sw + first;
-    const bottom = Math.min(sh - 1, cy + 1) * sw + first;
-    bytes.set(rgb.subarray(top * 3, (top + span) * 3), rgb0);
-    bytes.set(rgb.subarray(bottom * 3, (bottom + span) * 3), rgb1);
-    bytes.set(alpha.subarray(top, top + span), a0);
-    bytes.set(alpha.subarray(bottom, bottom + span), a1);
-    const to = y * cw * 4;
-    kernels.fillRow(rgb0, rgb1, a0, a1, colsAt, cw, unitAt, p0 + to, p1 + to, p2 + to, pa + to);
   }
 }
 
@@ -265,15 +197,13 @@ export async function estimateForeground(
   // The correction's bands of full-size rows (correctInBands) take memory of their own there.
   const bandRows = Math.max(1, Math.min(soft.bottom - soft.top + 1, Math.floor(BAND_PIXELS / width)));
   const cols = soft.right - soft.left + 1;
-  // The extra memory holds the correction's bands, or before them fillPlanes's rows.
-  const extraBytes = Math.max(CONTEXT_BYTES + n + 16 + cols * 16 + bandRows * (16 + width * 8), fillBytes(cw, from.width));
-  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES, extraBytes)) || planeArena(n, cw);
+  const arena = (options.simd !== false && simdPlanes(n, cw, MAX_PLANES, CONTEXT_BYTES + n + 16 + cols * 16 + bandRows * (16 + width * 8))) || planeArena(n, cw);
   if (arena.kernels) countKernel('estimateForeground.simd');
 
   // Planar floats in 0..1: one plane per channel keeps every blur loop a straight walk.
   const image = [arena.plane(), arena.plane(), arena.plane()];
   const a = arena.plane();
-  fillPlanes(from, w, h, box, image, a, arena.kernels && arena.extra ? { kernels: arena.kernels, extra: arena.extra } : undefined);
+  fillPlanes(from, w, h, box, image, a);
 
   const first = blurFusion(image, image, image, a, cw, ch, firstSize, 'foreground', arena);
   // The second pass's estimates are read only at the working pixels the soft pixels sample (a
