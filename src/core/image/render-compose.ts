@@ -20,6 +20,7 @@ interface Kernels {
   opaque(rgb: number, alpha: number, out: number, n: number, bg: number): void;
   split(rgba: number, mask: number, rgb: number, n: number): void;
   box(alpha: number, width: number, rows: number, y0: number, box: number, lo: number, span: number): void;
+  pasteReplace(base: number, part: number, out: number, width: number, rows: number, rowW: number, colW: number): void;
 }
 
 const simdModule = compiledOnce(RENDER_COMPOSE_WASM);
@@ -49,17 +50,22 @@ let kept: { memory: { buffer: ArrayBuffer; grow(pages: number): number }; kernel
  * byte (`one`), three (`three`) and four (`four`) per pixel; null where WebAssembly SIMD is missing.
  */
 function regions(pixels: number): { kernels: Kernels; bytes: Uint8Array; one: number; three: number; four: number } | null {
-  const module = simdModule();
-  if (!module) return null;
   const one = HEADER;
   const three = align(one + pixels + PAD);
   const four = align(three + pixels * 3 + PAD);
-  const size = four + pixels * 4 + PAD;
+  const at = reserve(four + pixels * 4 + PAD);
+  return at && { ...at, one, three, four };
+}
+
+/** The kernels and a view of the module's memory, at least `size` bytes; null where WebAssembly SIMD is missing. */
+function reserve(size: number): { kernels: Kernels; bytes: Uint8Array } | null {
+  const module = simdModule();
+  if (!module) return null;
   if (!kept) {
     const memory = new wasm.Memory({ initial: Math.ceil(size / PAGE) });
     kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as Kernels };
   } else if (kept.memory.buffer.byteLength < size) kept.memory.grow(Math.ceil((size - kept.memory.buffer.byteLength) / PAGE));
-  return { kernels: kept.kernels, bytes: new Uint8Array(kept.memory.buffer), one, three, four };
+  return { kernels: kept.kernels, bytes: new Uint8Array(kept.memory.buffer) };
 }
 
 /** composeRgba without a background into `out` (pixels x 4 bytes); false, writing nothing, without WebAssembly SIMD. */
@@ -145,4 +151,47 @@ export function alphaBoxSimd(
   }
   const [top, bottom, left, right] = box as unknown as [number, number, number, number];
   return bottom < 0 ? null : { top, bottom, left, right };
+}
+
+/**
+ * pasteBlended's `replace` merge of `part` (the region's size) into `out` (a copy of the
+ * width-wide `alpha`), given each region row's and column's ramp weight (`rowW`, `colW`, as
+ * pasteBlended computes them); false, writing nothing, without WebAssembly SIMD.
+ */
+export function pasteReplaceSimd(
+  alpha: Uint8Array,
+  width: number,
+  out: Uint8Array,
+  part: Uint8Array,
+  region: { left: number; top: number; width: number; height: number },
+  rowW: Float64Array,
+  colW: Float64Array,
+): boolean {
+  const rw = region.width;
+  const bandRows = Math.max(1, Math.min(region.height, Math.floor(BAND_PIXELS / rw)));
+  const pixels = bandRows * rw;
+  // [column weights (f64, 4 more) | band's row weights | mask rows | pass rows | merged rows]
+  const colAt = HEADER;
+  const rowAt = align(colAt + (rw + 4) * 8);
+  const baseAt = align(rowAt + bandRows * 8);
+  const partAt = align(baseAt + pixels + PAD);
+  const outAt = align(partAt + pixels + PAD);
+  const at = reserve(outAt + pixels + PAD);
+  if (!at) return false;
+  const { kernels, bytes } = at;
+  new Float64Array(bytes.buffer, colAt, rw).set(colW);
+  const rows = new Float64Array(bytes.buffer, rowAt, bandRows);
+  for (let y = 0; y < region.height; y += bandRows) {
+    const count = Math.min(bandRows, region.height - y);
+    rows.set(rowW.subarray(y, y + count));
+    for (let i = 0; i < count; i++) {
+      const from = (region.top + y + i) * width + region.left;
+      bytes.set(alpha.subarray(from, from + rw), baseAt + i * rw);
+    }
+    bytes.set(part.subarray(y * rw, (y + count) * rw), partAt);
+    kernels.pasteReplace(baseAt, partAt, outAt, rw, count, rowAt, colAt);
+    for (let i = 0; i < count; i++) out.set(bytes.subarray(outAt + i * rw, outAt + (i + 1) * rw), (region.top + y + i) * width + region.left);
+  }
+  countKernel('pasteBlended.simd');
+  return true;
 }
