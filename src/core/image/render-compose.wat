@@ -197,7 +197,7 @@
   (func (export "pasteReplace") (param $base i32) (param $part i32) (param $out i32) (param $width i32) (param $rows i32)
     (param $rowW i32) (param $colW i32)
     (local $y i32) (local $x i32) (local $o i32) (local $wy v128) (local $b v128) (local $r v128)
-    (local $lo v128) (local $hi v128)
+    (local $lo v128) (local $hi v128) (local $w v128) (local $v v128) (local $f v128)
     (block $rowsDone
       (loop $rowsLoop
         (br_if $rowsDone (i32.ge_u (local.get $y) (local.get $rows)))
@@ -210,14 +210,21 @@
             ;; four mask and four pass bytes as i32 lanes
             (local.set $b (i32x4.extend_low_i16x8_u (v128.load8x8_u (i32.add (local.get $base) (i32.add (local.get $o) (local.get $x))))))
             (local.set $r (i32x4.extend_low_i16x8_u (v128.load8x8_u (i32.add (local.get $part) (i32.add (local.get $o) (local.get $x))))))
-            (local.set $lo (call $replaceTwo
-              (f64x2.min (local.get $wy) (v128.load (i32.add (local.get $colW) (i32.shl (local.get $x) (i32.const 3)))))
-              (f64x2.convert_low_i32x4_u (local.get $r))
-              (f64x2.convert_low_i32x4_u (local.get $b))))
-            (local.set $hi (call $replaceTwo
-              (f64x2.min (local.get $wy) (v128.load offset=16 (i32.add (local.get $colW) (i32.shl (local.get $x) (i32.const 3)))))
-              (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $r) (local.get $r)))
-              (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $b) (local.get $b)))))
+            ;; pixels 0 and 1, then 2 and 3 (written out twice: a call per pair cost more)
+            (local.set $w (f64x2.min (local.get $wy) (v128.load (i32.add (local.get $colW) (i32.shl (local.get $x) (i32.const 3))))))
+            (local.set $v (f64x2.add (f64x2.mul (local.get $w) (f64x2.convert_low_i32x4_u (local.get $r)))
+              (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (f64x2.convert_low_i32x4_u (local.get $b)))))
+            (local.set $f (f64x2.floor (local.get $v)))
+            (local.set $lo (i32x4.trunc_sat_f64x2_u_zero
+              (f64x2.add (local.get $f)
+                (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
+            (local.set $w (f64x2.min (local.get $wy) (v128.load offset=16 (i32.add (local.get $colW) (i32.shl (local.get $x) (i32.const 3))))))
+            (local.set $v (f64x2.add (f64x2.mul (local.get $w) (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $r) (local.get $r))))
+              (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $b) (local.get $b))))))
+            (local.set $f (f64x2.floor (local.get $v)))
+            (local.set $hi (i32x4.trunc_sat_f64x2_u_zero
+              (f64x2.add (local.get $f)
+                (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
             ;; lanes 0 and 1 of each: the four results, 0..255, narrowed to bytes
             (v128.store32_lane 0 (i32.add (local.get $out) (i32.add (local.get $o) (local.get $x)))
               (i8x16.narrow_i16x8_u
@@ -227,14 +234,4 @@
             (br $columns)))
         (local.set $y (i32.add (local.get $y) (i32.const 1)))
         (br $rowsLoop))))
-
-  ;; round(w r + (1 - w) b) of two lanes, as i32 in lanes 0 and 1.
-  (func $replaceTwo (param $w v128) (param $r v128) (param $b v128) (result v128)
-    (local $v v128) (local $f v128)
-    (local.set $v (f64x2.add (f64x2.mul (local.get $w) (local.get $r))
-      (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (local.get $b))))
-    (local.set $f (f64x2.floor (local.get $v)))
-    (i32x4.trunc_sat_f64x2_u_zero
-      (f64x2.add (local.get $f)
-        (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
 )
