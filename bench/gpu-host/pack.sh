@@ -5,7 +5,7 @@
 # docs/inference-server.md, "CUDA 13 hosts") beside its libonnxruntime.so, and the prepared `isnet`
 # model, as one xz tarball split into parts small enough to carry one per call.
 #   bash bench/gpu-host/pack.sh [out-folder (default .gpuparts)] [part size MiB (default 55)]
-# Run after `npm install` and one `npm start` (which prepares ~/.cache/bgcut/models).
+# Run after `npm install && npm run build`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(realpath -m "${1:-$root/.gpuparts}")
@@ -30,7 +30,8 @@ rm -rf "$napi/darwin" "$napi/win32" "$napi/linux/arm64"
 tar -xzf com.github.asus4.onnxruntime.linux-x64-gpu-0.4.9.tgz -C x
 # ONNX Runtime loads execution providers from the folder of its own libonnxruntime.so.
 cp x/package/Plugins/Linux/x64/libonnxruntime_providers_cuda.so x/package/Plugins/Linux/x64/libonnxruntime_providers_shared.so "$napi/linux/x64/"
-model=$(ls "${XDG_CACHE_HOME:-$HOME/.cache}"/bgcut/models/isnet-fp16-*.onnx | head -1)
+# The prepared `isnet` (8-bit pixels in, 8-bit mask out), as the server makes it from the data package.
+model=$(cd "$root" && node -e "import('./dist/src/inference-server/model-source.js').then((m) => m.resolveModelFile('isnet')).then((f) => console.log(f))")
 cp "$model" stage/isnet.onnx
 mkdir -p "$out"
 rm -f "$out"/p*
