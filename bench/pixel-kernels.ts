@@ -138,6 +138,7 @@ for (const file of values.image) {
   const kernels: Record<string, { label: string; run: (simd: boolean) => Buffer }> = {
     composeRgba: { label: 'composeRgba (into a kept buffer)', run: (simd) => composeRgba(fgJs, alpha, null, rgba, { simd }) },
     composeOpaque: { label: 'composeOpaque (over a colour, into a kept buffer)', run: (simd) => composeOpaque(fgJs, alpha, colour, opaqueOut, { simd }) },
+    translucent: { label: 'composeRgba over a translucent colour (alpha 0.5)', run: (simd) => composeRgba(fgJs, alpha, { ...colour, alpha: 0.5 }, rgba, { simd }) },
     foregroundBox: { label: 'foregroundBox', run: (simd) => Buffer.from(JSON.stringify(foregroundBox(alpha, width, height, { simd }))) },
     softBounds: { label: 'softBounds', run: (simd) => Buffer.from(JSON.stringify(softBounds(alpha, width, height, undefined, { simd }))) },
     splitAlpha: {

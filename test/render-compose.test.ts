@@ -86,6 +86,33 @@ describe('render kernels in WebAssembly SIMD give the JavaScript\'s bytes', () =
     }
   });
 
+  it.each(SIZES)('composeRgba over a translucent colour, %ix%i', (width, height) => {
+    const n = width * height;
+    const rgb = random(n * 3);
+    for (const alpha of [...alphas(width, height), Buffer.from(Array.from({ length: n }, (_, i) => i & 255))]) {
+      for (const background of [{ r: 30, g: 144, b: 255, alpha: 0.5 }, { r: 255, g: 0, b: 7, alpha: 1 / 3 }, { r: 9, g: 9, b: 9, alpha: 0 }, { r: 200, g: 100, b: 50, alpha: 0.999 }]) {
+        const expected = composeRgba(rgb, alpha, background, undefined, { simd: false });
+        let got = Buffer.alloc(0);
+        expect(simdCalls('composeRgba', () => (got = composeRgba(shared(rgb), unaligned(alpha), background)))).toBe(1);
+        expect(got.equals(expected)).toBe(true);
+      }
+    }
+  });
+
+  it('composeRgba over a translucent colour: every colour and alpha byte, 64 colours', () => {
+    const n = 1 << 16;
+    const rgb = Buffer.alloc(n * 3);
+    const alpha = Buffer.alloc(n);
+    for (let i = 0; i < n; i++) {
+      rgb[i * 3] = rgb[i * 3 + 1] = rgb[i * 3 + 2] = i & 255;
+      alpha[i] = i >> 8;
+    }
+    for (let k = 0; k < 64; k++) {
+      const background = { r: byte(), g: byte(), b: byte(), alpha: byte() / 255 };
+      if (!composeRgba(rgb, alpha, background).equals(composeRgba(rgb, alpha, background, undefined, { simd: false }))) expect.fail(JSON.stringify(background));
+    }
+  });
+
   it.each(SIZES)('composeOpaque, %ix%i, into a new buffer and in place', (width, height) => {
     const n = width * height;
     const rgb = random(n * 3);

@@ -4,7 +4,7 @@ import { jsonAnswer, jsonAnswerSpec, type JsonAnswerRequest, type JsonAnswerSpec
 import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
-import { alphaBoxSimd, composeOpaqueSimd, composeRgbaSimd } from './render-compose.js';
+import { alphaBoxSimd, composeOpaqueSimd, composeOverColourSimd, composeRgbaSimd } from './render-compose.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
 import { overColor, overPhoto } from './backdrop.js';
 import { paddedPlacement, placedBox, placeSubject } from './place.js';
@@ -482,6 +482,9 @@ export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null,
   // Without a background, the same bytes in WebAssembly SIMD (render-compose.ts); `simd: false`
   // keeps to the JavaScript below (the reference).
   if (!background && options.simd !== false && composeRgbaSimd(rgb, alpha, out)) return out;
+  // Over a colour, the same bytes in WebAssembly (render-compose.ts: the doubles below, made once
+  // per alpha value).
+  if (background && options.simd !== false && composeOverColourSimd(rgb, alpha, background, out)) return out;
   if (!background && out.byteOffset % 4 === 0) {
     // The common case: integers only, one 32-bit write per pixel (RGBA in memory order).
     const words = new Uint32Array(out.buffer, out.byteOffset, pixels);

@@ -1,13 +1,14 @@
 /**
- * The render's full-size pixel loops in WebAssembly SIMD (render-compose.wat), byte for byte the
+ * The render's full-size pixel loops in WebAssembly (render-compose.wat), byte for byte the
  * JavaScript's (output.ts and full-size-mask.ts keep theirs, as the reference and for where
- * WebAssembly SIMD is missing): the RGBA compose without a background (every PNG cutout),
- * the colour over an opaque background (JPEG, or `bg_color`), an RGBA input's own alpha folded
- * into the mask, and the foreground's box. At 1 MP they took ~1.8, ~6, and ~0.5 ms of the pixel
- * worker's CPU in JavaScript (docs/benchmarks.md, "Ninth round: render kernels").
+ * WebAssembly SIMD is missing): the RGBA compose without a background (every PNG cutout) and over
+ * a translucent colour, the colour over an opaque background (JPEG, or `bg_color`), an RGBA
+ * input's own alpha folded into the mask, the foreground's and the soft pixels' boxes, and
+ * `best`'s crop merge (`replace`). At 1 MP they took ~1.4, ~15, ~9, ~10, ~0.5 each and ~4 ms of
+ * the pixel worker's CPU in JavaScript (docs/benchmarks.md, "Ninth round: render kernels").
  *
  * The pixels go through the module's memory in bands of BAND_PIXELS (copied in, worked on, copied
- * out: ~0.2 ms per 3 MB, shared memory included), so the memory stays about 0.5 MB whatever the
+ * out: ~0.2 ms per 3 MB, shared memory included), so the memory stays about 0.6 MB whatever the
  * image's size.
  */
 import { countKernel } from './kernel-calls.js';
@@ -21,6 +22,7 @@ interface Kernels {
   split(rgba: number, mask: number, rgb: number, n: number): void;
   box(alpha: number, width: number, rows: number, y0: number, box: number, lo: number, span: number): void;
   pasteReplace(base: number, part: number, out: number, width: number, rows: number, rowW: number, colW: number): void;
+  overColour(rgb: number, alpha: number, out: number, n: number, table: number): void;
 }
 
 const simdModule = compiledOnce(RENDER_COMPOSE_WASM);
@@ -193,5 +195,55 @@ export function pasteReplaceSimd(
     for (let i = 0; i < count; i++) out.set(bytes.subarray(outAt + i * rw, outAt + (i + 1) * rw), (region.top + y + i) * width + region.left);
   }
   countKernel('pasteBlended.simd');
+  return true;
+}
+
+/** overColour's table: 40 bytes per alpha value (render-compose.wat). */
+const TABLE_ROW = 40;
+
+/**
+ * composeRgba over a translucent colour (background alpha below 1) into `out` (pixels x 4 bytes),
+ * the JavaScript's bytes: its per-pixel doubles depend on the alpha alone but for the colour's
+ * product, so they are made once per alpha value here, by the same expressions, and the kernel
+ * does the rest. False, writing nothing, without WebAssembly SIMD.
+ */
+export function composeOverColourSimd(rgb: Uint8Array, alpha: Uint8Array, background: { r: number; g: number; b: number; alpha: number }, out: Uint8Array): boolean {
+  const pixels = alpha.length;
+  const band = Math.min(pixels, BAND_PIXELS);
+  const tableAt = HEADER;
+  const one = align(tableAt + 256 * TABLE_ROW);
+  const three = align(one + band + PAD);
+  const four = align(three + band * 3 + PAD);
+  const at = reserve(four + band * 4 + PAD);
+  if (!at) return false;
+  const { kernels, bytes } = at;
+  const table = new DataView(bytes.buffer, tableAt, 256 * TABLE_ROW);
+  const ba = background.alpha;
+  for (let v = 0; v < 256; v++) {
+    // composeRgba's expressions, in its order (output.ts).
+    const a = v / 255;
+    const outA = a + ba * (1 - a);
+    const row = v * TABLE_ROW;
+    if (outA <= 0) {
+      // Four zero bytes (the JavaScript's transparent pixel): 0 c + 0, alpha 0.
+      for (let k = 0; k < TABLE_ROW; k++) table.setUint8(row + k, 0);
+      continue;
+    }
+    const wb = (ba * (1 - a)) / outA;
+    const wf = a / outA;
+    table.setFloat64(row, wf, true);
+    table.setFloat64(row + 8, background.r * wb, true);
+    table.setFloat64(row + 16, background.g * wb, true);
+    table.setFloat64(row + 24, background.b * wb, true);
+    table.setUint8(row + 32, Math.round(outA * 255));
+  }
+  for (let start = 0; start < pixels; start += BAND_PIXELS) {
+    const count = Math.min(BAND_PIXELS, pixels - start);
+    bytes.set(alpha.subarray(start, start + count), one);
+    bytes.set(rgb.subarray(start * 3, (start + count) * 3), three);
+    kernels.overColour(three, one, four, count, tableAt);
+    out.set(bytes.subarray(four, four + count * 4), start * 4);
+  }
+  countKernel('composeRgba.simd');
   return true;
 }

@@ -1,19 +1,19 @@
-;; The render's full-size pixel loops (output.ts's composeRgba without a background and
-;; composeOpaque, full-size-mask.ts's splitAlpha, output.ts's foregroundBox and foreground.ts's
-;; softBounds) in WebAssembly SIMD,
-;; 16 pixels per step, giving exactly the JavaScript's bytes (render-compose.ts copies the pixels
-;; in and out band by band; the JavaScript stays as the reference and the fallback).
+;; The render's full-size pixel loops (output.ts's composeRgba, without a background and over a
+;; translucent colour, and composeOpaque; full-size-mask.ts's splitAlpha and pasteBlended's
+;; `replace` merge; output.ts's foregroundBox and foreground.ts's softBounds) in WebAssembly, most
+;; 16 pixels per SIMD step, giving exactly the JavaScript's bytes (render-compose.ts copies the
+;; pixels in and out band by band; the JavaScript stays as the reference and the fallback).
 ;;
-;; Integers only. composeOpaque's JavaScript computes round(c a + bg (1 - a)) in double with
-;; a = ai / 255; the exact value is N / 255 with N = c ai + bg (255 - ai), never a half (255 is
+;; composeOpaque and splitAlpha are integers only. composeOpaque's JavaScript computes
+;; round(c a + bg (1 - a)) in double with a = ai / 255; the exact value is N / 255 with N = c ai + bg (255 - ai), never a half (255 is
 ;; odd), at least 1/510 from one, where the double's error is ~1e-13: so it rounds as
 ;; floor((N + 127) / 255) does, and that is (x + (x >> 8)) >> 8 with x = N + 128 for every N up
 ;; to 255 * 255 (checked for all 2^24 inputs; x + (x >> 8) stays below 65536). splitAlpha's
 ;; round(m a / 255) is the same with N = m a.
 ;; Compiled by scripts/build-wasm.mjs (wabt's wat2wasm) into render-compose-wasm.ts; edit here.
 ;;
-;; Every kernel goes in whole steps of 16 pixels: it reads and writes up to 15 pixels past `n`
-;; (and rgba reads 4 bytes more), which the caller leaves as padding and never copies out.
+;; The compose kernels go in whole steps of 16 pixels: they read and write up to 15 pixels past
+;; `n` (and rgba reads 4 bytes more), which the caller leaves as padding and never copies out.
 (module
   (import "env" "memory" (memory 1))
 
@@ -234,4 +234,32 @@
             (br $columns)))
         (local.set $y (i32.add (local.get $y) (i32.const 1)))
         (br $rowsLoop))))
+
+  ;; composeRgba over a translucent background colour (bg_color with alpha below 1): per pixel,
+  ;; from a table of 256 rows of 40 bytes (one per alpha value, made by render-compose.ts with the
+  ;; JavaScript's own double expressions): wf, then the background's r g b times wb (f64 each),
+  ;; then the output alpha (a byte). Each channel is round(c wf + bg wb), in double and in the
+  ;; JavaScript's order, rounded as Math.round rounds these (floor, plus one where the rest is at
+  ;; least 0.5). A fully transparent pixel's row is all zeros: four zero bytes, as the JavaScript
+  ;; writes. Scalar: every pixel reads its own row of the table.
+  (func (export "overColour") (param $rgb i32) (param $alpha i32) (param $out i32) (param $n i32) (param $table i32)
+    (local $i i32) (local $c i32) (local $o i32) (local $t i32) (local $v f64) (local $f f64)
+    (block $done
+      (loop $pixel
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $t (i32.add (local.get $table) (i32.mul (i32.load8_u (i32.add (local.get $alpha) (local.get $i))) (i32.const 40))))
+        (local.set $c (i32.add (local.get $rgb) (i32.mul (local.get $i) (i32.const 3))))
+        (local.set $o (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 2))))
+        (local.set $v (f64.add (f64.mul (f64.convert_i32_u (i32.load8_u offset=0 (local.get $c))) (f64.load (local.get $t))) (f64.load offset=8 (local.get $t))))
+        (local.set $f (f64.floor (local.get $v)))
+        (i32.store8 offset=0 (local.get $o) (i32.add (i32.trunc_f64_u (local.get $f)) (f64.ge (f64.sub (local.get $v) (local.get $f)) (f64.const 0.5))))
+        (local.set $v (f64.add (f64.mul (f64.convert_i32_u (i32.load8_u offset=1 (local.get $c))) (f64.load (local.get $t))) (f64.load offset=16 (local.get $t))))
+        (local.set $f (f64.floor (local.get $v)))
+        (i32.store8 offset=1 (local.get $o) (i32.add (i32.trunc_f64_u (local.get $f)) (f64.ge (f64.sub (local.get $v) (local.get $f)) (f64.const 0.5))))
+        (local.set $v (f64.add (f64.mul (f64.convert_i32_u (i32.load8_u offset=2 (local.get $c))) (f64.load (local.get $t))) (f64.load offset=24 (local.get $t))))
+        (local.set $f (f64.floor (local.get $v)))
+        (i32.store8 offset=2 (local.get $o) (i32.add (i32.trunc_f64_u (local.get $f)) (f64.ge (f64.sub (local.get $v) (local.get $f)) (f64.const 0.5))))
+        (i32.store8 offset=3 (local.get $o) (i32.load8_u offset=32 (local.get $t)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $pixel))))
 )
