@@ -192,8 +192,9 @@
   ;; round(w r + (1 - w) b) with b the mask's byte (at $base) and r the region pass's (at $part),
   ;; into $out: in double and in the JavaScript's order, two values per instruction, and rounded as
   ;; Math.round rounds these (floor, plus one where the rest is at least 0.5: exact, as the rest of
-  ;; a double is). Four pixels per step: writes up to 3 bytes past each row (the next row's first,
-  ;; made after them) and reads up to 8 past $base and $part's rows.
+  ;; a double is; signed conversions, single x64 instructions, the values being 0..255). Four
+  ;; pixels per step: writes up to 3 bytes past each row (the next row's first, made after them)
+  ;; and reads up to 8 past $base and $part's rows.
   (func (export "pasteReplace") (param $base i32) (param $part i32) (param $out i32) (param $width i32) (param $rows i32)
     (param $rowW i32) (param $colW i32)
     (local $y i32) (local $x i32) (local $o i32) (local $wy v128) (local $b v128) (local $r v128)
@@ -212,17 +213,17 @@
             (local.set $r (i32x4.extend_low_i16x8_u (v128.load8x8_u (i32.add (local.get $part) (i32.add (local.get $o) (local.get $x))))))
             ;; pixels 0 and 1, then 2 and 3 (written out twice: a call per pair cost more)
             (local.set $w (f64x2.min (local.get $wy) (v128.load (i32.add (local.get $colW) (i32.shl (local.get $x) (i32.const 3))))))
-            (local.set $v (f64x2.add (f64x2.mul (local.get $w) (f64x2.convert_low_i32x4_u (local.get $r)))
-              (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (f64x2.convert_low_i32x4_u (local.get $b)))))
+            (local.set $v (f64x2.add (f64x2.mul (local.get $w) (f64x2.convert_low_i32x4_s (local.get $r)))
+              (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (f64x2.convert_low_i32x4_s (local.get $b)))))
             (local.set $f (f64x2.floor (local.get $v)))
-            (local.set $lo (i32x4.trunc_sat_f64x2_u_zero
+            (local.set $lo (i32x4.trunc_sat_f64x2_s_zero
               (f64x2.add (local.get $f)
                 (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
             (local.set $w (f64x2.min (local.get $wy) (v128.load offset=16 (i32.add (local.get $colW) (i32.shl (local.get $x) (i32.const 3))))))
-            (local.set $v (f64x2.add (f64x2.mul (local.get $w) (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $r) (local.get $r))))
-              (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $b) (local.get $b))))))
+            (local.set $v (f64x2.add (f64x2.mul (local.get $w) (f64x2.convert_low_i32x4_s (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $r) (local.get $r))))
+              (f64x2.mul (f64x2.sub (v128.const f64x2 1 1) (local.get $w)) (f64x2.convert_low_i32x4_s (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $b) (local.get $b))))))
             (local.set $f (f64x2.floor (local.get $v)))
-            (local.set $hi (i32x4.trunc_sat_f64x2_u_zero
+            (local.set $hi (i32x4.trunc_sat_f64x2_s_zero
               (f64x2.add (local.get $f)
                 (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
             ;; lanes 0 and 1 of each: the four results, 0..255, narrowed to bytes
@@ -241,25 +242,42 @@
   ;; then the output alpha (a byte). Each channel is round(c wf + bg wb), in double and in the
   ;; JavaScript's order, rounded as Math.round rounds these (floor, plus one where the rest is at
   ;; least 0.5). A fully transparent pixel's row is all zeros: four zero bytes, as the JavaScript
-  ;; writes. Scalar: every pixel reads its own row of the table.
+  ;; writes. Two pixels per step, their six channels as three pairs of doubles (r0 g0, b0 r1,
+  ;; g1 b1); each pixel reads its own row of the table. Reads and writes one pixel past an odd $n.
+  ;; Signed conversions, the values being 0..255 either way: x64 has single instructions for them.
   (func (export "overColour") (param $rgb i32) (param $alpha i32) (param $out i32) (param $n i32) (param $table i32)
-    (local $i i32) (local $c i32) (local $o i32) (local $t i32) (local $v f64) (local $f f64)
+    (local $i i32) (local $c i32) (local $t0 i32) (local $t1 i32) (local $w0 f64)
+    (local $lo v128) (local $hi v128) (local $v v128) (local $f v128) (local $r1 v128) (local $r2 v128) (local $r3 v128) (local $p v128)
     (block $done
-      (loop $pixel
+      (loop $pair
         (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
-        (local.set $t (i32.add (local.get $table) (i32.mul (i32.load8_u (i32.add (local.get $alpha) (local.get $i))) (i32.const 40))))
+        (local.set $t0 (i32.add (local.get $table) (i32.mul (i32.load8_u (i32.add (local.get $alpha) (local.get $i))) (i32.const 40))))
+        (local.set $t1 (i32.add (local.get $table) (i32.mul (i32.load8_u offset=1 (i32.add (local.get $alpha) (local.get $i))) (i32.const 40))))
         (local.set $c (i32.add (local.get $rgb) (i32.mul (local.get $i) (i32.const 3))))
-        (local.set $o (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 2))))
-        (local.set $v (f64.add (f64.mul (f64.convert_i32_u (i32.load8_u offset=0 (local.get $c))) (f64.load (local.get $t))) (f64.load offset=8 (local.get $t))))
-        (local.set $f (f64.floor (local.get $v)))
-        (i32.store8 offset=0 (local.get $o) (i32.add (i32.trunc_f64_u (local.get $f)) (f64.ge (f64.sub (local.get $v) (local.get $f)) (f64.const 0.5))))
-        (local.set $v (f64.add (f64.mul (f64.convert_i32_u (i32.load8_u offset=1 (local.get $c))) (f64.load (local.get $t))) (f64.load offset=16 (local.get $t))))
-        (local.set $f (f64.floor (local.get $v)))
-        (i32.store8 offset=1 (local.get $o) (i32.add (i32.trunc_f64_u (local.get $f)) (f64.ge (f64.sub (local.get $v) (local.get $f)) (f64.const 0.5))))
-        (local.set $v (f64.add (f64.mul (f64.convert_i32_u (i32.load8_u offset=2 (local.get $c))) (f64.load (local.get $t))) (f64.load offset=24 (local.get $t))))
-        (local.set $f (f64.floor (local.get $v)))
-        (i32.store8 offset=2 (local.get $o) (i32.add (i32.trunc_f64_u (local.get $f)) (f64.ge (f64.sub (local.get $v) (local.get $f)) (f64.const 0.5))))
-        (i32.store8 offset=3 (local.get $o) (i32.load8_u offset=32 (local.get $t)))
-        (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br $pixel))))
+        ;; r0 g0 b0 r1 and g1 b1 as i32 lanes
+        (local.set $p (v128.load8x8_u (local.get $c)))
+        (local.set $lo (i32x4.extend_low_i16x8_u (local.get $p)))
+        (local.set $hi (i32x4.extend_high_i16x8_u (local.get $p)))
+        (local.set $w0 (f64.load (local.get $t0)))
+        (local.set $v (f64x2.add (f64x2.mul (f64x2.convert_low_i32x4_s (local.get $lo)) (f64x2.splat (local.get $w0))) (v128.load offset=8 (local.get $t0))))
+        (local.set $f (f64x2.floor (local.get $v)))
+        (local.set $r1 (i32x4.trunc_sat_f64x2_s_zero (f64x2.add (local.get $f)
+          (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
+        (local.set $v (f64x2.add (f64x2.mul (f64x2.convert_low_i32x4_s (i8x16.shuffle 8 9 10 11 12 13 14 15 0 0 0 0 0 0 0 0 (local.get $lo) (local.get $lo))) (f64x2.replace_lane 1 (f64x2.splat (local.get $w0)) (f64.load (local.get $t1)))) (v128.load64_lane offset=8 1 (local.get $t1) (v128.load64_zero offset=24 (local.get $t0)))))
+        (local.set $f (f64x2.floor (local.get $v)))
+        (local.set $r2 (i32x4.trunc_sat_f64x2_s_zero (f64x2.add (local.get $f)
+          (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
+        (local.set $v (f64x2.add (f64x2.mul (f64x2.convert_low_i32x4_s (local.get $hi)) (f64x2.splat (f64.load (local.get $t1)))) (v128.load offset=16 (local.get $t1))))
+        (local.set $f (f64x2.floor (local.get $v)))
+        (local.set $r3 (i32x4.trunc_sat_f64x2_s_zero (f64x2.add (local.get $f)
+          (v128.and (f64x2.ge (f64x2.sub (local.get $v) (local.get $f)) (v128.const f64x2 0.5 0.5)) (v128.const f64x2 1 1)))))
+        ;; R0 G0 B0 R1 G1 B1 (0..255 each) as bytes, the two alphas at 6 and 7, then in RGBA order
+        (local.set $p (i8x16.narrow_i16x8_u
+          (i16x8.narrow_i32x4_u (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $r1) (local.get $r2)) (local.get $r3))
+          (local.get $r3)))
+        (local.set $p (i8x16.replace_lane 7 (i8x16.replace_lane 6 (local.get $p) (i32.load8_u offset=32 (local.get $t0))) (i32.load8_u offset=32 (local.get $t1))))
+        (v128.store64_lane 0 (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 2)))
+          (i8x16.shuffle 0 1 2 6 3 4 5 7 0 0 0 0 0 0 0 0 (local.get $p) (local.get $p)))
+        (local.set $i (i32.add (local.get $i) (i32.const 2)))
+        (br $pair))))
 )
