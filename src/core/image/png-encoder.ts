@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { encodeInBands, MIN_BAND_ROWS } from './png-bands.js';
 
 /**
  * The PNG encoder for RGBA output: @napi-rs/image (the Rust `png` crate) with `Fast` compression
@@ -27,7 +28,13 @@ export function usesFastPng(encoder: PngEncoderName, width: number, height: numb
 }
 
 interface NapiImage {
-  Transformer: { fromRgbaPixels(input: Uint8Array, width: number, height: number): { pngSync(options?: { compressionType?: number; filterType?: number }): Buffer } };
+  Transformer: {
+    fromRgbaPixels(
+      input: Uint8Array,
+      width: number,
+      height: number,
+    ): { pngSync(options?: { compressionType?: number; filterType?: number }): Buffer; png(options?: { compressionType?: number; filterType?: number }): Promise<Buffer> };
+  };
   CompressionType: { Fast: number };
   FilterType: { Paeth: number };
 }
@@ -67,4 +74,31 @@ export function encodePngRgbaFast(rgba: Uint8Array, width: number, height: numbe
   if (!lib) return null;
   if (rgba.length !== width * height * 4) throw new RangeError(`RGBA buffer of ${rgba.length} bytes for ${width}x${height}`);
   return lib.Transformer.fromRgbaPixels(rgba, width, height).pngSync({ compressionType: lib.CompressionType.Fast, filterType: lib.FilterType.Paeth });
+}
+
+/**
+ * A band of a banded encode is at least this many pixels: below it the hand-offs (a libuv
+ * thread each, the join) cost more than the band's share of the encode saves.
+ */
+export const MIN_PNG_BAND_PIXELS = 256 * 1024;
+
+/** Bands an RGBA PNG of this size is encoded in, at most `most` (1: whole, on this thread). */
+export function pngBandsFor(width: number, height: number, most: number): number {
+  return Math.max(1, Math.min(most, Math.floor((width * height) / MIN_PNG_BAND_PIXELS), Math.floor(height / MIN_BAND_ROWS)));
+}
+
+/**
+ * encodePngRgbaFast in up to `most` row bands at once on libuv's threads (png-bands.ts: the same
+ * pixels, a few bytes more per band), whole on this thread when the image is too small for two
+ * bands or the bands' streams cannot be joined; null when the fast encoder is not available.
+ */
+export async function encodePngRgbaFastInBands(rgba: Uint8Array, width: number, height: number, most: number): Promise<Buffer | null> {
+  const lib = load();
+  if (!lib) return null;
+  const bands = pngBandsFor(width, height, most);
+  if (bands < 2) return encodePngRgbaFast(rgba, width, height);
+  if (rgba.length !== width * height * 4) throw new RangeError(`RGBA buffer of ${rgba.length} bytes for ${width}x${height}`);
+  const options = { compressionType: lib.CompressionType.Fast, filterType: lib.FilterType.Paeth };
+  const joined = await encodeInBands({ encodeAsync: (band, w, h) => lib.Transformer.fromRgbaPixels(band, w, h).png(options) }, rgba, width, height, bands);
+  return joined ?? encodePngRgbaFast(rgba, width, height);
 }
