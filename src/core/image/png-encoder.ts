@@ -81,6 +81,8 @@ export function encodePngRgbaFast(rgba: Uint8Array, width: number, height: numbe
  * thread each, the join) cost more than the band's share of the encode saves.
  */
 export const MIN_PNG_BAND_PIXELS = 256 * 1024;
+/** Most bands (`pngBands`): a 4 MP image (FAST_PNG_MAX_PIXELS) has 15 of the smallest. */
+export const MAX_PNG_BANDS = 16;
 
 /** Bands an RGBA PNG of this size is encoded in, at most `most` (1: whole, on this thread). */
 export function pngBandsFor(width: number, height: number, most: number): number {
