@@ -17,7 +17,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
-import { encodePngRgbaFast, encodePngRgbaFastInBands } from '../src/core/image/png-encoder.js';
+import { bandRows, joinBands } from '../src/core/image/png-bands.js';
+import { encodePngRgbaFast, encodePngRgbaFastInBands, pngBandsFor } from '../src/core/image/png-encoder.js';
 
 const { values } = parseArgs({
   options: {
@@ -51,7 +52,28 @@ const variants: Variant[] = [
   { name: 'pngSync, Up', encode: (rgba, w, h) => napi.Transformer.fromRgbaPixels(rgba, w, h).pngSync({ compressionType: FAST, filterType: UP }), png: true },
   { name: 'async png(), 1 band', encode: (rgba, w, h) => napi.Transformer.fromRgbaPixels(rgba, w, h).png({ compressionType: FAST, filterType: PAETH }), png: true },
   ...bandCounts.map((n) => ({ name: `in ${n} bands`, encode: (rgba: Buffer, w: number, h: number) => encodePngRgbaFastInBands(rgba, w, h, n), png: true })),
+  // The bands one after another on this thread: its wall time is their total work; `slowest band +
+  // join` (printed in the wall column's brackets) is the wall time with a core per band.
+  ...bandCounts.map((n) => ({ name: `in ${n} bands, one after another`, encode: (rgba: Buffer, w: number, h: number) => bandsInTurn(rgba, w, h, n), png: true })),
 ];
+
+/** Each band's time and the join's, of the last bandsInTurn call. */
+let lastTurns = { slowest: 0, join: 0 };
+async function bandsInTurn(rgba: Buffer, width: number, height: number, n: number): Promise<Buffer | null> {
+  const bands = pngBandsFor(width, height, n);
+  const rows = bandRows(height, bands);
+  const times: number[] = [];
+  const pngs = rows.map(([start, end]) => {
+    const t0 = performance.now();
+    const png = napi.Transformer.fromRgbaPixels(rgba.subarray(start * width * 4, end * width * 4), width, end - start).pngSync({ compressionType: FAST, filterType: PAETH });
+    times.push(performance.now() - t0);
+    return png;
+  });
+  const t0 = performance.now();
+  const joined = bands > 1 ? joinBands(pngs, rows, width * 4) : pngs[0]!;
+  lastTurns = { slowest: Math.max(...times), join: performance.now() - t0 };
+  return joined;
+}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 console.log(`load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '(4)'}, ${os.availableParallelism()} cores`);
@@ -63,6 +85,7 @@ for (const file of values.image) {
   const cpu = variants.map(() => [] as number[]);
   const bytes: number[] = variants.map(() => 0);
   const same: string[] = variants.map(() => '');
+  const critical = variants.map(() => [] as number[]);
   for (let r = 0; r < warmup + runs; r++) {
     for (let v = 0; v < variants.length; v++) {
       const c0 = process.cpuUsage();
@@ -73,6 +96,7 @@ for (const file of values.image) {
       if (r >= warmup) {
         wall[v]!.push(t1 - t0);
         cpu[v]!.push((c1.user + c1.system) / 1000);
+        if (variants[v]!.name.endsWith('one after another')) critical[v]!.push(lastTurns.slowest + lastTurns.join);
       }
       if (r === 0 && out && variants[v]!.png) {
         bytes[v] = out.length;
@@ -82,7 +106,8 @@ for (const file of values.image) {
   }
   variants.forEach((v, i) => {
     const ratio = bytes[i] ? ` (${(bytes[i]! / bytes[0]!).toFixed(4)})` : '';
-    console.log(`| ${path.basename(file)} ${width}x${height} | ${v.name} | ${median(wall[i]!).toFixed(2)} | ${median(cpu[i]!).toFixed(2)} | ${bytes[i] || ''}${ratio} | ${same[i]} |`);
+    const estimate = critical[i]!.length ? ` (slowest band + join ${median(critical[i]!).toFixed(2)})` : '';
+    console.log(`| ${path.basename(file)} ${width}x${height} | ${v.name} | ${median(wall[i]!).toFixed(2)}${estimate} | ${median(cpu[i]!).toFixed(2)} | ${bytes[i] || ''}${ratio} | ${same[i]} |`);
   });
 }
 console.log(`load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
