@@ -51,7 +51,7 @@ const variants: Variant[] = [
   { name: 'pngSync, Sub', encode: (rgba, w, h) => napi.Transformer.fromRgbaPixels(rgba, w, h).pngSync({ compressionType: FAST, filterType: SUB }), png: true },
   { name: 'pngSync, Up', encode: (rgba, w, h) => napi.Transformer.fromRgbaPixels(rgba, w, h).pngSync({ compressionType: FAST, filterType: UP }), png: true },
   { name: 'async png(), 1 band', encode: (rgba, w, h) => napi.Transformer.fromRgbaPixels(rgba, w, h).png({ compressionType: FAST, filterType: PAETH }), png: true },
-  ...bandCounts.map((n) => ({ name: `in ${n} bands`, encode: (rgba: Buffer, w: number, h: number) => encodePngRgbaFastInBands(rgba, w, h, n), png: true })),
+  ...bandCounts.map((n) => ({ name: `in ${n} bands`, encode: async (rgba: Buffer, w: number, h: number) => (await encodePngRgbaFastInBands(rgba, w, h, n))?.png ?? null, png: true })),
   // The bands one after another on this thread: its wall time is their total work; `slowest band +
   // join` (printed in the wall column's brackets) is the wall time with a core per band.
   ...bandCounts.map((n) => ({ name: `in ${n} bands, one after another`, encode: (rgba: Buffer, w: number, h: number) => bandsInTurn(rgba, w, h, n), png: true })),

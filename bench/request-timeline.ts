@@ -174,10 +174,10 @@ async function post(url: string): Promise<{ sent: number; firstByte: number; don
 }
 
 /** The API's `bgcut_renders_total` (split in bands / one task) from its /metrics; zeros for a build without it. */
-async function renders(url: string): Promise<{ bands: number; one: number }> {
+async function renders(url: string): Promise<{ bands: number; one: number; pngBands: number; pngWhole: number }> {
   const text = await (await fetch(new URL('/metrics', url))).text();
-  const read = (split: string) => Number(new RegExp(`^bgcut_renders_total\\{split="${split}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-  return { bands: read('bands'), one: read('one') };
+  const read = (name: string, split: string) => Number(new RegExp(`^${name}\\{split="${split}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { bands: read('bgcut_renders_total', 'bands'), one: read('bgcut_renders_total', 'one'), pngBands: read('bgcut_png_encodes_total', 'bands'), pngWhole: read('bgcut_png_encodes_total', 'whole') };
 }
 
 /** A process's user + system CPU so far, in ms (/proc/PID/stat, clock ticks of 10 ms). */
@@ -287,7 +287,7 @@ try {
     console.log(`- ${api.label}: ${r1(e2e[k]!)} ms, CPU ${r1(cpu[k]!)} ms${ratio}`);
   }
   const timelineRenders = await Promise.all(started.map((api) => renders(api.url)));
-  for (const [k, api] of apis.entries()) console.log(`- ${api.label}: renders split in bands ${timelineRenders[k]!.bands} of ${timelineRenders[k]!.bands + timelineRenders[k]!.one} (warm-up included)`);
+  for (const [k, api] of apis.entries()) console.log(`- ${api.label}: renders split in bands ${timelineRenders[k]!.bands} of ${timelineRenders[k]!.bands + timelineRenders[k]!.one}, PNGs encoded in bands ${timelineRenders[k]!.pngBands} of ${timelineRenders[k]!.pngBands + timelineRenders[k]!.pngWhole} (warm-up included)`);
   report.endToEndMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(e2e[k]!)]));
   report.cpuPerRequestMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(cpu[k]!)]));
   if (loadClients > 0) {
@@ -316,7 +316,9 @@ try {
     for (const [k, api] of apis.entries()) {
       const split = rendersAfter[k]!.bands - rendersBefore[k]!.bands;
       const one = rendersAfter[k]!.one - rendersBefore[k]!.one;
-      console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms; renders split ${split} of ${split + one}`);
+      const pngBands = rendersAfter[k]!.pngBands - rendersBefore[k]!.pngBands;
+      const pngWhole = rendersAfter[k]!.pngWhole - rendersBefore[k]!.pngWhole;
+      console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms; renders split ${split} of ${split + one}, PNGs in bands ${pngBands} of ${pngBands + pngWhole}`);
     }
     report.underLoad = Object.fromEntries(apis.map((a, k) => [a.label, { cpuPerRequestMs: perRound[k]!.map(r1), wallPerRequestMs: wall[k]!.map(r1) }]));
   }

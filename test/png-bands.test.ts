@@ -126,8 +126,9 @@ describe('the PNG encode in row bands', () => {
     let seed = 42;
     for (let i = 0; i < noise.length; i++) noise[i] = ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) & 0xff;
     expect(await encodeInBands(encoder, noise, w, h, 2)).toBeNull();
-    const png = await encodePngRgbaFastInBands(noise, w, h, 2);
-    expect((await sharp(png!).raw().toBuffer()).equals(noise)).toBe(true);
+    const result = await encodePngRgbaFastInBands(noise, w, h, 2);
+    expect(result!.bands).toBe(1);
+    expect((await sharp(result!.png).raw().toBuffer()).equals(noise)).toBe(true);
   });
 
   it('answers null for a stream that is not fdeflate\'s', async () => {
@@ -170,12 +171,17 @@ describe('the PNG encode in row bands', () => {
       return pool;
     };
     const whole = await render(make(1, 16));
-    const banded = await render(make(3, 16));
-    const busy = await render(make(3, 0));
+    const bandedPool = make(3, 16);
+    const banded = await render(bandedPool);
+    const busyPool = make(3, 0);
+    const busy = await render(busyPool);
     const a = await sharp(whole.body).raw().toBuffer();
     const b = await sharp(banded.body).raw().toBuffer();
     expect(b.equals(a)).toBe(true);
     expect(banded.body.equals(whole.body)).toBe(false); // it was encoded in bands
     expect(busy.body.equals(whole.body)).toBe(true); // no idle core: whole, as before
+    // What bgcut_png_encodes_total counts: 1100x800 is 880 Ki pixels, three bands of at least 256 Ki.
+    expect([banded.pngBands, busy.pngBands]).toEqual([3, 1]);
+    expect([bandedPool.pngsInBands, bandedPool.pngsWhole, busyPool.pngsInBands, busyPool.pngsWhole]).toEqual([1, 0, 0, 1]);
   });
 });

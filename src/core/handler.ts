@@ -178,6 +178,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     pixels: pixelBudget.inUse,
     rendersInBands: pixelPool.rendersInBands,
     rendersWhole: pixelPool.rendersWhole,
+    pngsInBands: pixelPool.pngsInBands,
+    pngsWhole: pixelPool.pngsWhole,
   }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };

@@ -51,6 +51,8 @@ export interface Rendered {
   foreground: Box | null;
   /** The JSON answer asked for (`response=json`'s or remove.bg's: pipeline/json-answer.ts), made beside the image. */
   json?: Buffer | undefined;
+  /** Row bands the fast encoder made the PNG in (png-bands.ts; 1: whole); absent when it did not encode it. */
+  pngBands?: number;
   /** Milliseconds: the full-size decode (when the render made it), the pixel work, the encode. */
   timings: { decode: number; postprocess: number; encode: number };
 }
@@ -420,9 +422,11 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
   }
 
   if (lent && !untouched) throw new Error('the RGBA lent for the encoder was changed after it');
-  const body = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render) : await encode(image, options.format, render.pngCompressionLevel);
+  const png = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render) : null;
+  const body = png ? png.body : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
+    ...(png?.pngBands ? { pngBands: png.pngBands } : {}),
     ...FORMATS[options.format],
     width: outWidth,
     height: outHeight,
@@ -438,12 +442,17 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
  * A PNG by the fast encoder when the image is RGBA (`rgba`: its pixels when already in a buffer),
  * else by sharp: grey and opaque PNGs keep their one or three channels.
  */
-async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, render: RenderOptions): Promise<Buffer> {
-  const bands = render.pngBands ?? 1;
-  if (rgba) return (bands > 1 ? await encodePngRgbaFastInBands(rgba, width, height, bands) : encodePngRgbaFast(rgba, width, height))!;
+async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, render: RenderOptions): Promise<{ body: Buffer; pngBands?: number }> {
+  const fast = async (pixels: Buffer, w: number, h: number) => {
+    const most = render.pngBands ?? 1;
+    if (most < 2) return { body: encodePngRgbaFast(pixels, w, h)!, pngBands: 1 };
+    const { png, bands } = (await encodePngRgbaFastInBands(pixels, w, h, most))!;
+    return { body: png, pngBands: bands };
+  };
+  if (rgba) return fast(rgba, width, height);
   const { data, info } = await image.raw().toBuffer({ resolveWithObject: true });
-  if (info.channels === 4) return (bands > 1 ? await encodePngRgbaFastInBands(data, info.width, info.height, bands) : encodePngRgbaFast(data, info.width, info.height))!;
-  return sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: render.pngCompressionLevel }).toBuffer();
+  if (info.channels === 4) return fast(data, info.width, info.height);
+  return { body: await sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: render.pngCompressionLevel }).toBuffer() };
 }
 
 function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {

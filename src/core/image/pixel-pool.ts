@@ -107,6 +107,9 @@ export class PixelPool {
   /** Renders split in row bands (render-bands.ts), and renders made as one task: the API's `bgcut_renders_total`. */
   rendersInBands = 0;
   rendersWhole = 0;
+  /** PNGs the fast encoder made in row bands (png-bands.ts) and whole: the API's `bgcut_png_encodes_total`. */
+  pngsInBands = 0;
+  pngsWhole = 0;
   /** The host's idle cores now (PixelPoolOptions.idleCores). */
   private readonly idleCores: () => number;
   private readonly sampler: IdleCores | undefined;
@@ -308,6 +311,10 @@ export class PixelPool {
     };
     const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
+    if (result.pngBands !== undefined) {
+      if (result.pngBands > 1) this.pngsInBands++;
+      else this.pngsWhole++;
+    }
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }
 

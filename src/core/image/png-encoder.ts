@@ -92,15 +92,17 @@ export function pngBandsFor(width: number, height: number, most: number): number
 /**
  * encodePngRgbaFast in up to `most` row bands at once on libuv's threads (png-bands.ts: the same
  * pixels, a few bytes more per band), whole on this thread when the image is too small for two
- * bands or the bands' streams cannot be joined; null when the fast encoder is not available.
+ * bands or the bands' streams cannot be joined; with the bands it was encoded in (1: whole).
+ * Null when the fast encoder is not available.
  */
-export async function encodePngRgbaFastInBands(rgba: Uint8Array, width: number, height: number, most: number): Promise<Buffer | null> {
+export async function encodePngRgbaFastInBands(rgba: Uint8Array, width: number, height: number, most: number): Promise<{ png: Buffer; bands: number } | null> {
   const lib = load();
   if (!lib) return null;
   const bands = pngBandsFor(width, height, most);
-  if (bands < 2) return encodePngRgbaFast(rgba, width, height);
+  const whole = () => ({ png: encodePngRgbaFast(rgba, width, height)!, bands: 1 });
+  if (bands < 2) return whole();
   if (rgba.length !== width * height * 4) throw new RangeError(`RGBA buffer of ${rgba.length} bytes for ${width}x${height}`);
   const options = { compressionType: lib.CompressionType.Fast, filterType: lib.FilterType.Paeth };
   const joined = await encodeInBands({ encodeAsync: (band, w, h) => lib.Transformer.fromRgbaPixels(band, w, h).png(options) }, rgba, width, height, bands);
-  return joined ?? encodePngRgbaFast(rgba, width, height);
+  return joined ? { png: joined, bands } : whole();
 }
