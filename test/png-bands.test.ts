@@ -20,9 +20,13 @@ import { createRequire } from 'node:module';
  * images are large enough for every band count tried to be joined, not encoded whole.
  */
 const napi = createRequire(import.meta.url)('@napi-rs/image') as {
-  Transformer: { fromRgbaPixels(input: Uint8Array, width: number, height: number): { png(options: object): Promise<Buffer> } };
+  Transformer: { fromRgbaPixels(input: Uint8Array, width: number, height: number): { png(options: object): Promise<Buffer>; pngSync(options: object): Buffer } };
 };
-const encoder = { encodeAsync: (rgba: Uint8Array, w: number, h: number) => napi.Transformer.fromRgbaPixels(rgba, w, h).png({ compressionType: 1, filterType: 4 }) };
+const FAST_PAETH = { compressionType: 1, filterType: 4 };
+const encoder = {
+  encodeAsync: (rgba: Uint8Array, w: number, h: number) => napi.Transformer.fromRgbaPixels(rgba, w, h).png(FAST_PAETH),
+  encodeSync: (rgba: Uint8Array, w: number, h: number) => napi.Transformer.fromRgbaPixels(rgba, w, h).pngSync(FAST_PAETH),
+};
 
 /** A cutout-like RGBA: a transparent margin, soft edges, noise, gradients and flat runs. */
 function cutoutLike(width: number, height: number): Buffer {

@@ -3,9 +3,10 @@ import { crc32 } from 'node:zlib';
 /**
  * One RGBA PNG encoded in row bands at once (pigz's way): each band is encoded by the fast encoder
  * (png-encoder.ts: @napi-rs/image, the `png` crate with fdeflate and the Paeth filter) as a PNG of
- * its own, on libuv's threads (the encoder's async `png()`), and the bands' zlib streams are
- * joined into one. The joined file decodes to the same pixels as the whole image's encode; it is
- * a few bytes longer (a block header and an empty stored block per band).
+ * its own, the first on the calling thread (`pngSync`) and the others meanwhile on libuv's
+ * threads (the encoder's async `png()`), and the bands' zlib streams are joined into one. The
+ * joined file decodes to the same pixels as the whole image's encode; it is a few bytes longer
+ * (a block header and an empty stored block per band: ~60 bytes).
  *
  * Why it can be joined without recompressing anything:
  * - **The band's first row.** A band encoded alone filters its first row against a row of zeros,
@@ -229,10 +230,12 @@ function syncLength(padding: number): number {
   return (padding >= 3 ? 0 : 1) + SYNC.length;
 }
 
-/** The encoder's call this needs (png-encoder.ts gives @napi-rs/image's). */
+/** The encoder's calls this needs (png-encoder.ts gives @napi-rs/image's). */
 export interface BandEncoder {
-  /** Copies `rgba` (synchronously) and encodes it on another thread. */
+  /** Copies `rgba` (synchronously) and encodes it on another thread (libuv's). */
   encodeAsync(rgba: Uint8Array, width: number, height: number): Promise<Buffer>;
+  /** Encodes `rgba` on this thread. */
+  encodeSync(rgba: Uint8Array, width: number, height: number): Buffer;
 }
 
 /**
@@ -242,6 +245,16 @@ export interface BandEncoder {
 export async function encodeInBands(encoder: BandEncoder, rgba: Uint8Array, width: number, height: number, bands: number): Promise<Buffer | null> {
   const rowBytes = width * 4;
   const rows = bandRows(height, bands);
-  const pngs = await Promise.all(rows.map(([start, end]) => encoder.encodeAsync(rgba.subarray(start * rowBytes, end * rowBytes), width, end - start)));
-  return joinBands(pngs, rows, rowBytes);
+  const band = ([start, end]: [number, number]) => [rgba.subarray(start * rowBytes, end * rowBytes), width, end - start] as const;
+  // The other bands go to libuv's threads first; the first is encoded meanwhile on this thread,
+  // which would otherwise wait idle (the render's own core), with no hand-off.
+  const others = rows.slice(1).map((r) => encoder.encodeAsync(...band(r)));
+  let first: Buffer;
+  try {
+    first = encoder.encodeSync(...band(rows[0]!));
+  } catch (error) {
+    await Promise.allSettled(others);
+    throw error;
+  }
+  return joinBands([first, ...(await Promise.all(others))], rows, rowBytes);
 }

@@ -103,6 +103,10 @@ export async function encodePngRgbaFastInBands(rgba: Uint8Array, width: number, 
   if (bands < 2) return whole();
   if (rgba.length !== width * height * 4) throw new RangeError(`RGBA buffer of ${rgba.length} bytes for ${width}x${height}`);
   const options = { compressionType: lib.CompressionType.Fast, filterType: lib.FilterType.Paeth };
-  const joined = await encodeInBands({ encodeAsync: (band, w, h) => lib.Transformer.fromRgbaPixels(band, w, h).png(options) }, rgba, width, height, bands);
+  const encoder = {
+    encodeAsync: (band: Uint8Array, w: number, h: number) => lib.Transformer.fromRgbaPixels(band, w, h).png(options),
+    encodeSync: (band: Uint8Array, w: number, h: number) => lib.Transformer.fromRgbaPixels(band, w, h).pngSync(options),
+  };
+  const joined = await encodeInBands(encoder, rgba, width, height, bands);
   return joined ? { png: joined, bands } : whole();
 }
