@@ -17,7 +17,7 @@ import { crc32 } from 'node:zlib';
  *   header and that symbol are replaced by `SUB_PREFIX`: the same code table written 10 bits
  *   longer (some repeats spelt out; found by a search over the header's encodings), then the code
  *   for 1, which ends 8 bits later than the code for 4 did: the rest of the band's block follows
- *   byte for byte, one byte further on (`withSubFirst`). The band's other rows are filtered
+ *   byte for byte, one byte further on (`joinBands`). The band's other rows are filtered
  *   against their real row above, as in the whole image's encode.
  * - **The deflate block.** fdeflate writes one dynamic block with its own fixed code and the final
  *   bit set (zlib header 78 01, then 0xED), ends it with the end-of-block code and pads with zero

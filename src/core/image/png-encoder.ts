@@ -10,7 +10,8 @@ import { encodeInBands, MIN_BAND_ROWS } from './png-bands.js';
  * It needs the whole RGBA image in one buffer, so it runs where that buffer is made: in a
  * pixel-pool worker (output.ts), never on the host's event loop (`pngSync` blocks its thread).
  * When the package or its prebuilt binary fails to load (a platform without one), PNGs are
- * encoded by sharp as before; `fastPngEncoderError()` says why.
+ * encoded by sharp as before; `fastPngEncoderError()` says why. While the host's cores are idle
+ * the pool may ask for the PNG in row bands encoded at once (`pngBands`: png-bands.ts).
  */
 export type PngEncoderName = 'napi-rs' | 'sharp';
 
