@@ -13,7 +13,7 @@ import { clearOutsideRegion } from './roi.js';
 import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
-import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
+import { encodePngRgbaFast, encodePngRgbaFastInBands, usesFastPng, type PngEncoderName } from './png-encoder.js';
 import { Scratch } from './scratch.js';
 import { releaseNow } from '../../util/release-now.js';
 import type { MadePixels } from './render-bands.js';
@@ -31,6 +31,8 @@ export interface RenderOptions {
   pngCompressionLevel: number;
   /** Encoder of RGBA PNG output (png-encoder.ts). Default napi-rs, sharp when it fails to load. */
   pngEncoder?: PngEncoderName;
+  /** Most row bands the fast encoder splits this render's PNG into (png-bands.ts); set by the pool from its idle cores. Default 1. */
+  pngBands?: number;
   /** Largest output, in pixels: `auto` scales down to it. Infinity for none. */
   maxOutputPixels: number;
   /** Recover the object's own colour at soft edges (see foreground.ts). */
@@ -50,6 +52,8 @@ export interface Rendered {
   foreground: Box | null;
   /** The JSON answer asked for (`response=json`'s or remove.bg's: pipeline/json-answer.ts), made beside the image. */
   json?: Buffer | undefined;
+  /** Row bands the fast encoder made the PNG in (png-bands.ts; 1: whole); absent when it did not encode it. */
+  pngBands?: number;
   /** Milliseconds: the full-size decode (when the render made it), the pixel work, the encode. */
   timings: { decode: number; postprocess: number; encode: number };
 }
@@ -428,9 +432,11 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
   }
 
   if (lent && !untouched) throw new Error('the RGBA lent for the encoder was changed after it');
-  const body = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
+  const png = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render) : null;
+  const body = png ? png.body : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
+    ...(png?.pngBands ? { pngBands: png.pngBands } : {}),
     ...FORMATS[options.format],
     width: outWidth,
     height: outHeight,
@@ -446,11 +452,17 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
  * A PNG by the fast encoder when the image is RGBA (`rgba`: its pixels when already in a buffer),
  * else by sharp: grey and opaque PNGs keep their one or three channels.
  */
-async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, pngCompressionLevel: number): Promise<Buffer> {
-  if (rgba) return encodePngRgbaFast(rgba, width, height)!;
+async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, render: RenderOptions): Promise<{ body: Buffer; pngBands?: number }> {
+  const fast = async (pixels: Buffer, w: number, h: number) => {
+    const most = render.pngBands ?? 1;
+    if (most < 2) return { body: encodePngRgbaFast(pixels, w, h)!, pngBands: 1 };
+    const { png, bands } = (await encodePngRgbaFastInBands(pixels, w, h, most))!;
+    return { body: png, pngBands: bands };
+  };
+  if (rgba) return fast(rgba, width, height);
   const { data, info } = await image.raw().toBuffer({ resolveWithObject: true });
-  if (info.channels === 4) return encodePngRgbaFast(data, info.width, info.height)!;
-  return sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: pngCompressionLevel }).toBuffer();
+  if (info.channels === 4) return fast(data, info.width, info.height);
+  return { body: await sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: render.pngCompressionLevel }).toBuffer() };
 }
 
 function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {
