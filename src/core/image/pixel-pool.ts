@@ -230,7 +230,10 @@ export class PixelPool {
   async modelInput(job: ModelInputJob, lend = false): Promise<PreparedModelInput & { bytes?: Buffer }> {
     const parcel = new Parcel();
     const bytes = lend ? parcel.lend(job.bytes) : parcel.add(job.bytes);
-    const result = await this.run<(PreparedModelInput & { bytes?: Uint8Array }) | WorkerApiError>('modelInput', { ...job, bytes, lent: parcel.lent }, parcel);
+    // A lone request (every worker idle): its worker uses and then remakes warm spares for the
+    // model-size image and the message (warm-memory.ts); under load, fresh memory as before.
+    const warm = this.idleWorkers() === this.threads;
+    const result = await this.run<(PreparedModelInput & { bytes?: Uint8Array }) | WorkerApiError>('modelInput', { ...job, bytes, lent: parcel.lent, warm }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     // The message was made for this one call: the inference client moves it on, not copies it.
     const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message), sendOnce: true } : result.input;

@@ -18,6 +18,7 @@ import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
 import { isShared, sharedBuffer, sharedCopy, SharedPool } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
+import { WarmSpares } from './warm-memory.js';
 import { decodeRaw } from './decode.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
@@ -177,12 +178,30 @@ export async function renderBand_(job: BandJob): Promise<unknown> {
 export { renderBand_ as renderBand };
 
 export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
+  try {
+    return await modelInputTask(job);
+  } finally {
+    // A lone request's next buffers are mapped now, after the answer went, while the model runs
+    // (warm-memory.ts): the next request's model-size image and message take them.
+    if (job.warm) setImmediate(() => spares.refill());
+  }
+}
+
+/**
+ * This worker's warm spares (warm-memory.ts): at most one model-size image and one message of
+ * each size; 16 MiB covers both for an FP32 model at 1024x1024 (12 MiB message, 3 MiB image).
+ */
+const spares = new WarmSpares(16 * 1024 * 1024);
+
+async function modelInputTask(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
   let prepared: PreparedModelInput;
   const movable = job.modelImage === 'movable';
+  const warm = job.warm === true;
   try {
     // An image the JS enlarge writes (a photo under the model's size on an axis) is written
     // into the memory it goes back in at once (shared, or its own to move), not into a buffer copied there below.
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? ownBuffer : sharedBuffer);
+    const allocate = movable ? (warm ? warmOwnBuffer : ownBuffer) : warm ? warmSharedBuffer : sharedBuffer;
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, allocate, warm ? (length) => spares.take('own', length) : undefined);
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
@@ -196,7 +215,7 @@ export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promi
   // the model-size decode, so it views the copy instead.
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
-  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warm ? warmCopy(prepared.rgb) : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
   // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
   const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
@@ -235,6 +254,23 @@ const ownBuffer = (length: number): Buffer => {
   madeHere.add(memory);
   return Buffer.from(memory);
 };
+
+/** As ownBuffer, in a warm spare when there is one (warm-memory.ts). */
+const warmOwnBuffer = (length: number): Buffer => {
+  const memory = spares.take('own', length);
+  madeHere.add(memory);
+  return Buffer.from(memory);
+};
+
+/** As sharedBuffer, in a warm spare when there is one. */
+const warmSharedBuffer = (length: number): Buffer => Buffer.from(spares.take('shared', length));
+
+/** As movableCopy, into a warm spare when there is one. */
+function warmCopy(bytes: Uint8Array): Buffer {
+  const copy = Buffer.from(spares.take('own', bytes.byteLength));
+  copy.set(bytes);
+  return copy;
+}
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
 const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
