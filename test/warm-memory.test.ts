@@ -1,0 +1,105 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { kernelCalls } from '../src/core/image/kernel-calls.js';
+import { isFramed, prepareModelInput } from '../src/core/image/model-input.js';
+import { probeImage } from '../src/core/image/pipeline.js';
+import { PixelPool } from '../src/core/image/pixel-pool.js';
+import { ISNET_PROFILE } from '../src/core/image/profile.js';
+import { WarmSpares } from '../src/core/image/warm-memory.js';
+import { objectOnTexture } from './helpers/synthetic-image.js';
+
+/**
+ * A lone request's model-size image and ModelInfer message are written into memory its worker
+ * mapped while the previous request's model ran (warm-memory.ts), instead of fresh memory that
+ * faults in every page on the decode's critical path. The bytes the model and the render get
+ * must not change: asserted against the same step made in this thread with fresh memory (the
+ * reference), and on the worker's counts of spares taken, not on time.
+ */
+const count = (name: string) => kernelCalls[name] ?? 0;
+
+describe('WarmSpares', () => {
+  it('hands out fresh memory until a refill, then the spare of that kind and size, zeroed', () => {
+    const spares = new WarmSpares(1 << 20);
+    const missed = count('warmSpareMissed');
+    const first = spares.take('own', 100_000);
+    expect(first).toBeInstanceOf(ArrayBuffer);
+    expect(count('warmSpareMissed')).toBe(missed + 1);
+    spares.take('shared', 50_000);
+    spares.refill();
+    expect(spares.heldBytes).toBe(150_000);
+
+    const taken = count('warmSpareTaken');
+    const own = spares.take('own', 100_000);
+    const shared = spares.take('shared', 50_000);
+    expect(count('warmSpareTaken')).toBe(taken + 2);
+    expect(own).toBeInstanceOf(ArrayBuffer);
+    expect(own).not.toBe(first);
+    expect(shared).toBeInstanceOf(SharedArrayBuffer);
+    expect(spares.heldBytes).toBe(0);
+    // Touched to map its pages, yet it reads as fresh memory does.
+    expect(new Uint8Array(own).every((b) => b === 0)).toBe(true);
+    expect(new Uint8Array(shared).every((b) => b === 0)).toBe(true);
+    // Another size is not served by a spare of a different one.
+    spares.refill();
+    spares.take('own', 99_999);
+    expect(count('warmSpareTaken')).toBe(taken + 2);
+  });
+
+  it('keeps at most maxBytes, and only the sizes taken since the last refill', () => {
+    const spares = new WarmSpares(300_000);
+    spares.take('own', 200_000);
+    spares.take('own', 150_000);
+    spares.refill();
+    expect(spares.heldBytes).toBe(200_000);
+    // Nothing taken since: a refill adds nothing.
+    spares.refill();
+    expect(spares.heldBytes).toBe(200_000);
+    expect(() => new WarmSpares(-1)).toThrow(RangeError);
+  });
+});
+
+describe("a lone request's model input in warm spares", () => {
+  const pool = new PixelPool({ threads: 1 });
+  afterAll(() => pool.close());
+  const limits = { maxInputPixels: 1e7 };
+  // A model call's prefix (the message's bytes before the tensor): any bytes do for the layout.
+  const prefix = Uint8Array.from({ length: 37 }, (_, i) => (i * 31 + 7) & 255);
+
+  it('takes the image and the message from spares from the second request on, and they are the bytes made in this thread', async () => {
+    // 1224x816: the height grows, so the enlarge writes the model-size image (the warm image);
+    // 2000x1500: both axes shrink, sharp makes it and the worker copies it (into a warm spare too).
+    for (const [width, height] of [
+      [1224, 816],
+      [2000, 1500],
+    ] as const) {
+      for (let run = 0; run < 3; run++) {
+        const { bytes } = await objectOnTexture(width, height, 'jpeg', { x: 0.4 + run * 0.1, y: 0.55 });
+        const probe = await probeImage(bytes, limits);
+        const job = { bytes, probe, limits, profile: ISNET_PROFILE, prefix, decodeOnce: width < 2048, modelImage: 'movable' as const };
+        const before = (await pool.workerKernelCalls()).warmSpareTaken ?? 0;
+        const prepared = await pool.modelInput(job);
+        const taken = ((await pool.workerKernelCalls()).warmSpareTaken ?? 0) - before;
+        // The first request of a size finds no spare; each later one takes two (image, message).
+        expect(taken, `${width}x${height} run ${run}`).toBe(run === 0 && width === 1224 ? 0 : 2);
+
+        const here = await prepareModelInput(job);
+        expect(isFramed(prepared.input) && isFramed(here.input)).toBe(true);
+        if (!isFramed(prepared.input) || !isFramed(here.input)) return;
+        expect(prepared.input.message.equals(here.input.message), `${width}x${height} run ${run}: message`).toBe(true);
+        expect(prepared.rgb.equals(here.rgb), `${width}x${height} run ${run}: model-size image`).toBe(true);
+      }
+    }
+  });
+
+  it('takes no spare when the pool is busy (under load, fresh memory as before)', async () => {
+    const { bytes } = await objectOnTexture(1224, 816, 'jpeg');
+    const probe = await probeImage(bytes, limits);
+    const job = { bytes, probe, limits, profile: ISNET_PROFILE, prefix, decodeOnce: true, modelImage: 'movable' as const };
+    await pool.modelInput(job);
+    const before = await pool.workerKernelCalls();
+    // Two at once on one worker: the first finds the pool idle (warm), the second does not.
+    await Promise.all([pool.modelInput(job), pool.modelInput(job)]);
+    const after = await pool.workerKernelCalls();
+    expect((after.warmSpareTaken ?? 0) - (before.warmSpareTaken ?? 0)).toBe(2);
+    expect((after.warmSpareMissed ?? 0) - (before.warmSpareMissed ?? 0)).toBe(0);
+  });
+});
