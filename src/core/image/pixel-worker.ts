@@ -201,7 +201,9 @@ async function modelInputTask(job: ModelInputJob & { lent?: boolean }): Promise<
     // An image the JS enlarge writes (a photo under the model's size on an axis) is written
     // into the memory it goes back in at once (shared, or its own to move), not into a buffer copied there below.
     const allocate = movable ? (warm ? warmOwnBuffer : ownBuffer) : warm ? warmSharedBuffer : sharedBuffer;
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, allocate, warm ? (length) => spares.take('own', length) : undefined);
+    // A small photo's full-size decode goes into memory a finished render gave back (`decodes`),
+    // copied while libvips makes the model-size image.
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, allocate, warm ? (length) => spares.take('own', length) : undefined, (raw) => decodes.copy(raw));
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
@@ -216,8 +218,8 @@ async function modelInputTask(job: ModelInputJob & { lent?: boolean }): Promise<
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
   const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warm ? warmCopy(prepared.rgb) : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
-  // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
-  const decoded = prepared.decoded && decodes.copy(prepared.decoded);
+  // The full-size decode is in the decodes' shared memory already (copied above).
+  const decoded = prepared.decoded;
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
   // A lent upload (pixel-pool.ts's lend()) goes back with the result, its whole memory moved.
