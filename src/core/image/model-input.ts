@@ -63,8 +63,8 @@ export interface ModelInputJob {
    */
   modelImage?: 'shared' | 'movable';
   /**
-   * A lone request (the pool idle): the worker takes the model-size image's and the message's
-   * memory from its warm spares and makes the next ones after answering (warm-memory.ts).
+   * A lone request (the pool idle): after answering, the worker makes the next warm spares for
+   * the model-size image and the message (warm-memory.ts), which any later task takes.
    */
   warm?: boolean;
 }

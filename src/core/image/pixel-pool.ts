@@ -230,8 +230,8 @@ export class PixelPool {
   async modelInput(job: ModelInputJob, lend = false): Promise<PreparedModelInput & { bytes?: Buffer }> {
     const parcel = new Parcel();
     const bytes = lend ? parcel.lend(job.bytes) : parcel.add(job.bytes);
-    // A lone request (every worker idle): its worker uses and then remakes warm spares for the
-    // model-size image and the message (warm-memory.ts); under load, fresh memory as before.
+    // A lone request (every worker idle): its worker makes warm spares for the next model-size
+    // image and message once it has answered (warm-memory.ts); under load it makes none.
     const warm = this.idleWorkers() === this.threads;
     const result = await this.run<(PreparedModelInput & { bytes?: Uint8Array }) | WorkerApiError>('modelInput', { ...job, bytes, lent: parcel.lent, warm }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });

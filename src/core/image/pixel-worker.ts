@@ -16,7 +16,7 @@ import { collectAfterRender } from './render-garbage.js';
 import { renderBand, type BandJob } from './render-bands.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
-import { isShared, sharedBuffer, sharedCopy, SharedPool } from './shared-bytes.js';
+import { isShared, sharedCopy, SharedPool } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
 import { WarmSpares } from './warm-memory.js';
 import { decodeRaw } from './decode.js';
@@ -196,14 +196,14 @@ const spares = new WarmSpares(16 * 1024 * 1024);
 async function modelInputTask(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
   let prepared: PreparedModelInput;
   const movable = job.modelImage === 'movable';
-  const warm = job.warm === true;
   try {
     // An image the JS enlarge writes (a photo under the model's size on an axis) is written
-    // into the memory it goes back in at once (shared, or its own to move), not into a buffer copied there below.
-    const allocate = movable ? (warm ? warmOwnBuffer : ownBuffer) : warm ? warmSharedBuffer : sharedBuffer;
+    // into the memory it goes back in at once (shared, or its own to move), not into a buffer
+    // copied there below. It and the message are in warm spares when there are (any task takes
+    // them; only a lone request's makes the next ones: warm-memory.ts).
     // A small photo's full-size decode goes into memory a finished render gave back (`decodes`),
     // copied while libvips makes the model-size image.
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, allocate, warm ? (length) => spares.take('own', length) : undefined, (raw) => decodes.copy(raw));
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? warmOwnBuffer : warmSharedBuffer, (length) => spares.take('own', length), (raw) => decodes.copy(raw));
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
@@ -217,7 +217,7 @@ async function modelInputTask(job: ModelInputJob & { lent?: boolean }): Promise<
   // the model-size decode, so it views the copy instead.
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
-  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warm ? warmCopy(prepared.rgb) : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warmCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
   // The full-size decode is in the decodes' shared memory already (copied above).
   const decoded = prepared.decoded;
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
@@ -247,24 +247,17 @@ export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits:
   }
 }
 
-/** Memory ownBuffer() made (JavaScript's, so movable), as against sharp's. */
+/** Memory warmOwnBuffer() made (JavaScript's, so movable), as against sharp's. */
 const madeHere = new WeakSet<ArrayBufferLike>();
 
-/** A new buffer of `length` bytes in memory of its own (movable). */
-const ownBuffer = (length: number): Buffer => {
-  const memory = new ArrayBuffer(length);
-  madeHere.add(memory);
-  return Buffer.from(memory);
-};
-
-/** As ownBuffer, in a warm spare when there is one (warm-memory.ts). */
+/** A new buffer of `length` bytes in memory of its own (movable), a warm spare when there is one (warm-memory.ts). */
 const warmOwnBuffer = (length: number): Buffer => {
   const memory = spares.take('own', length);
   madeHere.add(memory);
   return Buffer.from(memory);
 };
 
-/** As sharedBuffer, in a warm spare when there is one. */
+/** A new buffer of `length` bytes in shared memory, a warm spare when there is one. */
 const warmSharedBuffer = (length: number): Buffer => Buffer.from(spares.take('shared', length));
 
 /** As movableCopy, into a warm spare when there is one. */

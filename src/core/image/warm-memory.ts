@@ -12,10 +12,11 @@
  * byte per page; the next request takes them already mapped. The faults are the same in number
  * (the CPU per request does not change); they leave the request's critical path.
  *
- * Only for a lone request (pixel-pool.ts asks for it when the whole pool is idle): under load a
- * spare would be memory held for nothing that the allocation it replaces does not hold, and no
- * core is idle to fault it in. One spare per kind and size, at most `maxBytes` in all per worker.
- * A spare reads as zeros, as a fresh buffer does.
+ * Spares are made only after a lone request (pixel-pool.ts says so when the whole pool is idle):
+ * under load no core is idle to fault them in, and memory would be held between tasks that the
+ * allocations they replace do not hold. Any task takes a spare that is there, so none made is
+ * wasted (its faults are those the next allocation of that size would have taken). One spare per
+ * kind and size, at most `maxBytes` in all per worker. A spare reads as zeros, as a fresh buffer does.
  */
 import { countKernel } from './kernel-calls.js';
 
@@ -61,6 +62,7 @@ export class WarmSpares {
    * while the total kept stays within maxBytes. Call it when the thread is otherwise idle.
    */
   refill(): void {
+    countKernel('warmSpareRefills');
     for (const [key, { kind, length }] of this.taken) {
       if (this.spares.has(key) || length === 0 || this.held + length > this.maxBytes) continue;
       const memory = fresh(kind, length);
