@@ -1,15 +1,18 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { isFramed, prepareModelInput } from '../src/core/image/model-input.js';
-import { probeImage } from '../src/core/image/pipeline.js';
+import { renderOutput } from '../src/core/image/output.js';
+import { probeImage, segment, type MaskModel } from '../src/core/image/pipeline.js';
 import { PixelPool } from '../src/core/image/pixel-pool.js';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { WarmSpares } from '../src/core/image/warm-memory.js';
+import { DEFAULT_OUTPUT } from '../src/core/output-options.js';
+import { DISC_RENDER, softDiscModel } from './helpers/disc-model.js';
 import { objectOnTexture } from './helpers/synthetic-image.js';
 
 /**
  * A lone request's model-size image and ModelInfer message are written into memory its worker
- * mapped while the previous request's model ran (warm-memory.ts), instead of fresh memory that
+ * mapped after the previous lone request's render (warm-memory.ts), instead of fresh memory that
  * faults in every page on the decode's critical path. The bytes the model and the render get
  * must not change: asserted against the same step made in this thread with fresh memory (the
  * reference), and on the worker's counts of spares taken, not on time.
@@ -63,45 +66,61 @@ describe("a lone request's model input in warm spares", () => {
   const limits = { maxInputPixels: 1e7 };
   // A model call's prefix (the message's bytes before the tensor): any bytes do for the layout.
   const prefix = Uint8Array.from({ length: 37 }, (_, i) => (i * 31 + 7) & 255);
+  /** The messages the stand-in model was sent, copied. */
+  const sent: Buffer[] = [];
+  const model = Object.assign(
+    ((input, signal, size) => {
+      if (isFramed(input)) sent.push(Buffer.from(input.message));
+      return softDiscModel(input, signal, size);
+    }) as MaskModel,
+    { prefix: () => prefix },
+  );
+  // A refill runs once the worker's event loop turns after the render's answer: these pauses let
+  // it run before a count is read (an order, not a timing: it takes a few ms).
+  const settled = () => new Promise((resolve) => setTimeout(resolve, 200));
+  const taken = async () => (await pool.workerKernelCalls()).warmSpareTaken ?? 0;
+  /** A request's segmentation as the handler makes it (model-size image movable, decoded beside when small). */
+  const segmented = async (bytes: Buffer) => {
+    const probe = await probeImage(bytes, limits);
+    const seg = await segment(bytes, probe, ISNET_PROFILE, model, limits, AbortSignal.timeout(60_000), true, pool, undefined, 'movable');
+    return { probe, seg };
+  };
 
-  it('takes the image and the message from spares from the second request on, and they are the bytes made in this thread', async () => {
-    // 1224x816: the height grows, so the enlarge writes the model-size image (the warm image);
-    // 2000x1500: both axes shrink, sharp makes it and the worker copies it (into a warm spare too).
+  it('takes the image and the message from spares made after the last render, and they are the bytes made in this thread', async () => {
+    // 1224x816: the height grows, so the enlarge writes the model-size image into a spare;
+    // 2000x1500: both axes shrink, sharp makes it and the worker copies it (into a spare too).
+    let requests = 0;
     for (const [width, height] of [
       [1224, 816],
       [2000, 1500],
     ] as const) {
       for (let run = 0; run < 3; run++) {
         const { bytes } = await objectOnTexture(width, height, 'jpeg', { x: 0.4 + run * 0.1, y: 0.55 });
-        const probe = await probeImage(bytes, limits);
-        const job = { bytes, probe, limits, profile: ISNET_PROFILE, prefix, decodeOnce: width < 2048, modelImage: 'movable' as const };
-        const before = (await pool.workerKernelCalls()).warmSpareTaken ?? 0;
-        const prepared = await pool.modelInput(job);
-        const taken = ((await pool.workerKernelCalls()).warmSpareTaken ?? 0) - before;
-        // The first request of a size finds no spare; each later one takes two (image, message).
-        expect(taken, `${width}x${height} run ${run}`).toBe(run === 0 && width === 1224 ? 0 : 2);
+        const before = await taken();
+        const { probe, seg } = await segmented(bytes);
+        // The first request finds no spare; each later one takes two (image, message).
+        expect((await taken()) - before, `${width}x${height} run ${run}`).toBe(requests === 0 ? 0 : 2);
 
-        const here = await prepareModelInput(job);
-        expect(isFramed(prepared.input) && isFramed(here.input)).toBe(true);
-        if (!isFramed(prepared.input) || !isFramed(here.input)) return;
-        expect(prepared.input.message.equals(here.input.message), `${width}x${height} run ${run}: message`).toBe(true);
-        expect(prepared.rgb.equals(here.rgb), `${width}x${height} run ${run}: model-size image`).toBe(true);
+        const here = await prepareModelInput({ bytes, probe, limits, profile: ISNET_PROFILE, prefix, decodeOnce: true, modelImage: 'movable' });
+        expect(isFramed(here.input)).toBe(true);
+        if (!isFramed(here.input)) return;
+        expect(sent.at(-1)!.equals(here.input.message), `${width}x${height} run ${run}: message`).toBe(true);
+        expect(seg.model.rgb.equals(here.rgb), `${width}x${height} run ${run}: model-size image`).toBe(true);
+        await renderOutput(seg, DEFAULT_OUTPUT, DISC_RENDER, pool, undefined, undefined, undefined, true);
+        await settled();
+        requests++;
       }
     }
   });
 
   it('makes spares only after a lone request (under load, none: no memory held between tasks)', async () => {
     const { bytes } = await objectOnTexture(1224, 816, 'jpeg');
-    const probe = await probeImage(bytes, limits);
-    const job = { bytes, probe, limits, profile: ISNET_PROFILE, prefix, decodeOnce: true, modelImage: 'movable' as const };
-    // The refill runs once the worker's event loop turns after its answer: these pauses let it
-    // run before each count is read (an order, not a timing: it takes a few ms).
-    const settled = () => new Promise((resolve) => setTimeout(resolve, 200));
-    await pool.modelInput(job);
+    const segs = [];
+    for (let i = 0; i < 3; i++) segs.push((await segmented(bytes)).seg);
     await settled();
     const before = (await pool.workerKernelCalls()).warmSpareRefills ?? 0;
-    // Three at once on one worker: the first finds the pool idle (a lone request), the others do not.
-    await Promise.all([pool.modelInput(job), pool.modelInput(job), pool.modelInput(job)]);
+    // Three renders at once on one worker: the first finds the pool idle (a lone request), the others do not.
+    await Promise.all(segs.map((seg) => renderOutput(seg, DEFAULT_OUTPUT, DISC_RENDER, pool, undefined, undefined, undefined, true)));
     await settled();
     expect(((await pool.workerKernelCalls()).warmSpareRefills ?? 0) - before).toBe(1);
   });

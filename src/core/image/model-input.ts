@@ -62,11 +62,6 @@ export interface ModelInputJob {
    * images held by it (docs/benchmarks.md, "Seventh round").
    */
   modelImage?: 'shared' | 'movable';
-  /**
-   * A lone request (the pool idle): after answering, the worker makes the next warm spares for
-   * the model-size image and the message (warm-memory.ts), which any later task takes.
-   */
-  warm?: boolean;
 }
 
 /** The model's input for an upload, and what was made on the way. */

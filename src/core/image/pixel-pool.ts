@@ -230,10 +230,7 @@ export class PixelPool {
   async modelInput(job: ModelInputJob, lend = false): Promise<PreparedModelInput & { bytes?: Buffer }> {
     const parcel = new Parcel();
     const bytes = lend ? parcel.lend(job.bytes) : parcel.add(job.bytes);
-    // A lone request (every worker idle): its worker makes warm spares for the next model-size
-    // image and message once it has answered (warm-memory.ts); under load it makes none.
-    const warm = this.idleWorkers() === this.threads;
-    const result = await this.run<(PreparedModelInput & { bytes?: Uint8Array }) | WorkerApiError>('modelInput', { ...job, bytes, lent: parcel.lent, warm }, parcel);
+    const result = await this.run<(PreparedModelInput & { bytes?: Uint8Array }) | WorkerApiError>('modelInput', { ...job, bytes, lent: parcel.lent }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     // The message was made for this one call: the inference client moves it on, not copies it.
     const input = isFramed(result.input) ? { ...result.input, message: asBuffer(result.input.message), sendOnce: true } : result.input;
@@ -297,7 +294,10 @@ export class PixelPool {
       background: job.background && parcel.add(job.background),
       made: job.made && { ...job.made, alpha: parcel.add(job.made.alpha), rgba: parcel.add(job.made.rgba) },
     };
-    const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
+    // A lone request (every worker idle): once it has answered, its worker makes warm spares for
+    // the next model-size image and message (warm-memory.ts); under load it makes none.
+    const warm = this.idleWorkers() === this.threads;
+    const result = await this.run<RenderResult | WorkerApiError>('render', { ...sent, warm }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }

@@ -125,7 +125,7 @@ export interface WorkerApiError {
  */
 const decodes = new SharedPool(8 * 1024 * 1024);
 
-export async function render(job: RenderJob): Promise<unknown> {
+export async function render(job: RenderJob & { warm?: boolean }): Promise<unknown> {
   try {
     return await renderTask(job);
   } finally {
@@ -133,6 +133,9 @@ export async function render(job: RenderJob): Promise<unknown> {
     // it sent it here (output.ts's renderOutput empties the segmentation's), and a segmentation
     // is rendered once: the next request's decode may be copied into it.
     decodes.giveBack(job.decoded);
+    // A lone request's render is its last task: the next request's model-size image and message
+    // are mapped now, after the answer went, while the next upload arrives (warm-memory.ts).
+    if (job.warm) setImmediate(() => spares.refill());
   }
 }
 
@@ -177,23 +180,13 @@ export async function renderBand_(job: BandJob): Promise<unknown> {
 }
 export { renderBand_ as renderBand };
 
-export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
-  try {
-    return await modelInputTask(job);
-  } finally {
-    // A lone request's next buffers are mapped now, after the answer went, while the model runs
-    // (warm-memory.ts): the next request's model-size image and message take them.
-    if (job.warm) setImmediate(() => spares.refill());
-  }
-}
-
 /**
  * This worker's warm spares (warm-memory.ts): at most one model-size image and one message of
  * each size; 16 MiB covers both for an FP32 model at 1024x1024 (12 MiB message, 3 MiB image).
  */
 const spares = new WarmSpares(16 * 1024 * 1024);
 
-async function modelInputTask(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
+export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
   let prepared: PreparedModelInput;
   const movable = job.modelImage === 'movable';
   try {

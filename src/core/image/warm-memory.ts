@@ -7,10 +7,13 @@
  * under the API's malloc tuning (runtime/allocator.ts: every block over 256 KiB mapped on its
  * own) a fresh buffer faults in every page on its first write: about 770 faults, 2 ms, per 3 MB
  * buffer on the critical path of a lone 1 MP request (docs/benchmarks.md, "Ninth round: decode
- * and model input"). A worker that has just answered a lone request's model input makes the
- * next buffers of those sizes now, while the model runs and the pool is idle, and touches one
- * byte per page; the next request takes them already mapped. The faults are the same in number
- * (the CPU per request does not change); they leave the request's critical path.
+ * and model input"). A worker that has just rendered a lone request (its last task) makes the
+ * next buffers of the sizes its model inputs took, and touches one byte per page, while the
+ * answer goes out and the next upload comes in; the next request takes them already mapped. The
+ * faults are the same in number (the CPU per request does not change); they leave the request's
+ * critical path. (Made right after the model input instead, while the model runs, they took the
+ * same time off the decode but added it to the model call on a 2-core host, where no core was
+ * idle then.)
  *
  * Spares are made only after a lone request (pixel-pool.ts says so when the whole pool is idle):
  * under load no core is idle to fault them in, and memory would be held between tasks that the
