@@ -91,28 +91,11 @@ export async function prepareModelInput(
   allocate?: (bytes: number) => Buffer,
   /** Memory for the call's message (allocateInferMessage's `memoryOf`): the pool's worker gives a warm spare (warm-memory.ts). */
   messageMemory?: (bytes: number) => ArrayBuffer,
-  /**
-   * Where the full-size decode (decodeOnce) is kept, given sharp's buffer: the pool's worker
-   * copies it into shared memory. Called while libvips resizes it to the model's size on its own
-   * threads, so the copy is off the step's critical path; `decoded` is what it returns.
-   */
-  keepDecoded?: (decoded: Buffer) => Buffer,
 ): Promise<PreparedModelInput> {
   countKernel('prepareModelInput');
   const started = performance.now();
-  const raw = job.decodeOnce ? await decodeRaw(job.bytes, job.probe, job.limits) : undefined;
-  // Started (libvips's work queued) before the copy below, awaited after it.
-  const resized = decodeForModel(job.bytes, job.probe, job.limits, job.profile, raw, allocate);
-  let decoded = raw;
-  if (raw && keepDecoded) {
-    try {
-      decoded = keepDecoded(raw);
-    } catch (error) {
-      await resized.catch(() => undefined);
-      throw error;
-    }
-  }
-  const rgb = await resized;
+  const decoded = job.decodeOnce ? await decodeRaw(job.bytes, job.probe, job.limits) : undefined;
+  const rgb = await decodeForModel(job.bytes, job.probe, job.limits, job.profile, decoded, allocate);
   const decodeMs = performance.now() - started;
   const input = modelInput(rgb, job.profile, job.prefix, messageMemory);
   return { input, rgb, decoded, decodeMs, preprocessMs: performance.now() - started - decodeMs };

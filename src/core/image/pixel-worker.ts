@@ -194,9 +194,7 @@ export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promi
     // into the memory it goes back in at once (shared, or its own to move), not into a buffer
     // copied there below. It and the message are in warm spares when there are (any task takes
     // them; only a lone request's makes the next ones: warm-memory.ts).
-    // A small photo's full-size decode goes into memory a finished render gave back (`decodes`),
-    // copied while libvips makes the model-size image.
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? warmOwnBuffer : warmSharedBuffer, (length) => spares.take('own', length), (raw) => decodes.copy(raw));
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? warmOwnBuffer : warmSharedBuffer, (length) => spares.take('own', length));
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
@@ -211,8 +209,10 @@ export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promi
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
   const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warmCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
-  // The full-size decode is in the decodes' shared memory already (copied above).
-  const decoded = prepared.decoded;
+  // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
+  // (Copied here, after the step: copied while libvips resized it, on 2 busy cores the copy and
+  // the resize's threads waited for each other, +2 ms on the step; docs/benchmarks.md.)
+  const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
   // A lent upload (pixel-pool.ts's lend()) goes back with the result, its whole memory moved.
