@@ -210,8 +210,8 @@ export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promi
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
   const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warmCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
   // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
-  // (Copied here, after the step: copied while libvips resized it, on 2 busy cores the copy and
-  // the resize's threads waited for each other, +2 ms on the step; docs/benchmarks.md.)
+  // (Copied while libvips resized it instead, it would leave the step's critical path, 0.3 ms of
+  // it: not resolved against the noise of a 2-core box, so left as it was; docs/benchmarks.md.)
   const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
