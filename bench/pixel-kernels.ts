@@ -16,8 +16,9 @@ import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 import { inputShape } from '../src/core/image/profile.js';
-import { estimateForeground } from '../src/core/image/foreground.js';
-import { composeRgba, foregroundBox } from '../src/core/image/output.js';
+import { estimateForeground, softBounds } from '../src/core/image/foreground.js';
+import { composeOpaque, composeRgba, foregroundBox } from '../src/core/image/output.js';
+import { pasteBlended, splitAlpha } from '../src/core/image/full-size-mask.js';
 import { imageToTensor, upscaleMask } from '../src/core/image/tensor.js';
 import { resolveModelFile } from '../src/inference-server/model-source.js';
 import { SessionPool } from '../src/inference-server/session-pool.js';
@@ -118,14 +119,42 @@ for (const file of values.image) {
   const fgSimdMs = median(fg.simd);
   rows.push(`| ${label} | estimateForeground (from the model-size view) | ${fgJsMs.toFixed(2)} | ${fgSimdMs.toFixed(2)} | ${(fgSimdMs / fgJsMs).toFixed(2)} |`);
 
-  // For scale: the other per-request kernels of a PNG cutout (JavaScript only).
+  // The render's other full-size kernels (render-compose.wat), each checked byte-identical first:
+  // the RGBA compose of a PNG cutout, the compose over a colour (JPEG), the two boxes, an RGBA
+  // input's alpha folded in (on the photo with a made-up alpha), best's crop merge (a crop of
+  // 60 x 70 % of the photo with a 10 % ramp, the model's mask as the crop's).
   const rgba = Buffer.alloc(width * height * 4);
-  const others = sideBySide({
-    composeRgba: () => composeRgba(fgJs, alpha, null, rgba),
-    foregroundBox: () => foregroundBox(alpha, width, height),
-  });
-  rows.push(`| ${label} | composeRgba (into a kept buffer) | ${others.composeRgba!.toFixed(2)} | | |`);
-  rows.push(`| ${label} | foregroundBox | ${others.foregroundBox!.toFixed(2)} | | |`);
+  const colour = { r: 30, g: 144, b: 255, alpha: 1 };
+  const opaqueOut = Buffer.alloc(width * height * 3);
+  const withAlpha = Buffer.alloc(width * height * 4);
+  for (let i = 0; i < width * height; i++) {
+    fgJs.copy(withAlpha, i * 4, i * 3, i * 3 + 3);
+    withAlpha[i * 4 + 3] = (i * 7) & 255;
+  }
+  const maskCopy = Buffer.alloc(width * height);
+  const region = { left: Math.floor(width * 0.2), top: Math.floor(height * 0.15), width: Math.floor(width * 0.6), height: Math.floor(height * 0.7) };
+  const part = upscaleMask(grey, mw, mh, region.width, region.height);
+  const ramp = Math.max(region.width, region.height) * 0.1;
+  const kernels: Record<string, { label: string; run: (simd: boolean) => Buffer }> = {
+    composeRgba: { label: 'composeRgba (into a kept buffer)', run: (simd) => composeRgba(fgJs, alpha, null, rgba, { simd }) },
+    composeOpaque: { label: 'composeOpaque (over a colour, into a kept buffer)', run: (simd) => composeOpaque(fgJs, alpha, colour, opaqueOut, { simd }) },
+    translucent: { label: 'composeRgba over a translucent colour (alpha 0.5)', run: (simd) => composeRgba(fgJs, alpha, { ...colour, alpha: 0.5 }, rgba, { simd }) },
+    foregroundBox: { label: 'foregroundBox', run: (simd) => Buffer.from(JSON.stringify(foregroundBox(alpha, width, height, { simd }))) },
+    softBounds: { label: 'softBounds', run: (simd) => Buffer.from(JSON.stringify(softBounds(alpha, width, height, undefined, { simd }))) },
+    splitAlpha: {
+      label: 'splitAlpha (an RGBA input; the mask copied first)',
+      run: (simd) => {
+        alpha.copy(maskCopy);
+        return Buffer.concat([splitAlpha(withAlpha, maskCopy, { simd }), maskCopy]);
+      },
+    },
+    pasteBlended: { label: `pasteBlended replace (${region.width}x${region.height} crop)`, run: (simd) => pasteBlended(alpha, width, height, part, region, ramp, 'replace', 1, { simd }) },
+  };
+  for (const [name, kernel] of Object.entries(kernels)) {
+    if (!kernel.run(true).equals(kernel.run(false))) throw new Error(`${label}: ${name} SIMD differs from JS`);
+    const t = sideBySide({ js: () => void kernel.run(false), simd: () => void kernel.run(true) });
+    rows.push(`| ${label} | ${kernel.label} | ${t.js!.toFixed(2)} | ${t.simd!.toFixed(2)} | ${(t.simd! / t.js!).toFixed(2)} |`);
+  }
 }
 await pool.close();
 console.log(`pixel kernels, CPU ms per call, medians of ${runs} interleaved (SIMD results checked byte-identical first)`);

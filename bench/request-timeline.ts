@@ -3,7 +3,7 @@
  * free, so what is left is the API's and the gRPC call's own time.
  *
  *   node dist/bench/request-timeline.js --image photo.jpg [--runs 15] [--warmup 5] [--compare other/dist] [--mask cache.bin] [--json out.json]
- *     [--pixel-threads N] [--render-bands N] [--compare-bands M] [--load-clients 8 --load-rounds 3 --load-requests 40]
+ *     [--pixel-threads N] [--render-bands N] [--compare-bands M] [--png-bands N] [--compare-png-bands M] [--load-clients 8 --load-rounds 3 --load-requests 40]
  *
  * The photo's real mask is made once by the real model (`isnet-int8`, one ModelInfer call on a
  * server started for it), then served by a "replay" model: an ONNX graph whose output is that
@@ -22,7 +22,8 @@
  * this build's (each API calling its own build's server), requests alternating, and its
  * timeline is printed after this one's. `--pixel-threads` sets the APIs' pixel workers, `--render-bands`
  * this build's split of a lone render across idle workers (src/core/image/render-bands.ts), and
- * `--compare-bands M` runs this same build beside with renderBands M (1: never split). Each API's
+ * `--compare-bands M` runs this same build beside with renderBands M (1: never split); `--png-bands`
+ * and `--compare-png-bands` do the same for the PNG encode in row bands (png-bands.ts). Each API's
  * process CPU per request is read from /proc around each request; `--load-clients N` then posts
  * with N clients at once, rounds alternating between the APIs, for the CPU per request under load.
  */
@@ -59,6 +60,9 @@ const { values } = parseArgs({
     'render-bands': { type: 'string' },
     // Also this same build with another renderBands (1: never split), requests alternating.
     'compare-bands': { type: 'string' },
+    // This build's pngBands (BGCUT_PNG_BANDS), and this same build beside with another (1: whole).
+    'png-bands': { type: 'string' },
+    'compare-png-bands': { type: 'string' },
     // After the timeline: this many clients at once, `load-rounds` rounds of `load-requests` per API.
     'load-clients': { type: 'string', default: '0' },
     'load-rounds': { type: 'string', default: '3' },
@@ -170,10 +174,10 @@ async function post(url: string): Promise<{ sent: number; firstByte: number; don
 }
 
 /** The API's `bgcut_renders_total` (split in bands / one task) from its /metrics; zeros for a build without it. */
-async function renders(url: string): Promise<{ bands: number; one: number }> {
+async function renders(url: string): Promise<{ bands: number; one: number; pngBands: number; pngWhole: number }> {
   const text = await (await fetch(new URL('/metrics', url))).text();
-  const read = (split: string) => Number(new RegExp(`^bgcut_renders_total\\{split="${split}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-  return { bands: read('bands'), one: read('one') };
+  const read = (name: string, split: string) => Number(new RegExp(`^${name}\\{split="${split}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { bands: read('bgcut_renders_total', 'bands'), one: read('bgcut_renders_total', 'one'), pngBands: read('bgcut_png_encodes_total', 'bands'), pngWhole: read('bgcut_png_encodes_total', 'whole') };
 }
 
 /** A process's user + system CPU so far, in ms (/proc/PID/stat, clock ticks of 10 ms). */
@@ -236,9 +240,21 @@ if (values.mask && !existsSync(values.mask)) await writeFile(values.mask, mask);
 if (mask.length !== ISNET_PROFILE.width * ISNET_PROFILE.height) throw new Error(`the mask has ${mask.length} bytes`);
 const model = await writeReplayModel(mask);
 const bandsEnv = (n: string | undefined): Record<string, string> => (n ? { BGCUT_RENDER_BANDS: n } : {});
-const apis = [{ label: `this build${values['render-bands'] ? `, renderBands ${values['render-bands']}` : ''}`, spans: path.join(dir, 'api-spans.jsonl'), build: undefined as string | undefined, env: bandsEnv(values['render-bands']) }];
+const pngBandsEnv = (n: string | undefined): Record<string, string> => (n ? { BGCUT_PNG_BANDS: n } : {});
+const apis = [
+  {
+    label: `this build${values['render-bands'] ? `, renderBands ${values['render-bands']}` : ''}${values['png-bands'] ? `, pngBands ${values['png-bands']}` : ''}`,
+    spans: path.join(dir, 'api-spans.jsonl'),
+    build: undefined as string | undefined,
+    env: { ...bandsEnv(values['render-bands']), ...pngBandsEnv(values['png-bands']) },
+  },
+];
 if (values.compare) apis.push({ label: values.compare, spans: path.join(dir, 'compared-spans.jsonl'), build: values.compare, env: {} });
 if (values['compare-bands']) apis.push({ label: `this build, renderBands ${values['compare-bands']}`, spans: path.join(dir, 'compared-bands-spans.jsonl'), build: undefined, env: bandsEnv(values['compare-bands']) });
+if (values['compare-png-bands']) {
+  const env = { ...bandsEnv(values['render-bands']), ...pngBandsEnv(values['compare-png-bands']) };
+  apis.push({ label: `this build, pngBands ${values['compare-png-bands']}`, spans: path.join(dir, 'compared-png-bands-spans.jsonl'), build: undefined, env });
+}
 // Each build's API calls its own build's inference server (both sides of the gRPC call change).
 const serverSpans = path.join(dir, 'server-spans.jsonl');
 const servers = await Promise.all(apis.map((a) => startServer(model, serverSpans, a.build)));
@@ -271,7 +287,7 @@ try {
     console.log(`- ${api.label}: ${r1(e2e[k]!)} ms, CPU ${r1(cpu[k]!)} ms${ratio}`);
   }
   const timelineRenders = await Promise.all(started.map((api) => renders(api.url)));
-  for (const [k, api] of apis.entries()) console.log(`- ${api.label}: renders split in bands ${timelineRenders[k]!.bands} of ${timelineRenders[k]!.bands + timelineRenders[k]!.one} (warm-up included)`);
+  for (const [k, api] of apis.entries()) console.log(`- ${api.label}: renders split in bands ${timelineRenders[k]!.bands} of ${timelineRenders[k]!.bands + timelineRenders[k]!.one}, PNGs encoded in bands ${timelineRenders[k]!.pngBands} of ${timelineRenders[k]!.pngBands + timelineRenders[k]!.pngWhole} (warm-up included)`);
   report.endToEndMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(e2e[k]!)]));
   report.cpuPerRequestMs = Object.fromEntries(apis.map((a, k) => [a.label, r1(cpu[k]!)]));
   if (loadClients > 0) {
@@ -300,7 +316,9 @@ try {
     for (const [k, api] of apis.entries()) {
       const split = rendersAfter[k]!.bands - rendersBefore[k]!.bands;
       const one = rendersAfter[k]!.one - rendersBefore[k]!.one;
-      console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms; renders split ${split} of ${split + one}`);
+      const pngBands = rendersAfter[k]!.pngBands - rendersBefore[k]!.pngBands;
+      const pngWhole = rendersAfter[k]!.pngWhole - rendersBefore[k]!.pngWhole;
+      console.log(`- ${api.label}: CPU ${r1(median(perRound[k]!))} ms (rounds ${perRound[k]!.map(r1).join(', ')}), wall ${r1(median(wall[k]!))} ms; renders split ${split} of ${split + one}, PNGs in bands ${pngBands} of ${pngBands + pngWhole}`);
     }
     report.underLoad = Object.fromEntries(apis.map((a, k) => [a.label, { cpuPerRequestMs: perRound[k]!.map(r1), wallPerRequestMs: wall[k]!.map(r1) }]));
   }

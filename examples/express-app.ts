@@ -65,7 +65,7 @@ export function createExpressApp(handler: RemoveBgHandler, prefix = '', dashboar
  * The handler as configured by the environment: REDIS_URL (shared keys and limits for many
  * instances; else a key file and in-memory limits), BGCUT_KEYS_FILE, BGCUT_PLANS_FILE,
  * BGCUT_REDIS_FAILURE_MODE, BGCUT_INFERENCE_ADDRESS, BGCUT_INFERENCE_TIMEOUT_MS, BGCUT_MODEL_PROFILE (`isnet`, the prepared model, by
- * default; `isnet-fp32` for ISNet as shipped), BGCUT_PIXEL_THREADS, BGCUT_RENDER_BANDS. Access log lines go to stdout, with key ids only.
+ * default; `isnet-fp32` for ISNet as shipped), BGCUT_PIXEL_THREADS, BGCUT_RENDER_BANDS, BGCUT_PNG_BANDS. Access log lines go to stdout, with key ids only.
  */
 /**
  * BGCUT_MODELS=birefnet-general,isnet: the models the API offers (the first is the default),
@@ -106,6 +106,8 @@ export function handlerFromEnvironment(overrides: Partial<RemoveBgOptions> = {})
     // Pixel workers and the most one idle render is split across (1: never split); refused at start unless whole numbers in 1..256.
     ...(process.env.BGCUT_PIXEL_THREADS ? { pixelThreads: Number(process.env.BGCUT_PIXEL_THREADS) } : {}),
     ...(process.env.BGCUT_RENDER_BANDS ? { renderBands: Number(process.env.BGCUT_RENDER_BANDS) } : {}),
+    // Most row bands one PNG is encoded in while cores are idle (1: whole); refused at start unless a whole number in 1..16.
+    ...(process.env.BGCUT_PNG_BANDS ? { pngBands: Number(process.env.BGCUT_PNG_BANDS) } : {}),
     ...overrides,
   });
 }

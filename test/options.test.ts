@@ -25,6 +25,11 @@ describe('handler options', () => {
     expect(() => resolveOptions({ keyStore, mainThreadGcBytes: -1 })).toThrow(/mainThreadGcBytes/);
     expect(() => resolveOptions({ keyStore, mainThreadGcBytes: Number.NaN })).toThrow(/mainThreadGcBytes/);
     expect(resolveOptions({ keyStore }).mainThreadGcBytes).toBe(0);
+    expect(() => resolveOptions({ keyStore, pngBands: 0 })).toThrow(/pngBands/);
+    expect(() => resolveOptions({ keyStore, pngBands: 17 })).toThrow(/pngBands/);
+    expect(() => resolveOptions({ keyStore, pngBands: 2.5 })).toThrow(/pngBands/);
+    expect(resolveOptions({ keyStore }).pngBands).toBe(1);
+    expect(resolveOptions({ keyStore, pngBands: 16 }).pngBands).toBe(16);
   });
 });
 

@@ -167,7 +167,7 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
   // And the model's input decodes: each holds libvips buffers of its own while it runs.
   const decodeBudget = new Budget(config.limits.maxDecodePixels);
   // The pixel loops written in JavaScript run in these worker threads, never on the host's event loop.
-  const pixelPool = new PixelPool({ threads: config.pixelThreads, mainThreadGcBytes: config.mainThreadGcBytes, renderBands: config.renderBands });
+  const pixelPool = new PixelPool({ threads: config.pixelThreads, mainThreadGcBytes: config.mainThreadGcBytes, renderBands: config.renderBands, pngBands: config.pngBands });
   // The workers fall back to sharp on their own; say so once, here, rather than per worker.
   if (config.pngEncoder === 'napi-rs' && !fastPngEncoderAvailable()) {
     console.warn(`bgcut: @napi-rs/image did not load (${String(fastPngEncoderError())}); PNGs are encoded by sharp`);
@@ -178,6 +178,8 @@ export function createRemoveBgHandler(options: RemoveBgOptions): RemoveBgHandler
     pixels: pixelBudget.inUse,
     rendersInBands: pixelPool.rendersInBands,
     rendersWhole: pixelPool.rendersWhole,
+    pngsInBands: pixelPool.pngsInBands,
+    pngsWhole: pixelPool.pngsWhole,
   }));
   const inFlight = new InFlight(config.limits.maxInFlight, (count) => metrics.inFlight.set(count));
   const upload = { maxFileBytes: config.limits.maxUploadBytes, maxFields: config.limits.maxFields, maxFieldBytes: config.limits.maxFieldBytes };

@@ -28,7 +28,7 @@ export class ApiMetrics {
   readonly inFlight = new Gauge({ name: 'bgcut_requests_in_flight', help: 'Requests uploading or being processed', registers: [this.registry] });
 
   /** `budgets` reads the memory budgets at each scrape: what is held now, and how many wait. */
-  constructor(budgets: () => { inferenceSlots: number; inferenceQueue: number; pixels: number; rendersInBands?: number; rendersWhole?: number }) {
+  constructor(budgets: () => { inferenceSlots: number; inferenceQueue: number; pixels: number; rendersInBands?: number; rendersWhole?: number; pngsInBands?: number; pngsWhole?: number }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'bgcut_api_' });
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
@@ -53,6 +53,19 @@ export class ApiMetrics {
         this.reset();
         this.inc({ split: 'bands' }, now.rendersInBands ?? 0);
         this.inc({ split: 'one' }, now.rendersWhole ?? 0);
+      },
+    });
+    // How often the fast encoder's PNG was made in row bands on libuv's threads (image/png-bands.ts).
+    new Counter({
+      name: 'bgcut_png_encodes_total',
+      help: 'RGBA PNGs by the fast encoder: in row bands at once while cores were idle (`bands`) or whole (`whole`)',
+      labelNames: ['split'],
+      registers: [this.registry],
+      collect() {
+        const now = budgets();
+        this.reset();
+        this.inc({ split: 'bands' }, now.pngsInBands ?? 0);
+        this.inc({ split: 'whole' }, now.pngsWhole ?? 0);
       },
     });
   }

@@ -193,6 +193,15 @@ export interface RemoveBgOptions {
    */
   renderBands?: number;
   /**
+   * Most row bands one RGBA PNG (the fast encoder's, up to 4 MP) is encoded in at once while the
+   * host's cores are idle: the bands are deflated on libuv's threads and joined into one stream
+   * (image/png-bands.ts: the same pixels, a few bytes more per band; bands of at least 256 Ki
+   * pixels, so a 1 MP cutout in up to 3). A render takes its own core and one per idle core, so
+   * on a busy host the PNG is encoded whole, as before. 1..16; default 1 (off). The examples read
+   * `BGCUT_PNG_BANDS`.
+   */
+  pngBands?: number;
+  /**
    * A full garbage collection of the host's thread once this many bytes of image buffers have
    * come back to it from the pixel workers since V8's last full collection there: bounds the dead
    * Buffers a burst of large uploads leaves on that thread (V8 itself waits for 64 MB more), at
@@ -329,6 +338,7 @@ export function resolveOptions(options: RemoveBgOptions) {
     pixelThreads: options.pixelThreads ?? defaultPixelThreads(),
     mainThreadGcBytes: options.mainThreadGcBytes ?? 0,
     renderBands: options.renderBands ?? 1,
+    pngBands: options.pngBands ?? 1,
     foregroundEstimation: options.foregroundEstimation ?? true,
     problemTypeBase: options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
@@ -364,6 +374,9 @@ export function resolveOptions(options: RemoveBgOptions) {
   }
   if (!Number.isInteger(resolved.renderBands) || resolved.renderBands < 1 || resolved.renderBands > 256) {
     throw new RangeError('renderBands must be an integer in 1..256 (1: off)');
+  }
+  if (!Number.isInteger(resolved.pngBands) || resolved.pngBands < 1 || resolved.pngBands > 16) {
+    throw new RangeError('pngBands must be an integer in 1..16 (1: off)');
   }
   if (!Number.isInteger(resolved.mainThreadGcBytes) || resolved.mainThreadGcBytes < 0) {
     throw new RangeError('mainThreadGcBytes must be an integer >= 0 (0: off)');

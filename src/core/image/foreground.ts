@@ -1,5 +1,6 @@
 import { simdPlanes, type BlurKernels } from './foreground-blur.js';
 import { countKernel } from './kernel-calls.js';
+import { alphaBoxSimd } from './render-compose.js';
 import type { RowRange } from './tensor.js';
 
 /**
@@ -160,7 +161,7 @@ export async function estimateForeground(
 ): Promise<Buffer> {
   countKernel('estimateForeground');
   // Only soft pixels change: a hard mask (or an empty one) needs no estimate at all.
-  const soft = softBounds(alpha, width, height, options.rows);
+  const soft = softBounds(alpha, width, height, options.rows, { simd: options.simd });
   if (!soft) return rgb;
   // The working view is not made: its planes are sampled from `from` straight (fillPlanes).
   const from = source ?? { rgb, alpha, width, height };
@@ -825,7 +826,16 @@ function blurRow(src: Float32Array, dst: Float32Array, start: number, length: nu
  * null when there is none. Each row is read from the left up to its first soft pixel and from
  * the right down to its last, four opaque or transparent pixels at a time where aligned.
  */
-export function softBounds(alpha: Buffer, width: number, height: number, rows?: RowRange): { left: number; top: number; right: number; bottom: number } | null {
+export function softBounds(alpha: Buffer, width: number, height: number, rows?: RowRange, options: { simd?: boolean } = {}): { left: number; top: number; right: number; bottom: number } | null {
+  // The same box in WebAssembly SIMD (render-compose.ts); `simd: false` keeps to the JavaScript
+  // below (the reference).
+  if (options.simd !== false) {
+    const box = alphaBoxSimd(alpha, width, rows ?? { top: 0, bottom: height }, 1, 254);
+    if (box !== undefined) {
+      countKernel('softBounds.simd');
+      return box && { left: box.left, top: box.top, right: box.right, bottom: box.bottom };
+    }
+  }
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   const isSoft = (i: number) => alpha[i] !== 0 && alpha[i] !== 255;
   let left = width;

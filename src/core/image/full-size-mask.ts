@@ -1,4 +1,5 @@
 import { countKernel } from './kernel-calls.js';
+import { pasteReplaceSimd, splitAlphaSimd } from './render-compose.js';
 import type { BestPasses, Region } from './passes.js';
 import { upscaleMask } from './tensor.js';
 
@@ -45,10 +46,13 @@ export function buildFullSizeMask(plan: MaskPlan, width: number, height: number,
  * RGBA input: returns its RGB, and folds its own alpha into the mask (in place), so what was
  * transparent in the input stays transparent in the cutout.
  */
-export function splitAlpha(rgba: Buffer, mask: Buffer): Buffer {
+export function splitAlpha(rgba: Buffer, mask: Buffer, options: { simd?: boolean } = {}): Buffer {
   countKernel('splitAlpha');
   const pixels = mask.length;
   const rgb = Buffer.allocUnsafe(pixels * 3);
+  // The same bytes in WebAssembly SIMD (render-compose.ts: integers, exact); `simd: false` keeps
+  // to the JavaScript below (the reference).
+  if (options.simd !== false && splitAlphaSimd(rgba, mask, rgb)) return rgb;
   for (let i = 0, j = 0, k = 0; i < pixels; i++, j += 3, k += 4) {
     rgb[j] = rgba[k]!;
     rgb[j + 1] = rgba[k + 1]!;
@@ -76,11 +80,20 @@ export function pasteBlended(
   ramp: number,
   how: BestPasses['cropMerge'],
   weight = 1,
+  options: { simd?: boolean } = {},
 ): Buffer {
   countKernel('pasteBlended');
   const out = Buffer.from(alpha);
   const { left, top } = region;
   const edge = (d: number, atBorder: boolean) => (atBorder ? 1 : Math.min(1, (d + 0.5) / ramp));
+  // `replace` (best's crop merge) in WebAssembly SIMD (render-compose.ts), the same bytes: each
+  // pixel's weight is min(its row's, its column's), the JavaScript's three-way minimum regrouped
+  // (exact); `simd: false` keeps to the JavaScript below (the reference).
+  if (how === 'replace' && options.simd !== false) {
+    const rowW = Float64Array.from({ length: region.height }, (_, y) => Math.min(edge(y, top === 0), edge(region.height - 1 - y, top + region.height === height)));
+    const colW = Float64Array.from({ length: region.width }, (_, x) => Math.min(edge(x, left === 0), edge(region.width - 1 - x, left + region.width === width)));
+    if (pasteReplaceSimd(alpha, width, out, part, region, rowW, colW)) return out;
+  }
   for (let y = 0; y < region.height; y++) {
     const wy = Math.min(edge(y, top === 0), edge(region.height - 1 - y, top + region.height === height));
     const row = (top + y) * width + left;

@@ -4,6 +4,7 @@ import { jsonAnswer, jsonAnswerSpec, type JsonAnswerRequest, type JsonAnswerSpec
 import { estimateForeground, type ImageView } from './foreground.js';
 import { buildFullSizeMask, splitAlpha, type MaskPlan } from './full-size-mask.js';
 import { countKernel } from './kernel-calls.js';
+import { alphaBoxSimd, composeOpaqueSimd, composeOverColourSimd, composeRgbaSimd } from './render-compose.js';
 import { decodeRaw, type ImageLimits, type Probe, type Segmentation } from './pipeline.js';
 import { overColor, overPhoto } from './backdrop.js';
 import { paddedPlacement, placedBox, placeSubject } from './place.js';
@@ -12,7 +13,7 @@ import { clearOutsideRegion } from './roi.js';
 import { addShadow } from './shadow.js';
 import { encodeZip } from './zip-output.js';
 import type { PixelPool } from './pixel-pool.js';
-import { encodePngRgbaFast, usesFastPng, type PngEncoderName } from './png-encoder.js';
+import { encodePngRgbaFast, encodePngRgbaFastInBands, usesFastPng, type PngEncoderName } from './png-encoder.js';
 import { Scratch } from './scratch.js';
 import { releaseNow } from '../../util/release-now.js';
 import type { MadePixels } from './render-bands.js';
@@ -30,6 +31,8 @@ export interface RenderOptions {
   pngCompressionLevel: number;
   /** Encoder of RGBA PNG output (png-encoder.ts). Default napi-rs, sharp when it fails to load. */
   pngEncoder?: PngEncoderName;
+  /** Most row bands the fast encoder splits this render's PNG into (png-bands.ts); set by the pool from its idle cores. Default 1. */
+  pngBands?: number;
   /** Largest output, in pixels: `auto` scales down to it. Infinity for none. */
   maxOutputPixels: number;
   /** Recover the object's own colour at soft edges (see foreground.ts). */
@@ -49,6 +52,8 @@ export interface Rendered {
   foreground: Box | null;
   /** The JSON answer asked for (`response=json`'s or remove.bg's: pipeline/json-answer.ts), made beside the image. */
   json?: Buffer | undefined;
+  /** Row bands the fast encoder made the PNG in (png-bands.ts; 1: whole); absent when it did not encode it. */
+  pngBands?: number;
   /** Milliseconds: the full-size decode (when the render made it), the pixel work, the encode. */
   timings: { decode: number; postprocess: number; encode: number };
 }
@@ -122,8 +127,17 @@ export const FORMATS = {
  * read from the left up to its first such pixel and from the right down to its last, so only
  * background is read in full; four fully transparent pixels are skipped at a time.
  */
-export function foregroundBox(alpha: Buffer, width: number, height: number): Box | null {
+export function foregroundBox(alpha: Buffer, width: number, height: number, options: { simd?: boolean } = {}): Box | null {
   countKernel('foregroundBox');
+  // The same box in WebAssembly SIMD (render-compose.ts); `simd: false` keeps to the JavaScript
+  // below (the reference).
+  if (options.simd !== false) {
+    const box = alphaBoxSimd(alpha, width, { top: 0, bottom: height }, FOREGROUND_THRESHOLD, 255);
+    if (box !== undefined) {
+      countKernel('foregroundBox.simd');
+      return box && { top: box.top, left: box.left, width: box.right - box.left + 1, height: box.bottom - box.top + 1 };
+    }
+  }
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;
   let top = height;
   let bottom = -1;
@@ -418,9 +432,11 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
   }
 
   if (lent && !untouched) throw new Error('the RGBA lent for the encoder was changed after it');
-  const body = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render.pngCompressionLevel) : await encode(image, options.format, render.pngCompressionLevel);
+  const png = fastPng && channels === 4 ? await encodePng(image, untouched ? raw : undefined, outWidth, outHeight, render) : null;
+  const body = png ? png.body : await encode(image, options.format, render.pngCompressionLevel);
   const rendered: Rendered = {
     body,
+    ...(png?.pngBands ? { pngBands: png.pngBands } : {}),
     ...FORMATS[options.format],
     width: outWidth,
     height: outHeight,
@@ -436,11 +452,17 @@ async function renderWith(job: RenderJob, loans: { take(bytes: number): Loan; ta
  * A PNG by the fast encoder when the image is RGBA (`rgba`: its pixels when already in a buffer),
  * else by sharp: grey and opaque PNGs keep their one or three channels.
  */
-async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, pngCompressionLevel: number): Promise<Buffer> {
-  if (rgba) return encodePngRgbaFast(rgba, width, height)!;
+async function encodePng(image: Sharp, rgba: Buffer | undefined, width: number, height: number, render: RenderOptions): Promise<{ body: Buffer; pngBands?: number }> {
+  const fast = async (pixels: Buffer, w: number, h: number) => {
+    const most = render.pngBands ?? 1;
+    if (most < 2) return { body: encodePngRgbaFast(pixels, w, h)!, pngBands: 1 };
+    const { png, bands } = (await encodePngRgbaFastInBands(pixels, w, h, most))!;
+    return { body: png, pngBands: bands };
+  };
+  if (rgba) return fast(rgba, width, height);
   const { data, info } = await image.raw().toBuffer({ resolveWithObject: true });
-  if (info.channels === 4) return encodePngRgbaFast(data, info.width, info.height)!;
-  return sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: pngCompressionLevel }).toBuffer();
+  if (info.channels === 4) return fast(data, info.width, info.height);
+  return { body: await sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).png({ compressionLevel: render.pngCompressionLevel }).toBuffer() };
 }
 
 function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLevel: number): Promise<Buffer> {
@@ -464,11 +486,17 @@ function encode(image: Sharp, format: OutputOptions['format'], pngCompressionLev
  * transparent pixels is cleared: they are invisible, keeping them would ship the removed
  * background inside the file, and cleared runs make a PNG about four times smaller.
  */
-export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null, into?: Buffer): Buffer {
+export function composeRgba(rgb: Buffer, alpha: Buffer, background: Rgba | null, into?: Buffer, options: { simd?: boolean } = {}): Buffer {
   countKernel('composeRgba');
   const pixels = alpha.length;
   if (into && into.length !== pixels * 4) throw new RangeError(`composeRgba: ${into.length} bytes to write ${pixels} pixels into`);
   const out = into ?? Buffer.allocUnsafe(pixels * 4);
+  // Without a background, the same bytes in WebAssembly SIMD (render-compose.ts); `simd: false`
+  // keeps to the JavaScript below (the reference).
+  if (!background && options.simd !== false && composeRgbaSimd(rgb, alpha, out)) return out;
+  // Over a colour, the same bytes in WebAssembly (render-compose.ts: the doubles below, made once
+  // per alpha value).
+  if (background && options.simd !== false && composeOverColourSimd(rgb, alpha, background, out)) return out;
   if (!background && out.byteOffset % 4 === 0) {
     // The common case: integers only, one 32-bit write per pixel (RGBA in memory order).
     const words = new Uint32Array(out.buffer, out.byteOffset, pixels);
@@ -565,8 +593,11 @@ export function clearTransparent(rgb: Buffer, alpha: Buffer): Buffer {
  * transparent ones take the background's (what the formula gives at a = 255 and a = 0), four at
  * a time where aligned: only soft pixels need the arithmetic.
  */
-export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba, out: Buffer = Buffer.allocUnsafe(alpha.length * 3)): Buffer {
+export function composeOpaque(rgb: Buffer, alpha: Buffer, background: Rgba, out: Buffer = Buffer.allocUnsafe(alpha.length * 3), options: { simd?: boolean } = {}): Buffer {
   countKernel('composeOpaque');
+  // The same bytes in WebAssembly SIMD (render-compose.ts: integers, exact); `simd: false` keeps
+  // to the JavaScript below (the reference).
+  if (options.simd !== false && composeOpaqueSimd(rgb, alpha, background, out)) return out;
   const pixels = alpha.length;
   const bg = [background.r, background.g, background.b];
   const words = alpha.byteOffset % 4 === 0 ? new Uint32Array(alpha.buffer, alpha.byteOffset, alpha.length >> 2) : undefined;

@@ -17,6 +17,7 @@ import { planBands, renderInBands, type BandJob, type BandResult } from './rende
 import { gatheredAgain, isGatheredUpload } from '../upload-bytes.js';
 import { MainThreadCollector } from './main-thread-garbage.js';
 import { IdleCores } from './idle-cores.js';
+import { MAX_PNG_BANDS } from './png-encoder.js';
 
 /**
  * The threads that run the pixel loops written in JavaScript (full-size mask, foreground colour,
@@ -43,9 +44,14 @@ export interface PixelPoolOptions {
   /** Most workers one render is split across while they are idle (render-bands.ts); 1: never split. Default: `threads`. */
   renderBands?: number;
   /**
+   * Most row bands the fast encoder splits one RGBA PNG into, on libuv's threads, while cores are
+   * idle (png-bands.ts; a render's own core and one per idle core); 1: never. Default 1.
+   */
+  pngBands?: number;
+  /**
    * The host's idle cores now: a split render takes one band per idle core past its own, so
    * none on a busy host. Default: sampled from the kernel's CPU times (idle-cores.ts) when
-   * renders may split. Tests give a constant.
+   * renders or PNG encodes may split. Tests give a constant.
    */
   idleCores?: () => number;
 }
@@ -90,6 +96,8 @@ export class PixelPool {
   readonly collector: MainThreadCollector;
   /** Most workers one render is split across (render-bands.ts); 1: none. */
   readonly renderBands: number;
+  /** Most row bands one fast PNG encode is split into (png-bands.ts); 1: none. */
+  readonly pngBands: number;
   /**
    * The shared full-size buffers row bands write (the mask and the RGBA), kept between split
    * renders: a fresh one faults in its pages as it is first written, about 0.65 ms per MB. Three
@@ -99,6 +107,9 @@ export class PixelPool {
   /** Renders split in row bands (render-bands.ts), and renders made as one task: the API's `bgcut_renders_total`. */
   rendersInBands = 0;
   rendersWhole = 0;
+  /** PNGs the fast encoder made in row bands (png-bands.ts) and whole: the API's `bgcut_png_encodes_total`. */
+  pngsInBands = 0;
+  pngsWhole = 0;
   /** The host's idle cores now (PixelPoolOptions.idleCores). */
   private readonly idleCores: () => number;
   private readonly sampler: IdleCores | undefined;
@@ -113,8 +124,10 @@ export class PixelPool {
     // for 10-20 ms more API CPU per image (docs/inference-server.md, "Fifth run").
     this.renderBands = options.renderBands ?? 1;
     if (!Number.isInteger(this.renderBands) || this.renderBands < 1 || this.renderBands > 256) throw new RangeError('renderBands must be an integer in 1..256');
+    this.pngBands = options.pngBands ?? 1;
+    if (!Number.isInteger(this.pngBands) || this.pngBands < 1 || this.pngBands > MAX_PNG_BANDS) throw new RangeError(`pngBands must be an integer in 1..${MAX_PNG_BANDS}`);
     if (options.idleCores) this.idleCores = options.idleCores;
-    else if (this.renderBands > 1 && this.threads > 1) {
+    else if ((this.renderBands > 1 && this.threads > 1) || this.pngBands > 1) {
       const sampler = new IdleCores();
       this.sampler = sampler;
       this.idleCores = () => sampler.now;
@@ -270,6 +283,8 @@ export class PixelPool {
    * move (move()), it is moved there and dies in the worker.
    */
   async render(job: RenderJob, giveUp = false, giveUpUpload = false): Promise<RenderResult> {
+    // The PNG encode in row bands on libuv's threads: the render's own core and one per idle core (png-bands.ts).
+    if (this.pngBands > 1) job = { ...job, render: { ...job.render, pngBands: Math.min(this.pngBands, 1 + Math.floor(this.idleCores())) } };
     // A lone render on a pool with idle workers is split across them in row bands (render-bands.ts).
     const bands = this.renderBands > 1 ? planBands(job, this.workersToSplitAcross(), this.renderBands) : null;
     if (bands) {
@@ -299,6 +314,10 @@ export class PixelPool {
     const warm = this.idleWorkers() === this.threads;
     const result = await this.run<RenderResult | WorkerApiError>('render', { ...sent, warm }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
+    if (result.pngBands !== undefined) {
+      if (result.pngBands > 1) this.pngsInBands++;
+      else this.pngsWhole++;
+    }
     return { ...result, body: asBuffer(result.body), json: result.json && asBuffer(result.json) };
   }
 
