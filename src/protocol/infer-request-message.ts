@@ -57,9 +57,19 @@ export function inferRequestPrefix(encodeRequest: grpc.serialize<ModelInferReque
  * counts it toward a collection, so under a burst of 12 MP cutouts the dead messages piled up
  * (API peak ~440 vs ~340 MB: docs/benchmarks.md, "Sixth round").
  */
-export function allocateInferMessage(prefix: Uint8Array, tensorBytes: number): { message: Buffer; tensor: Uint8Array } {
+export function allocateInferMessage(
+  prefix: Uint8Array,
+  tensorBytes: number,
+  /**
+   * Where the ArrayBuffer comes from (zeroed, of the length asked): a pixel worker's warm spare
+   * (core/image/warm-memory.ts). Default: a fresh one.
+   */
+  memoryOf: (bytes: number) => ArrayBuffer = (bytes) => new ArrayBuffer(bytes),
+): { message: Buffer; tensor: Uint8Array } {
   const pad = (TENSOR_ALIGNMENT - (prefix.length % TENSOR_ALIGNMENT)) % TENSOR_ALIGNMENT;
-  const memory = new ArrayBuffer(pad + prefix.length + tensorBytes);
+  const length = pad + prefix.length + tensorBytes;
+  const memory = memoryOf(length);
+  if (memory.byteLength !== length) throw new RangeError(`the message needs ${length} bytes, its memory has ${memory.byteLength}`);
   const message = Buffer.from(memory, pad, prefix.length + tensorBytes);
   message.set(prefix, 0);
   return { message, tensor: new Uint8Array(memory, pad + prefix.length, tensorBytes) };

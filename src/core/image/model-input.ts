@@ -37,9 +37,9 @@ export const tensorOf = (input: ModelInput): InputTensor => (isFramed(input) ? i
  * model's call puts before its tensor), the tensor is written once, into a fresh message buffer
  * behind them; without, into memory of its own (or none, for an 8-bit NHWC model).
  */
-export function modelInput(rgb: Buffer, profile: PreprocessingProfile, prefix?: Uint8Array): ModelInput {
+export function modelInput(rgb: Buffer, profile: PreprocessingProfile, prefix?: Uint8Array, messageMemory?: (bytes: number) => ArrayBuffer): ModelInput {
   if (!prefix) return imageToTensor(rgb, profile);
-  const { message, tensor } = allocateInferMessage(prefix, tensorBytes(profile));
+  const { message, tensor } = allocateInferMessage(prefix, tensorBytes(profile), messageMemory);
   return { message, tensor: imageToTensor(rgb, profile, tensor) };
 }
 
@@ -89,12 +89,14 @@ export async function prepareModelInput(
    * otherwise. sharp's own outputs are its buffers whatever this says.
    */
   allocate?: (bytes: number) => Buffer,
+  /** Memory for the call's message (allocateInferMessage's `memoryOf`): the pool's worker gives a warm spare (warm-memory.ts). */
+  messageMemory?: (bytes: number) => ArrayBuffer,
 ): Promise<PreparedModelInput> {
   countKernel('prepareModelInput');
   const started = performance.now();
   const decoded = job.decodeOnce ? await decodeRaw(job.bytes, job.probe, job.limits) : undefined;
   const rgb = await decodeForModel(job.bytes, job.probe, job.limits, job.profile, decoded, allocate);
   const decodeMs = performance.now() - started;
-  const input = modelInput(rgb, job.profile, job.prefix);
+  const input = modelInput(rgb, job.profile, job.prefix, messageMemory);
   return { input, rgb, decoded, decodeMs, preprocessMs: performance.now() - started - decodeMs };
 }

@@ -309,7 +309,10 @@ export class PixelPool {
       background: job.background && parcel.add(job.background),
       made: job.made && { ...job.made, alpha: parcel.add(job.made.alpha), rgba: parcel.add(job.made.rgba) },
     };
-    const result = await this.run<RenderResult | WorkerApiError>('render', sent, parcel);
+    // A lone request (every worker idle): once it has answered, its worker makes warm spares for
+    // the next model-size image and message (warm-memory.ts); under load it makes none.
+    const warm = this.idleWorkers() === this.threads;
+    const result = await this.run<RenderResult | WorkerApiError>('render', { ...sent, warm }, parcel);
     if ('apiError' in result) throw new ApiError(result.apiError.code, { detail: result.apiError.detail, headers: result.apiError.headers });
     if (result.pngBands !== undefined) {
       if (result.pngBands > 1) this.pngsInBands++;

@@ -16,8 +16,9 @@ import { collectAfterRender } from './render-garbage.js';
 import { renderBand, type BandJob } from './render-bands.js';
 import type { BestPasses } from './passes.js';
 import { prepareModelInput, tensorOf, type ModelInput, type ModelInputJob, type PreparedModelInput } from './model-input.js';
-import { isShared, sharedBuffer, sharedCopy, SharedPool } from './shared-bytes.js';
+import { isShared, sharedCopy, SharedPool } from './shared-bytes.js';
 import { upscaleMask } from './tensor.js';
+import { WarmSpares } from './warm-memory.js';
 import { decodeRaw } from './decode.js';
 import type { ImageLimits, Probe } from './pipeline.js';
 import { decodeBase64Bytes, readBodyFields, type BodyKind } from '../removebg/body-fields.js';
@@ -124,7 +125,7 @@ export interface WorkerApiError {
  */
 const decodes = new SharedPool(8 * 1024 * 1024);
 
-export async function render(job: RenderJob): Promise<unknown> {
+export async function render(job: RenderJob & { warm?: boolean }): Promise<unknown> {
   try {
     return await renderTask(job);
   } finally {
@@ -132,6 +133,9 @@ export async function render(job: RenderJob): Promise<unknown> {
     // it sent it here (output.ts's renderOutput empties the segmentation's), and a segmentation
     // is rendered once: the next request's decode may be copied into it.
     decodes.giveBack(job.decoded);
+    // A lone request's render is its last task: the next request's model-size image and message
+    // are mapped now, after the answer went, while the next upload arrives (warm-memory.ts).
+    if (job.warm) setImmediate(() => spares.refill());
   }
 }
 
@@ -176,13 +180,21 @@ export async function renderBand_(job: BandJob): Promise<unknown> {
 }
 export { renderBand_ as renderBand };
 
+/**
+ * This worker's warm spares (warm-memory.ts): at most one model-size image and one message of
+ * each size; 16 MiB covers both for an FP32 model at 1024x1024 (12 MiB message, 3 MiB image).
+ */
+const spares = new WarmSpares(16 * 1024 * 1024);
+
 export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promise<unknown> {
   let prepared: PreparedModelInput;
   const movable = job.modelImage === 'movable';
   try {
     // An image the JS enlarge writes (a photo under the model's size on an axis) is written
-    // into the memory it goes back in at once (shared, or its own to move), not into a buffer copied there below.
-    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? ownBuffer : sharedBuffer);
+    // into the memory it goes back in at once (shared, or its own to move), not into a buffer
+    // copied there below. It and the message are in warm spares when there are (any task takes
+    // them; only a lone request's makes the next ones: warm-memory.ts).
+    prepared = await prepareModelInput({ ...job, bytes: buf(job.bytes), prefix: job.prefix }, movable ? warmOwnBuffer : warmSharedBuffer, (length) => spares.take('own', length));
   } catch (error) {
     if (error instanceof ApiError) return reply<WorkerApiError>({ apiError: { code: error.code, detail: error.message, headers: error.headers } }, []);
     throw error;
@@ -196,8 +208,10 @@ export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promi
   // the model-size decode, so it views the copy instead.
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
-  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : movableCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warmCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
   // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
+  // (Copied while libvips resized it instead, it would leave the step's critical path, 0.3 ms of
+  // it: not resolved against the noise of a 2-core box, so left as it was; docs/benchmarks.md.)
   const decoded = prepared.decoded && decodes.copy(prepared.decoded);
   const viewsRgb = tensorOf(prepared.input).buffer === prepared.rgb.buffer;
   const input = viewsRgb ? new Uint8Array(rgb.buffer, rgb.byteOffset, rgb.byteLength) : prepared.input;
@@ -226,15 +240,25 @@ export async function fullDecode(job: { bytes: Uint8Array; probe: Probe; limits:
   }
 }
 
-/** Memory ownBuffer() made (JavaScript's, so movable), as against sharp's. */
+/** Memory warmOwnBuffer() made (JavaScript's, so movable), as against sharp's. */
 const madeHere = new WeakSet<ArrayBufferLike>();
 
-/** A new buffer of `length` bytes in memory of its own (movable). */
-const ownBuffer = (length: number): Buffer => {
-  const memory = new ArrayBuffer(length);
+/** A new buffer of `length` bytes in memory of its own (movable), a warm spare when there is one (warm-memory.ts). */
+const warmOwnBuffer = (length: number): Buffer => {
+  const memory = spares.take('own', length);
   madeHere.add(memory);
   return Buffer.from(memory);
 };
+
+/** A new buffer of `length` bytes in shared memory, a warm spare when there is one. */
+const warmSharedBuffer = (length: number): Buffer => Buffer.from(spares.take('shared', length));
+
+/** As movableCopy, into a warm spare when there is one. */
+function warmCopy(bytes: Uint8Array): Buffer {
+  const copy = Buffer.from(spares.take('own', bytes.byteLength));
+  copy.set(bytes);
+  return copy;
+}
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
 const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
