@@ -5,11 +5,12 @@
 //   src/core/image/mask-upscale.wat    -> mask-upscale-wasm.ts    (MASK_UPSCALE_WASM)
 //   src/core/image/foreground-blur.wat -> foreground-blur-wasm.ts (FOREGROUND_BLUR_WASM)
 //   src/core/image/render-compose.wat  -> render-compose-wasm.ts  (RENDER_COMPOSE_WASM)
+//   src/core/image/lanczos-reduce.wat  -> lanczos-reduce-wasm.ts  (LANCZOS_REDUCE_WASM)
 // Run after editing a .wat, with wabt (the WebAssembly Binary Toolkit's wat2wasm, compiled to JS)
 // installed aside:
 //   npm install --prefix /tmp/wabt wabt@1.0.39 && WABT_DIR=/tmp/wabt node scripts/build-wasm.mjs
 // test/bicubic-enlarge.test.ts checks what the first computes against sharp, and
-// test/full-size-kernels.test.ts, test/foreground.test.ts and test/render-compose.test.ts the
+// test/lanczos-reduce.test.ts the fifth against sharp, test/full-size-kernels.test.ts, test/foreground.test.ts and test/render-compose.test.ts the
 // others against the JavaScript they replace.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,6 +26,7 @@ const modules = [
   { wat: 'mask-upscale.wat', ts: 'mask-upscale-wasm.ts', name: 'MASK_UPSCALE_WASM' },
   { wat: 'foreground-blur.wat', ts: 'foreground-blur-wasm.ts', name: 'FOREGROUND_BLUR_WASM' },
   { wat: 'render-compose.wat', ts: 'render-compose-wasm.ts', name: 'RENDER_COMPOSE_WASM' },
+  { wat: 'lanczos-reduce.wat', ts: 'lanczos-reduce-wasm.ts', name: 'LANCZOS_REDUCE_WASM' },
 ];
 for (const { wat, ts, name } of modules) {
   const source = path.join(root, 'src/core/image', wat);

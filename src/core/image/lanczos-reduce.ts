@@ -1,0 +1,226 @@
+/**
+ * The horizontal reducing half of sharp's `resize(w, h, { fit: 'fill' })` (kernel lanczos3, sharp's
+ * default), byte for byte: libvips 8.18's vips_reduceh on 8-bit pixels. WebAssembly SIMD
+ * (lanczos-reduce.wat) for 3-channel rows, JavaScript for the rest and as the reference.
+ *
+ * Why: the model input of a photo wider than the model but not as tall (1224x816 to 1024x1024)
+ * asked sharp for this reduce (about 7 ms at 1 MP, of which the raw pipeline's own overhead and
+ * the page faults of its fresh output are most) before bicubic-enlarge.ts grows the height. Done
+ * here on the decoded pixels, the decode's raw goes straight to the reduce and the enlarge.
+ *
+ * What is replicated (libvips 8.18: resample/resize.c, reduceh.cpp, reduceh_hwy.cpp, templates.h;
+ * sharp's common.cc ResolveShrink and pipeline.cc):
+ * - The factor: sharp passes `scale = 1 / (in / out)`; vips_resize gives vips_reduceh
+ *   `hshrink = 1 / scale` and gap 2. The output width is round(in / hshrink). With the gap, an
+ *   integer vips_shrinkh goes first when floor(in / width / 2) > 1 (a reduce by 4 or more): not
+ *   replicated, reduceWidthExactly says no and the caller keeps sharp.
+ * - Points: n = 2 * rint(3 * hshrink) + 1 (rint: halves to even).
+ * - The masks: for t = 0..64, x = (float) t / 64, lanczos3 at (i - (x + n / 2 - 1)) / hshrink for
+ *   i = 0..n-1, in double, each divided by their sum, times 4096 and truncated to int16
+ *   (vips_reduce_make_mask, calculate_coefficients).
+ * - Positions: the input is embedded in a border of ceil(n / 2) - 1 copied pixels (EXTEND_COPY);
+ *   hoffset = (1 + (width * hshrink - in)) / 2 - 1; X starts at (left + 0.5) * hshrink - 0.5 -
+ *   hoffset for each output region (left = 0: sharp's raw output asks for whole-width strips) and
+ *   hshrink is ADDED once per pixel (accumulated, with its rounding). The taps are
+ *   trunc(X) .. trunc(X) + n - 1 in the bordered row, the mask (trunc(X * 128) & 127 + 1) >> 1.
+ * - Arithmetic: sum of int16 mask times uint8 pixel in int32, (sum + 2048) >> 12, clipped to
+ *   0..255 (reduceh_uchar_hwy and the C path agree: the sum is exact either way).
+ */
+import { LANCZOS_REDUCE_WASM } from './lanczos-reduce-wasm.js';
+import { compiledOnce, wasm } from './simd-module.js';
+import { countKernel } from './kernel-calls.js';
+
+/** VIPS_TRANSFORM_SCALE: positions are quantised to 1/64 of a pixel. */
+const TRANSFORM_SCALE = 64;
+const INTERPOLATE_SHIFT = 12;
+const INTERPOLATE_SCALE = 1 << INTERPOLATE_SHIFT;
+/** MAX_POINT in libvips's reduce: vips_reduceh refuses a longer mask. */
+const MAX_POINT = 2000;
+
+/** C's rint in the default rounding mode: to the nearest, halves to even. */
+function rint(v: number): number {
+  const f = Math.floor(v);
+  const d = v - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+function sinc(x: number): number {
+  if (x === 0) return 1;
+  const px = x * Math.PI;
+  return Math.sin(px) / px;
+}
+
+function lanczos3(x: number): number {
+  return x >= -3 && x <= 3 ? sinc(x) * sinc(x / 3) : 0;
+}
+
+/** The reduce's parameters for `width` to `outWidth` (sharp's arithmetic for the factor), or null where libvips does more than one reduceh. */
+export interface ReducePlan {
+  hshrink: number;
+  points: number;
+  /** 65 masks of `points` int16 each. */
+  masks: Int16Array;
+  /** Per output column: its first tap in the original row (may be negative or past the end: clamp). */
+  first: Int32Array;
+  /** Per output column: its mask's index 0..64. */
+  mask: Int32Array;
+}
+
+export function reducePlan(width: number, outWidth: number): ReducePlan | null {
+  if (!(Number.isInteger(width) && Number.isInteger(outWidth) && outWidth >= 1 && outWidth < width)) return null;
+  // sharp: hshrink = in / out, scale = 1 / hshrink; vips_resize: reduceh by 1 / scale.
+  const hshrink = 1 / (1 / (width / outWidth));
+  const vipsWidth = Math.floor(width / hshrink + 0.5);
+  if (vipsWidth !== outWidth) return null;
+  // vips_reduceh's gap (2.0 from vips_resize): an integer shrinkh first where this is above 1.
+  if (Math.max(1, Math.floor(width / vipsWidth / 2)) > 1) return null;
+  const points = 2 * rint(3 * hshrink) + 1;
+  if (points > MAX_POINT) return null;
+  const extra = vipsWidth * hshrink - width;
+  const hoffset = (1 + extra) / 2 - 1;
+
+  const masks = new Int16Array((TRANSFORM_SCALE + 1) * points);
+  const c = new Float64Array(points);
+  for (let t = 0; t <= TRANSFORM_SCALE; t++) {
+    const x = Math.fround(t / TRANSFORM_SCALE);
+    const half = x + points / 2 - 1;
+    let sum = 0;
+    for (let i = 0; i < points; i++) {
+      const l = lanczos3((i - half) / hshrink);
+      c[i] = l;
+      sum += l;
+    }
+    for (let i = 0; i < points; i++) masks[t * points + i] = Math.trunc((c[i]! / sum) * INTERPOLATE_SCALE);
+  }
+
+  const border = Math.ceil(points / 2) - 1;
+  const first = new Int32Array(outWidth);
+  const mask = new Int32Array(outWidth);
+  let X = (0 + 0.5) * hshrink - 0.5 - hoffset;
+  for (let x = 0; x < outWidth; x++) {
+    const ix = Math.trunc(X);
+    const sx = Math.trunc(X * TRANSFORM_SCALE * 2);
+    mask[x] = ((sx & (TRANSFORM_SCALE * 2 - 1)) + 1) >> 1;
+    first[x] = ix - border;
+    X += hshrink;
+  }
+  return { hshrink, points, masks, first, mask };
+}
+
+/** Whether reduceHorizontal gives libvips's bytes for this reduce (else the caller keeps sharp). */
+export function reducesWidthExactly(width: number, outWidth: number): boolean {
+  return reducePlan(width, outWidth) !== null;
+}
+
+/** The SIMD kernel (lanczos-reduce.wat), compiled once per thread; null where WebAssembly SIMD is missing. */
+const simdModule = compiledOnce(LANCZOS_REDUCE_WASM);
+
+interface SimdKernel {
+  reduceRows(src: number, srcRow: number, out: number, outRow: number, rows: number, plan: number, outWidth: number, groups: number): void;
+}
+
+const align = (n: number) => (n + 15) & ~15;
+const PAGE = 65536;
+/** Kept between calls up to this size (a fresh memory's page faults cost more than the kernel). */
+const KEPT_MEMORY_BYTES = 16 << 20;
+let kept: { memory: { buffer: ArrayBuffer }; kernel: SimdKernel; bytes: number } | undefined;
+
+function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBuffer }; kernel: SimdKernel } {
+  if (bytes > KEPT_MEMORY_BYTES) {
+    const memory = new wasm.Memory({ initial: Math.ceil(bytes / PAGE) });
+    return { memory, kernel: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernel };
+  }
+  if (!kept || kept.bytes < bytes) {
+    const pages = Math.ceil(bytes / PAGE);
+    const memory = new wasm.Memory({ initial: pages });
+    kept = { memory, kernel: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernel, bytes: pages * PAGE };
+  }
+  return kept;
+}
+
+/**
+ * `src` (width x height, `channels` interleaved 8-bit) reduced along x to outWidth as sharp's
+ * `resize(outWidth, height, { fit: 'fill' })` does it (lanczos3). Throws where
+ * reducesWidthExactly is false. `simd: false` keeps to the JavaScript loop (the reference).
+ */
+export function reduceHorizontal(src: Uint8Array, width: number, height: number, channels: number, outWidth: number, options: { simd?: boolean } = {}): Buffer {
+  countKernel('reduceHorizontal');
+  if (![width, height, channels, outWidth].every((n) => Number.isInteger(n) && n >= 1)) throw new RangeError('reduceHorizontal: sizes must be positive integers');
+  if (src.length !== width * height * channels) throw new RangeError(`reduceHorizontal: ${src.length} bytes for ${width}x${height}x${channels}`);
+  const plan = reducePlan(width, outWidth);
+  if (!plan) throw new RangeError(`reduceHorizontal: ${width} to ${outWidth} is not one exact reduceh`);
+  const module = options.simd === false || channels !== 3 ? null : simdModule();
+  if (module) return reduceSimd(module, src, width, height, outWidth, plan);
+  const out = Buffer.allocUnsafe(outWidth * height * channels);
+  const { points, masks, first, mask } = plan;
+  const inRow = width * channels;
+  const outRow = outWidth * channels;
+  for (let r = 0; r < height; r++) {
+    const s0 = r * inRow;
+    for (let x = 0; x < outWidth; x++) {
+      const m = mask[x]! * points;
+      const f = first[x]!;
+      for (let z = 0; z < channels; z++) {
+        let sum = 0;
+        for (let i = 0; i < points; i++) {
+          const j = Math.min(width - 1, Math.max(0, f + i));
+          sum += masks[m + i]! * src[s0 + j * channels + z]!;
+        }
+        const v = (sum + (INTERPOLATE_SCALE >> 1)) >> INTERPOLATE_SHIFT;
+        out[r * outRow + x * channels + z] = v < 0 ? 0 : v > 255 ? 255 : v;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * The SIMD path, 3 channels: the rows copied into the module's memory with their copied border
+ * (the clamp done once per row, not per tap), the taps padded to a multiple of 4 with zero
+ * weights, and a plan per output column [tap byte offset, mask byte offset].
+ */
+function reduceSimd(module: object, src: Uint8Array, width: number, height: number, outWidth: number, plan: ReducePlan): Buffer {
+  const { points, masks, first, mask } = plan;
+  const groups = Math.ceil(points / 4);
+  const padded = groups * 4;
+  let lo = 0;
+  let hi = width - 1;
+  for (let x = 0; x < outWidth; x++) {
+    lo = Math.min(lo, first[x]!);
+    hi = Math.max(hi, first[x]! + padded - 1);
+  }
+  const left = -lo;
+  // The last group's 16-byte load reaches 4 bytes past its 4 pixels.
+  const rowPixels = left + hi + 1 + 2;
+  const srcRow = rowPixels * 3;
+  const outRow = outWidth * 3;
+  const planAt = 0;
+  const masksAt = align(outWidth * 8);
+  const srcAt = align(masksAt + (TRANSFORM_SCALE + 1) * padded * 2);
+  const outAt = align(srcAt + height * srcRow + 16);
+  const { memory, kernel } = instanceFor(module, outAt + height * outRow + 16);
+  const buffer = memory.buffer;
+  const planWords = new Int32Array(buffer, planAt, outWidth * 2);
+  for (let x = 0; x < outWidth; x++) {
+    planWords[x * 2] = (first[x]! + left) * 3;
+    planWords[x * 2 + 1] = masksAt + mask[x]! * padded * 2;
+  }
+  const maskHalves = new Int16Array(buffer, masksAt, (TRANSFORM_SCALE + 1) * padded);
+  maskHalves.fill(0);
+  for (let t = 0; t <= TRANSFORM_SCALE; t++) maskHalves.set(masks.subarray(t * points, (t + 1) * points), t * padded);
+  const bytes = new Uint8Array(buffer);
+  const inRow = width * 3;
+  for (let r = 0; r < height; r++) {
+    const s = r * inRow;
+    const d = srcAt + r * srcRow;
+    bytes.set(src.subarray(s, s + inRow), d + left * 3);
+    for (let k = 0; k < left; k++) bytes.copyWithin(d + k * 3, d + left * 3, d + left * 3 + 3);
+    const lastAt = d + (left + width - 1) * 3;
+    for (let k = left + width; k < rowPixels; k++) bytes.copyWithin(d + k * 3, lastAt, lastAt + 3);
+  }
+  kernel.reduceRows(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, groups);
+  countKernel('reduceHorizontal.simd');
+  return Buffer.from(new Uint8Array(buffer, outAt, height * outRow));
+}
