@@ -1,6 +1,9 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
+import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { reduceHorizontal, reducesWidthExactly } from '../src/core/image/lanczos-reduce.js';
+import { decodeForModel, probeImage } from '../src/core/image/pipeline.js';
+import { ISNET_PROFILE } from '../src/core/image/profile.js';
 
 /**
  * reduceHorizontal must give exactly sharp's bytes for `resize(w2, h, { fit: 'fill' })` (libvips's
@@ -82,4 +85,35 @@ describe('reduceHorizontal', () => {
     expect(reducesWidthExactly(1000, 1200)).toBe(false);
     expect(() => reduceHorizontal(Buffer.alloc(4096 * 3), 4096, 1, 3, 1024)).toThrow(RangeError);
   });
+});
+
+/** sharp's one call for the model input (the bytes before this reduce and the enlarge existed). */
+async function sharpModelInput(bytes: Buffer, hasAlpha: boolean): Promise<Buffer> {
+  const decoder = sharp(bytes, { failOn: 'error', autoOrient: true }).toColourspace('srgb');
+  const opaque = hasAlpha ? decoder.flatten({ background: '#ffffff' }) : decoder.removeAlpha();
+  return opaque.resize(ISNET_PROFILE.width, ISNET_PROFILE.height, { fit: 'fill' }).raw().toBuffer();
+}
+
+describe('the model-input decode of a photo wider than the model, not as tall: reduced here, the same bytes as the one call', () => {
+  const limits = { maxInputPixels: 100e6 };
+  // [width, height, channels, EXIF orientation]: 1224x816 (the bench photo's size), odd sizes, a
+  // grey and an RGBA image, a factor above 2, and a half turn (reduced in the stored frame).
+  const cases: Array<[number, number, 1 | 3 | 4, number, boolean]> = [
+    [1224, 816, 3, 1, true], [1501, 777, 3, 1, true], [1025, 1001, 3, 1, true], [1777, 900, 1, 1, true],
+    [1301, 500, 4, 1, true], [3001, 700, 3, 1, true], [1300, 900, 3, 3, true],
+    // A reduce by 4 or more: libvips shrinks by an integer first; sharp keeps it.
+    [4500, 700, 3, 1, false],
+  ];
+  for (const [width, height, channels, orientation, ours] of cases) {
+    it(`${width}x${height}, ${channels} channel(s), orientation ${orientation}`, async () => {
+      const pixels = sharp(picture(width, height, channels, width + height), { raw: { width, height, channels } });
+      const encoded = channels === 4 ? pixels.png() : pixels.jpeg({ quality: 90 });
+      const bytes = await (orientation === 1 ? encoded : encoded.withMetadata({ orientation })).toBuffer();
+      const probe = await probeImage(bytes, limits);
+      const before = kernelCalls.reduceHorizontal ?? 0;
+      const got = await decodeForModel(bytes, probe, limits, ISNET_PROFILE);
+      expect((kernelCalls.reduceHorizontal ?? 0) - before, 'reduced here').toBe(ours ? 1 : 0);
+      expect(got.equals(await sharpModelInput(bytes, probe.hasAlpha)), "sharp's bytes").toBe(true);
+    });
+  }
 });

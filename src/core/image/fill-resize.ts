@@ -1,12 +1,14 @@
 /**
  * sharp's `resize(w, h, { fit: 'fill' })` to raw 8-bit RGB, the same bytes, with any growing axis
  * done by enlargeBicubic instead of libvips's 2-D bicubic affine (bicubic-enlarge.ts says why).
- * vips_resize reduces the shrinking axes first and enlarges after, so sharp is asked for the
- * reduce alone (the growing axes kept at their size) and the result is enlarged here. Runs in the
+ * vips_resize reduces the shrinking axes first and enlarges after, so the reduce is done first
+ * (a width-only one by lanczos-reduce.ts on the decoded pixels, any other by sharp, the growing
+ * axes kept at their size) and the result is enlarged here. Runs in the
  * pixel pool's worker (the model-input and pass-input steps are its tasks).
  */
 import sharp, { type Sharp } from 'sharp';
 import { ENLARGE_TILE_WIDTH, enlargeBicubic } from './bicubic-enlarge.js';
+import { reduceHorizontal, reducesWidthExactly } from './lanczos-reduce.js';
 import type { Probe } from './pipeline.js';
 
 /**
@@ -110,6 +112,17 @@ export async function resizeFillRgb(
   }
   const w = Math.min(width, outWidth);
   const h = Math.min(height, outHeight);
+  // Only the width shrinks, in whole-width strips (no tiles: libvips's reduceh restarts its
+  // position at each tile's left edge): the decoded pixels go straight to lanczos-reduce.ts,
+  // the same bytes without sharp's resize pipeline.
+  if (w < width && h === height && tileWidth === undefined && reducesWidthExactly(width, w)) {
+    const { data, info } = await image.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    if (info.width !== width || info.height !== height || info.channels !== 3) {
+      throw new Error(`resizeFillRgb: the decode gave ${info.width}x${info.height}x${info.channels}, not ${width}x${height}x3`);
+    }
+    const reducedRaw = reduceHorizontal(data, width, height, 3, w);
+    return enlargeBicubic(reducedRaw, w, h, 3, outWidth, outHeight, { ...(allocate ? { into: allocate(outWidth * outHeight * 3) } : {}), tileWidth });
+  }
   const reduced = w === width && h === height ? image : image.resize(w, h, { fit: 'fill' });
   const { data, info } = await reduced.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   if (info.width !== w || info.height !== h || info.channels !== 3) {
