@@ -50,6 +50,7 @@ describe('reduceHorizontal', () => {
         const expected = await sharpReduce(src, width, height, 3, outWidth);
         const got = reduceHorizontal(src, width, height, 3, outWidth, { simd });
         expect(got.equals(expected), `${width} -> ${outWidth}`).toBe(true);
+        if (simd) expect(reduceHorizontal(src, width, height, 3, outWidth, { transient: true }).equals(expected), `${width} -> ${outWidth} transient`).toBe(true);
         checked++;
       }
       expect(checked).toBeGreaterThan(20);

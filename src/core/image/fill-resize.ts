@@ -120,7 +120,7 @@ export async function resizeFillRgb(
     if (info.width !== width || info.height !== height || info.channels !== 3) {
       throw new Error(`resizeFillRgb: the decode gave ${info.width}x${info.height}x${info.channels}, not ${width}x${height}x3`);
     }
-    const reducedRaw = reduceHorizontal(data, width, height, 3, w);
+    const reducedRaw = reduceHorizontal(data, width, height, 3, w, { transient: true });
     return enlargeBicubic(reducedRaw, w, h, 3, outWidth, outHeight, { ...(allocate ? { into: allocate(outWidth * outHeight * 3) } : {}), tileWidth });
   }
   const reduced = w === width && h === height ? image : image.resize(w, h, { fit: 'fill' });

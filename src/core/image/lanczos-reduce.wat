@@ -8,7 +8,8 @@
   ;; For each of `rows` rows (`srcRow` bytes at `src`, already bordered with copied pixels, so no
   ;; tap is clamped here; `outRow` bytes at `out`), `outWidth` output pixels from a plan of two
   ;; i32 per pixel at `plan`: [its first tap's byte offset in the row, its mask's address]. A
-  ;; mask is `groups` * 4 int16 weights (zero past the real taps). Per group of 4 taps, one
+  ;; mask is `groups` * 32 bytes: per 4 taps, (c0 c1) repeated 4 times, then (c2 c3) 4 times
+  ;; (int16, zero past the real taps), so the weights are loaded ready to multiply. Per group of 4 taps, one
   ;; 16-byte load holds their 12 bytes; two swizzles make int16 pairs (r0 r1 g0 g1 b0 b1 0 0)
   ;; and (r2 r3 ...), i32x4.dot_i16x8_s with (c0 c1 ...) and (c2 c3 ...) sums them per channel.
   ;; Then (+ 2048) >> 12, saturated to 0..255, and 4 bytes stored (the 4th overwritten by the
@@ -39,12 +40,12 @@
                     (local.get $acc)
                     (i32x4.dot_i16x8_s
                       (i8x16.swizzle (local.get $v) (v128.const i8x16 0 0x80 3 0x80 1 0x80 4 0x80 2 0x80 5 0x80 0x80 0x80 0x80 0x80))
-                      (i32x4.splat (i32.load (local.get $k)))))
+                      (v128.load (local.get $k))))
                   (i32x4.dot_i16x8_s
                     (i8x16.swizzle (local.get $v) (v128.const i8x16 6 0x80 9 0x80 7 0x80 10 0x80 8 0x80 11 0x80 0x80 0x80 0x80 0x80))
-                    (i32x4.splat (i32.load offset=4 (local.get $k))))))
+                    (v128.load offset=16 (local.get $k)))))
               (local.set $p (i32.add (local.get $p) (i32.const 12)))
-              (local.set $k (i32.add (local.get $k) (i32.const 8)))
+              (local.set $k (i32.add (local.get $k) (i32.const 32)))
               (local.set $g (i32.sub (local.get $g) (i32.const 1)))
               (br_if $group (local.get $g)))
             (local.set $v (i32x4.shr_s (local.get $acc) (i32.const 12)))
