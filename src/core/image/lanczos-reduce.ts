@@ -119,6 +119,7 @@ const simdModule = compiledOnce(LANCZOS_REDUCE_WASM);
 
 interface SimdKernel {
   reduceRows(src: number, srcRow: number, out: number, outRow: number, rows: number, plan: number, outWidth: number, groups: number): void;
+  reduceBlocks(src: number, srcRow: number, out: number, outRow: number, rows: number, plan: number, outWidth: number, taps: number, t: number, u: number, tmp: number): void;
 }
 
 const align = (n: number) => (n + 15) & ~15;
@@ -167,6 +168,7 @@ export function reduceHorizontal(
   const plan = reducePlan(width, outWidth);
   if (!plan) throw new RangeError(`reduceHorizontal: ${width} to ${outWidth} is not one exact reduceh`);
   const module = options.simd === false || channels !== 3 ? null : simdModule();
+  if (module && height >= 8 && outWidth * 3 >= 8) return reduceSimdBlocks(module, src, width, height, outWidth, plan, options.transient === true);
   if (module) return reduceSimd(module, src, width, height, outWidth, plan, options.transient === true);
   const out = Buffer.allocUnsafe(outWidth * height * channels);
   const { points, masks, first, mask } = plan;
@@ -246,6 +248,66 @@ function reduceSimd(module: object, src: Uint8Array, width: number, height: numb
     for (let k = left + width; k < rowPixels; k++) bytes.copyWithin(d + k * 3, lastAt, lastAt + 3);
   }
   kernel.reduceRows(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, groups);
+  countKernel('reduceHorizontal.simd');
+  const result = new Uint8Array(buffer, outAt, height * outRow);
+  return transient ? Buffer.from(buffer, outAt, height * outRow) : Buffer.from(result);
+}
+
+/**
+ * The SIMD path for 8 rows or more, 3 channels: one row per lane (reduceBlocks in
+ * lanczos-reduce.wat), about twice the per-pixel path's speed. The rows are copied in with their
+ * copied border, each padded to a multiple of 8 bytes.
+ */
+function reduceSimdBlocks(module: object, src: Uint8Array, width: number, height: number, outWidth: number, plan: ReducePlan, transient: boolean): Buffer {
+  const { points, masks, first, mask } = plan;
+  let lo = 0;
+  let hi = width - 1;
+  for (let x = 0; x < outWidth; x++) {
+    lo = Math.min(lo, first[x]!);
+    hi = Math.max(hi, first[x]! + points - 1);
+  }
+  const left = -lo;
+  const rowPixels = left + hi + 1;
+  const srcRow = (rowPixels * 3 + 7) & ~7;
+  const outRow = outWidth * 3;
+  const planAt = 0;
+  const weightsAt = align(outWidth * 8);
+  const srcAt = align(weightsAt + (TRANSFORM_SCALE + 1) * points * 32);
+  const tAt = align(srcAt + height * srcRow);
+  const uAt = align(tAt + srcRow * 8);
+  const tmpAt = align(uAt + outRow * 8);
+  const outAt = align(tmpAt + 64);
+  const { memory, kernel } = instanceFor(module, outAt + height * outRow);
+  const buffer = memory.buffer;
+  const planWords = new Int32Array(buffer, planAt, outWidth * 2);
+  for (let x = 0; x < outWidth; x++) {
+    planWords[x * 2] = (first[x]! + left) * 24;
+    planWords[x * 2 + 1] = weightsAt + mask[x]! * points * 32;
+  }
+  // Per tap: (w 0 w 0 w 0 w 0) then (0 w 0 w 0 w 0 w), the even rows' and the odd rows' weights.
+  const weights = new Int16Array(buffer, weightsAt, (TRANSFORM_SCALE + 1) * points * 16);
+  weights.fill(0);
+  for (let t = 0; t <= TRANSFORM_SCALE; t++) {
+    for (let i = 0; i < points; i++) {
+      const w = masks[t * points + i]!;
+      const at = (t * points + i) * 16;
+      for (let e = 0; e < 4; e++) {
+        weights[at + e * 2] = w;
+        weights[at + 8 + e * 2 + 1] = w;
+      }
+    }
+  }
+  const bytes = new Uint8Array(buffer);
+  const inRow = width * 3;
+  for (let r = 0; r < height; r++) {
+    const s = r * inRow;
+    const d = srcAt + r * srcRow;
+    bytes.set(src.subarray(s, s + inRow), d + left * 3);
+    for (let k = 0; k < left; k++) bytes.copyWithin(d + k * 3, d + left * 3, d + left * 3 + 3);
+    const lastAt = d + (left + width - 1) * 3;
+    for (let k = left + width; k < rowPixels; k++) bytes.copyWithin(d + k * 3, lastAt, lastAt + 3);
+  }
+  kernel.reduceBlocks(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, points, tAt, uAt, tmpAt);
   countKernel('reduceHorizontal.simd');
   const result = new Uint8Array(buffer, outAt, height * outRow);
   return transient ? Buffer.from(buffer, outAt, height * outRow) : Buffer.from(result);
