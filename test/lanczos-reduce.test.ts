@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { kernelCalls } from '../src/core/image/kernel-calls.js';
 import { reduceHorizontal, reducesWidthExactly } from '../src/core/image/lanczos-reduce.js';
-import { decodeForModel, probeImage } from '../src/core/image/pipeline.js';
+import { decodeForModel, decodeRaw, probeImage } from '../src/core/image/pipeline.js';
 import { ISNET_PROFILE } from '../src/core/image/profile.js';
 
 /**
@@ -120,4 +120,14 @@ describe('the model-input decode of a photo wider than the model, not as tall: r
       expect(got.equals(await sharpModelInput(bytes, probe.hasAlpha)), "sharp's bytes").toBe(true);
     });
   }
+
+  it('from the full-size decode when the caller has it (decodeOnce): reduced from those pixels', async () => {
+    const bytes = await sharp(picture(1224, 816, 3, 7), { raw: { width: 1224, height: 816, channels: 3 } }).jpeg({ quality: 90 }).toBuffer();
+    const probe = await probeImage(bytes, limits);
+    const decoded = await decodeRaw(bytes, probe, limits);
+    const before = kernelCalls.reduceHorizontal ?? 0;
+    const got = await decodeForModel(bytes, probe, limits, ISNET_PROFILE, decoded);
+    expect((kernelCalls.reduceHorizontal ?? 0) - before).toBe(1);
+    expect(got.equals(await sharpModelInput(bytes, false))).toBe(true);
+  });
 });

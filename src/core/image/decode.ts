@@ -45,7 +45,7 @@ export async function decodeForModel(
         ? openDecoder(bytes, limits).flatten({ background: '#ffffff' })
         : openDecoder(bytes, limits).removeAlpha();
     // A growing axis (a photo under the model's size) is enlarged in JS, the same bytes (fill-resize.ts).
-    return await resizeFillRgb(input, probe.width, probe.height, profile.width, profile.height, decoded !== undefined || enlargesExactly(probe), allocate);
+    return await resizeFillRgb(input, probe.width, probe.height, profile.width, profile.height, decoded !== undefined || enlargesExactly(probe), allocate, undefined, decoded);
   } catch (error) {
     throw new ApiError('corrupt_image', { cause: error });
   }

@@ -106,6 +106,8 @@ export async function resizeFillRgb(
   allocate?: (bytes: number) => Buffer,
   /** libvips makes this pipeline's output in tiles this wide (regionTileWidth). */
   tileWidth?: number,
+  /** `image`'s pixels (width x height x 3) when the caller has them decoded: the reduce here reads them, not a decode of `image`. */
+  pixels?: Buffer,
 ): Promise<Buffer> {
   if (!exact || (outWidth <= width && outHeight <= height)) {
     return image.resize(outWidth, outHeight, { fit: 'fill' }).raw({ depth: 'uchar' }).toBuffer();
@@ -116,10 +118,8 @@ export async function resizeFillRgb(
   // position at each tile's left edge): the decoded pixels go straight to lanczos-reduce.ts,
   // the same bytes without sharp's resize pipeline.
   if (w < width && h === height && tileWidth === undefined && reducesWidthExactly(width, w)) {
-    const { data, info } = await image.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-    if (info.width !== width || info.height !== height || info.channels !== 3) {
-      throw new Error(`resizeFillRgb: the decode gave ${info.width}x${info.height}x${info.channels}, not ${width}x${height}x3`);
-    }
+    const data = pixels ?? (await decodedRgb(image, width, height));
+    if (data.length !== width * height * 3) throw new RangeError(`resizeFillRgb: ${data.length} bytes of pixels for ${width}x${height}x3`);
     const reducedRaw = reduceHorizontal(data, width, height, 3, w, { transient: true });
     return enlargeBicubic(reducedRaw, w, h, 3, outWidth, outHeight, { ...(allocate ? { into: allocate(outWidth * outHeight * 3) } : {}), tileWidth });
   }
@@ -129,4 +129,12 @@ export async function resizeFillRgb(
     throw new Error(`resizeFillRgb: the reduce gave ${info.width}x${info.height}x${info.channels}, not ${w}x${h}x3`);
   }
   return enlargeBicubic(data, w, h, 3, outWidth, outHeight, { ...(allocate ? { into: allocate(outWidth * outHeight * 3) } : {}), tileWidth });
+}
+
+async function decodedRgb(image: Sharp, width: number, height: number): Promise<Buffer> {
+  const { data, info } = await image.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  if (info.width !== width || info.height !== height || info.channels !== 3) {
+    throw new Error(`resizeFillRgb: the decode gave ${info.width}x${info.height}x${info.channels}, not ${width}x${height}x3`);
+  }
+  return data;
 }
