@@ -36,6 +36,8 @@ import { objectOnTexture } from '../test/helpers/synthetic-image.js';
 // allow it). BGCUT_INFERENCE_SHARED_MEMORY=off in the environment measures the wire instead.
 process.env.BGCUT_INFERENCE_ALLOW_CLIENT_SHM ??= 'true';
 process.env.BGCUT_INFERENCE_SHARED_MEMORY ??= 'auto';
+// And a lone request's PNG in up to 3 row bands while cores are idle, as npm start encodes it.
+process.env.BGCUT_PNG_BANDS ??= '3';
 
 const { values } = parseArgs({
   options: {

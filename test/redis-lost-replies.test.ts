@@ -116,8 +116,12 @@ describe('close() adds what is pending before it resolves', () => {
     // 200 accounts' records, never sent: on reconnect they go to Redis one by one.
     for (let i = 0; i < 200; i++) await enforcer.recordUsage(`acct${i}`, 1e6);
     await server.restart();
-    await new Promise<void>((r) => redis.once('ready', () => r()));
+    // The client may be back before restart() resolves (its reconnect can beat the server's
+    // ready check): waiting for a 'ready' that had already fired hung the test for its 60 s (CI).
+    await ready(redis);
     await enforcer.close();
+    // The reader's own connection was cut by the restart too: read once it is back.
+    await ready(direct);
     const images = await Promise.all(Array.from({ length: 200 }, async (_, i) => (await reader.standing(`acct${i}`, 'metered')).usage.images));
     expect(images.filter((n) => n === 1)).toHaveLength(200);
   });
