@@ -237,16 +237,7 @@ function reduceSimd(module: object, src: Uint8Array, width: number, height: numb
       }
     }
   }
-  const bytes = new Uint8Array(buffer);
-  const inRow = width * 3;
-  for (let r = 0; r < height; r++) {
-    const s = r * inRow;
-    const d = srcAt + r * srcRow;
-    bytes.set(src.subarray(s, s + inRow), d + left * 3);
-    for (let k = 0; k < left; k++) bytes.copyWithin(d + k * 3, d + left * 3, d + left * 3 + 3);
-    const lastAt = d + (left + width - 1) * 3;
-    for (let k = left + width; k < rowPixels; k++) bytes.copyWithin(d + k * 3, lastAt, lastAt + 3);
-  }
+  copyRowsWithBorder(new Uint8Array(buffer), src, width, height, srcAt, srcRow, left, rowPixels);
   kernel.reduceRows(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, groups);
   countKernel('reduceHorizontal.simd');
   const result = new Uint8Array(buffer, outAt, height * outRow);
@@ -297,7 +288,19 @@ function reduceSimdBlocks(module: object, src: Uint8Array, width: number, height
       }
     }
   }
-  const bytes = new Uint8Array(buffer);
+  copyRowsWithBorder(new Uint8Array(buffer), src, width, height, srcAt, srcRow, left, rowPixels);
+  kernel.reduceBlocks(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, points, tAt, uAt, tmpAt);
+  countKernel('reduceHorizontal.simd');
+  const result = new Uint8Array(buffer, outAt, height * outRow);
+  return transient ? Buffer.from(buffer, outAt, height * outRow) : Buffer.from(result);
+}
+
+/**
+ * `src`'s rows (3 channels) into the module's memory at `srcAt`, `srcRow` bytes apart, each with
+ * libvips's copied border: `left` copies of its first pixel before it and copies of its last
+ * after it, to `rowPixels` pixels.
+ */
+function copyRowsWithBorder(bytes: Uint8Array, src: Uint8Array, width: number, height: number, srcAt: number, srcRow: number, left: number, rowPixels: number): void {
   const inRow = width * 3;
   for (let r = 0; r < height; r++) {
     const s = r * inRow;
@@ -307,8 +310,4 @@ function reduceSimdBlocks(module: object, src: Uint8Array, width: number, height
     const lastAt = d + (left + width - 1) * 3;
     for (let k = left + width; k < rowPixels; k++) bytes.copyWithin(d + k * 3, lastAt, lastAt + 3);
   }
-  kernel.reduceBlocks(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, points, tAt, uAt, tmpAt);
-  countKernel('reduceHorizontal.simd');
-  const result = new Uint8Array(buffer, outAt, height * outRow);
-  return transient ? Buffer.from(buffer, outAt, height * outRow) : Buffer.from(result);
 }
