@@ -118,7 +118,7 @@ describe('inference client through shared memory (identity model)', () => {
       expect(after.sharedMemory.calls - before.sharedMemory.calls).toBe(calls);
       expect(after.released - before.released).toBe(calls);
       expect(after.collections - before.collections).toBe(0);
-      // Each mask after the first of its size found its shared memory made ready after the call before (mask-memory.ts).
+      // Each mask after the first of its size found its shared memory made ready after the call before (warm-memory.ts).
       expect(after.masksReady - before.masksReady).toBe(calls);
     } finally {
       await c.close();

@@ -20,6 +20,18 @@
  * allocations they replace do not hold. Any task takes a spare that is there, so none made is
  * wasted (its faults are those the next allocation of that size would have taken). One spare per
  * kind and size, at most `maxBytes` in all per worker. A spare reads as zeros, as a fresh buffer does.
+ *
+ * The inference thread (core/inference/inference-thread-worker.ts) keeps its masks' memory here
+ * too: every mask needs a SharedArrayBuffer of its own (the main thread and the render's worker
+ * keep it after the call), and a fresh one's pages were zero-filled and mapped one by one as the
+ * mask was read into it: on the 2-core box the read of a 1 MiB mask from its slot took 0.9 ms on
+ * the call's path against 0.3 ms for the server's write of it (docs/inference-server.md, "Ninth
+ * round"). After each call, off its path, it refills: the next mask of that size is read into
+ * memory already mapped.
+ *
+ * A size no longer asked for does not hold the room: a refill that lacks room for a size taken
+ * since the last one drops the spares of sizes not taken since (a mask of a new model's size is
+ * made again at that size, and the old one goes).
  */
 import { countKernel } from './kernel-calls.js';
 
@@ -67,13 +79,24 @@ export class WarmSpares {
   refill(): void {
     countKernel('warmSpareRefills');
     for (const [key, { kind, length }] of this.taken) {
-      if (this.spares.has(key) || length === 0 || this.held + length > this.maxBytes) continue;
+      if (this.spares.has(key) || length === 0 || length > this.maxBytes) continue;
+      if (this.held + length > this.maxBytes) this.dropUntaken();
+      if (this.held + length > this.maxBytes) continue;
       const memory = fresh(kind, length);
       touch(memory);
       this.spares.set(key, memory);
       this.held += length;
     }
     this.taken.clear();
+  }
+
+  /** Drops the spares of kinds and sizes not taken since the last refill: the room goes to those asked for again. */
+  private dropUntaken(): void {
+    for (const [key, spare] of this.spares) {
+      if (this.taken.has(key)) continue;
+      this.spares.delete(key);
+      this.held -= spare.byteLength;
+    }
   }
 
   /** Bytes kept in spares now. */

@@ -22,10 +22,11 @@ import {
 import { createServiceClient, isQueueFull } from './grpc-channel.js';
 import { COLLECT_AFTER_BYTES, type FromThread, type InferTask, type ThreadOptions, type ToThread } from './inference-thread.js';
 import { loopbackServers, SharedMemoryRing, type SlotUse } from './shared-memory-ring.js';
-import { MaskMemory } from './mask-memory.js';
 import { MODEL_METADATA_KEY } from './least-request-balancer.js';
 import { readOutput } from './read-output.js';
 import { gcFunction } from '../image/render-garbage.js';
+import { kernelCalls } from '../image/kernel-calls.js';
+import { WarmSpares } from '../image/warm-memory.js';
 import { releaseNow } from '../../util/release-now.js';
 
 /** Tries of a call that servers answer "queue full", each balanced onto the next server, before every server counts as full. */
@@ -41,8 +42,11 @@ const client = createServiceClient(options);
 const servers = options.sharedMemory.mode === 'auto' ? (loopbackServers(options.address) ?? []) : [];
 const controlClients = servers.length > 1 ? servers.map((address) => createServiceClient({ address, maxMessageBytes: 1024 * 1024, tls: options.tls })) : [client];
 const ring = new SharedMemoryRing(controlClients, options.sharedMemory);
-/** The next mask's shared memory, made ready between calls (mask-memory.ts). */
-const maskMemory = new MaskMemory();
+/**
+ * The next mask's shared memory, made ready between calls (warm-memory.ts). 16 MiB: a 2048x2048
+ * FP32 mask; a larger one takes fresh memory.
+ */
+const maskMemory = new WarmSpares(16 * 1024 * 1024);
 /** The calls under way, by task id: what a cancel needs. */
 const open = new Map<number, { call?: grpc.ClientUnaryCall; cancelled: boolean }>();
 
@@ -74,7 +78,7 @@ function infer(task: InferTask): void {
     open.delete(task.id);
     reply(message);
     // The next mask of this size finds its memory mapped (off this call's path: it was answered).
-    if (message.type === 'infer' && message.ok) maskMemory.prepare(message.mask.byteLength);
+    if (message.type === 'infer' && message.ok) maskMemory.refill();
     const bytes = task.message?.byteLength ?? task.tensor?.byteLength ?? 0;
     // A message moved here (its memory this thread's alone) goes now: grpc-js framed a copy of it
     // when the call started, and nothing reads it after the call ended.
@@ -150,7 +154,7 @@ function infer(task: InferTask): void {
       }
       // The mask into shared memory: the main thread gets a handle, not 1 MiB or more of external memory.
       const { data } = output;
-      const mask = maskMemory.take(data.byteLength);
+      const mask = maskMemory.take('shared', data.byteLength);
       new Uint8Array(mask).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
       finish({ type: 'infer', id: task.id, ok: true, shape: output.shape, mask, serverRunMs: output.serverRunMs, bytesReceived: output.bytesReceived });
     });
@@ -173,7 +177,7 @@ port.on('message', (message: ToThread) => {
       break;
     }
     case 'counts':
-      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections, released, masksReady: maskMemory.ready, sharedMemory: ring.snapshot() });
+      reply({ type: 'counts', id: message.id, threadId, counts: { ...modelInferMessages }, collections, released, masksReady: kernelCalls.warmSpareTaken ?? 0, sharedMemory: ring.snapshot() });
       break;
     case 'close':
       // The slots are unregistered and their files removed before the channel closes.
@@ -242,7 +246,7 @@ function readSlotOutput(response: ModelInferResponse__Output, task: InferTask, u
   if (bytes > use.outputRoom || (written !== undefined && Number(written) !== bytes)) {
     throw new Error(`output ${tensor.name} of shape [${shape}] (${bytes} bytes) does not match what the server wrote into shared memory (${String(written)} of ${use.outputRoom} bytes)`);
   }
-  const mask = maskMemory.take(bytes);
+  const mask = maskMemory.take('shared', bytes);
   ring.readOutput(use, new Uint8Array(mask));
   const runUs = response.parameters.session_run_us?.int64Param;
   return { shape, mask, serverRunMs: runUs === undefined ? undefined : Number(runUs) / 1000, bytesReceived: 0 };

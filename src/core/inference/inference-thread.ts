@@ -66,7 +66,7 @@ export interface ThreadCounts {
   collections: number;
   /** Moved messages the thread freed as their calls ended. */
   released: number;
-  /** Masks whose shared memory was made ready before their call (mask-memory.ts). */
+  /** Masks whose shared memory was made ready before their call: the thread's warm spares taken (warm-memory.ts). */
   masksReady: number;
   /** Calls through shared memory with the server, and the ring's state (shared-memory-ring.ts). */
   sharedMemory: RingCounts;
