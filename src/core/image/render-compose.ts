@@ -70,19 +70,38 @@ function reserve(size: number): { kernels: Kernels; bytes: Uint8Array } | null {
   return { kernels: kept.kernels, bytes: new Uint8Array(kept.memory.buffer) };
 }
 
+/** Pixels at `at` in the module's memory, `channels` bytes each, copied from or into `pixels` (the caller's array, indexed from pixel 0). */
+interface Lane {
+  pixels: Uint8Array;
+  at: number;
+  channels: number;
+}
+
+const lane = (pixels: Uint8Array, at: number, channels: number): Lane => ({ pixels, at, channels });
+
+/**
+ * The band loop every kernel on whole pixels runs in: pixels [first, end) in bands of `band`
+ * (BAND_PIXELS, or whole rows'), each band's `ins` copied into the module's memory, `kernel`
+ * run on it (the band's first pixel and its count), its `outs` copied back out. A band's outs
+ * are copied after its ins, so an out may be the array an in came from (composeOpaque in place).
+ */
+function inBands(bytes: Uint8Array, span: { first?: number; end: number; band?: number }, ins: Lane[], kernel: (start: number, count: number) => void, outs: Lane[] = []): void {
+  const { first = 0, end, band = BAND_PIXELS } = span;
+  for (let start = first; start < end; start += band) {
+    const count = Math.min(band, end - start);
+    for (const { pixels, at, channels } of ins) bytes.set(pixels.subarray(start * channels, (start + count) * channels), at);
+    kernel(start, count);
+    for (const { pixels, at, channels } of outs) pixels.set(bytes.subarray(at, at + count * channels), start * channels);
+  }
+}
+
 /** composeRgba without a background into `out` (pixels x 4 bytes); false, writing nothing, without WebAssembly SIMD. */
 export function composeRgbaSimd(rgb: Uint8Array, alpha: Uint8Array, out: Uint8Array): boolean {
   const pixels = alpha.length;
   const at = regions(Math.min(pixels, BAND_PIXELS));
   if (!at) return false;
   const { kernels, bytes, one, three, four } = at;
-  for (let start = 0; start < pixels; start += BAND_PIXELS) {
-    const count = Math.min(BAND_PIXELS, pixels - start);
-    bytes.set(alpha.subarray(start, start + count), one);
-    bytes.set(rgb.subarray(start * 3, (start + count) * 3), three);
-    kernels.rgba(three, one, four, count);
-    out.set(bytes.subarray(four, four + count * 4), start * 4);
-  }
+  inBands(bytes, { end: pixels }, [lane(alpha, one, 1), lane(rgb, three, 3)], (_, count) => kernels.rgba(three, one, four, count), [lane(out, four, 4)]);
   countKernel('composeRgba.simd');
   return true;
 }
@@ -98,13 +117,7 @@ export function composeOpaqueSimd(rgb: Uint8Array, alpha: Uint8Array, background
     bytes[BG_AT + k + 1] = background.g;
     bytes[BG_AT + k + 2] = background.b;
   }
-  for (let start = 0; start < pixels; start += BAND_PIXELS) {
-    const count = Math.min(BAND_PIXELS, pixels - start);
-    bytes.set(alpha.subarray(start, start + count), one);
-    bytes.set(rgb.subarray(start * 3, (start + count) * 3), three);
-    kernels.opaque(three, one, three, count, BG_AT);
-    out.set(bytes.subarray(three, three + count * 3), start * 3);
-  }
+  inBands(bytes, { end: pixels }, [lane(alpha, one, 1), lane(rgb, three, 3)], (_, count) => kernels.opaque(three, one, three, count, BG_AT), [lane(out, three, 3)]);
   countKernel('composeOpaque.simd');
   return true;
 }
@@ -115,14 +128,7 @@ export function splitAlphaSimd(rgba: Uint8Array, mask: Uint8Array, rgb: Uint8Arr
   const at = regions(Math.min(pixels, BAND_PIXELS));
   if (!at) return false;
   const { kernels, bytes, one, three, four } = at;
-  for (let start = 0; start < pixels; start += BAND_PIXELS) {
-    const count = Math.min(BAND_PIXELS, pixels - start);
-    bytes.set(mask.subarray(start, start + count), one);
-    bytes.set(rgba.subarray(start * 4, (start + count) * 4), four);
-    kernels.split(four, one, three, count);
-    mask.set(bytes.subarray(one, one + count), start);
-    rgb.set(bytes.subarray(three, three + count * 3), start * 3);
-  }
+  inBands(bytes, { end: pixels }, [lane(mask, one, 1), lane(rgba, four, 4)], (_, count) => kernels.split(four, one, three, count), [lane(mask, one, 1), lane(rgb, three, 3)]);
   countKernel('splitAlpha.simd');
   return true;
 }
@@ -146,11 +152,10 @@ export function alphaBoxSimd(
   const { kernels, bytes, one } = at;
   const box = new Int32Array(bytes.buffer, BOX_AT, 4);
   box.set([rows.bottom, -1, width, -1]);
-  for (let y = rows.top; y < rows.bottom; y += bandRows) {
-    const count = Math.min(bandRows, rows.bottom - y);
-    bytes.set(alpha.subarray(y * width, (y + count) * width), one);
-    kernels.box(one, width, count, y, BOX_AT, lo, hi - lo);
-  }
+  // Bands of whole rows: each band's first pixel and count are whole multiples of the width.
+  inBands(bytes, { first: rows.top * width, end: rows.bottom * width, band: bandRows * width }, [lane(alpha, one, 1)], (start, count) =>
+    kernels.box(one, width, count / width, start / width, BOX_AT, lo, hi - lo),
+  );
   const [top, bottom, left, right] = box as unknown as [number, number, number, number];
   return bottom < 0 ? null : { top, bottom, left, right };
 }
@@ -237,13 +242,7 @@ export function composeOverColourSimd(rgb: Uint8Array, alpha: Uint8Array, backgr
     table.setFloat64(row + 24, background.b * wb, true);
     table.setUint8(row + 32, Math.round(outA * 255));
   }
-  for (let start = 0; start < pixels; start += BAND_PIXELS) {
-    const count = Math.min(BAND_PIXELS, pixels - start);
-    bytes.set(alpha.subarray(start, start + count), one);
-    bytes.set(rgb.subarray(start * 3, (start + count) * 3), three);
-    kernels.overColour(three, one, four, count, tableAt);
-    out.set(bytes.subarray(four, four + count * 4), start * 4);
-  }
+  inBands(bytes, { end: pixels }, [lane(alpha, one, 1), lane(rgb, three, 3)], (_, count) => kernels.overColour(three, one, four, count, tableAt), [lane(out, four, 4)]);
   countKernel('composeRgba.simd');
   return true;
 }
