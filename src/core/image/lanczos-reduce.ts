@@ -199,31 +199,16 @@ export function reduceHorizontal(
  * weights, and a plan per output column [tap byte offset, mask address].
  */
 function reduceSimd(module: object, src: Uint8Array, width: number, height: number, outWidth: number, plan: ReducePlan, transient: boolean): Buffer {
-  const { points, masks, first, mask } = plan;
+  const { points, masks } = plan;
   const groups = Math.ceil(points / 4);
   const padded = groups * 4;
-  let lo = 0;
-  let hi = width - 1;
-  for (let x = 0; x < outWidth; x++) {
-    lo = Math.min(lo, first[x]!);
-    hi = Math.max(hi, first[x]! + padded - 1);
-  }
-  const left = -lo;
+  const { left, right } = tapSpan(plan, width, padded);
   // The last group's 16-byte load reaches 4 bytes past its 4 pixels.
-  const rowPixels = left + hi + 1 + 2;
+  const rowPixels = left + right + 1 + 2;
   const srcRow = rowPixels * 3;
   const outRow = outWidth * 3;
-  const planAt = 0;
-  const masksAt = align(outWidth * 8);
-  const srcAt = align(masksAt + (TRANSFORM_SCALE + 1) * groups * 32);
-  const outAt = align(srcAt + height * srcRow + 16);
-  const { memory, kernel } = instanceFor(module, outAt + height * outRow + 16);
-  const buffer = memory.buffer;
-  const planWords = new Int32Array(buffer, planAt, outWidth * 2);
-  for (let x = 0; x < outWidth; x++) {
-    planWords[x * 2] = (first[x]! + left) * 3;
-    planWords[x * 2 + 1] = masksAt + mask[x]! * groups * 32;
-  }
+  const { buffer, kernel, planAt, masksAt, at } = layOut(module, plan, left, 3, groups * 32, [height * srcRow + 16, height * outRow + 16]);
+  const [srcAt, outAt] = at as [number, number];
   // Each pair of taps' weights repeated across a vector (the kernel's layout).
   const maskHalves = new Int16Array(buffer, masksAt, (TRANSFORM_SCALE + 1) * groups * 16);
   for (let t = 0; t <= TRANSFORM_SCALE; t++) {
@@ -239,9 +224,7 @@ function reduceSimd(module: object, src: Uint8Array, width: number, height: numb
   }
   copyRowsWithBorder(new Uint8Array(buffer), src, width, height, srcAt, srcRow, left, rowPixels);
   kernel.reduceRows(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, groups);
-  countKernel('reduceHorizontal.simd');
-  const result = new Uint8Array(buffer, outAt, height * outRow);
-  return transient ? Buffer.from(buffer, outAt, height * outRow) : Buffer.from(result);
+  return result(buffer, outAt, height * outRow, transient);
 }
 
 /**
@@ -250,31 +233,14 @@ function reduceSimd(module: object, src: Uint8Array, width: number, height: numb
  * copied border, each padded to a multiple of 8 bytes.
  */
 function reduceSimdBlocks(module: object, src: Uint8Array, width: number, height: number, outWidth: number, plan: ReducePlan, transient: boolean): Buffer {
-  const { points, masks, first, mask } = plan;
-  let lo = 0;
-  let hi = width - 1;
-  for (let x = 0; x < outWidth; x++) {
-    lo = Math.min(lo, first[x]!);
-    hi = Math.max(hi, first[x]! + points - 1);
-  }
-  const left = -lo;
-  const rowPixels = left + hi + 1;
+  const { points, masks } = plan;
+  const { left, right } = tapSpan(plan, width, points);
+  const rowPixels = left + right + 1;
   const srcRow = (rowPixels * 3 + 7) & ~7;
   const outRow = outWidth * 3;
-  const planAt = 0;
-  const weightsAt = align(outWidth * 8);
-  const srcAt = align(weightsAt + (TRANSFORM_SCALE + 1) * points * 32);
-  const tAt = align(srcAt + height * srcRow);
-  const uAt = align(tAt + srcRow * 8);
-  const tmpAt = align(uAt + outRow * 8);
-  const outAt = align(tmpAt + 64);
-  const { memory, kernel } = instanceFor(module, outAt + height * outRow);
-  const buffer = memory.buffer;
-  const planWords = new Int32Array(buffer, planAt, outWidth * 2);
-  for (let x = 0; x < outWidth; x++) {
-    planWords[x * 2] = (first[x]! + left) * 24;
-    planWords[x * 2 + 1] = weightsAt + mask[x]! * points * 32;
-  }
+  // The rows, then the kernel's scratch (t: 8 rows in, u: 8 rows out, tmp), then the output.
+  const { buffer, kernel, planAt, masksAt: weightsAt, at } = layOut(module, plan, left, 24, points * 32, [height * srcRow, srcRow * 8, outRow * 8, 64, height * outRow]);
+  const [srcAt, tAt, uAt, tmpAt, outAt] = at as [number, number, number, number, number];
   // Per tap: (w 0 w 0 w 0 w 0) then (0 w 0 w 0 w 0 w), the even rows' and the odd rows' weights.
   const weights = new Int16Array(buffer, weightsAt, (TRANSFORM_SCALE + 1) * points * 16);
   weights.fill(0);
@@ -290,9 +256,56 @@ function reduceSimdBlocks(module: object, src: Uint8Array, width: number, height
   }
   copyRowsWithBorder(new Uint8Array(buffer), src, width, height, srcAt, srcRow, left, rowPixels);
   kernel.reduceBlocks(srcAt, srcRow, outAt, outRow, height, planAt, outWidth, points, tAt, uAt, tmpAt);
+  return result(buffer, outAt, height * outRow, transient);
+}
+
+/**
+ * The bordered row both SIMD paths read: `left` pixels before the row (the first tap's furthest
+ * left) and its last pixel's index `right` (at least the row's last), for `taps` taps a column.
+ */
+function tapSpan(plan: ReducePlan, width: number, taps: number): { left: number; right: number } {
+  const { first } = plan;
+  let lo = 0;
+  let hi = width - 1;
+  for (let x = 0; x < first.length; x++) {
+    lo = Math.min(lo, first[x]!);
+    hi = Math.max(hi, first[x]! + taps - 1);
+  }
+  return { left: -lo, right: hi };
+}
+
+/**
+ * Both SIMD paths' module memory, each region 16-byte aligned after the one before: the plan at 0
+ * (per output column its first tap's byte offset in its bordered row, `tapBytes` a pixel, and
+ * its mask's address), the masks (`maskBytes` per mask index, for the caller to fill), then
+ * `regions` (their sizes in bytes, for the caller: the rows, any scratch, the output). The plan
+ * is written here; the instance (instanceFor) is sized for the whole.
+ */
+function layOut(module: object, plan: ReducePlan, left: number, tapBytes: number, maskBytes: number, regions: number[]): { buffer: ArrayBuffer; kernel: SimdKernel; planAt: number; masksAt: number; at: number[] } {
+  const { first, mask } = plan;
+  const outWidth = first.length;
+  const offsets: number[] = [];
+  let end = 0;
+  for (const size of [outWidth * 8, (TRANSFORM_SCALE + 1) * maskBytes, ...regions]) {
+    const at = align(end);
+    offsets.push(at);
+    end = at + size;
+  }
+  const [planAt, masksAt, ...at] = offsets as [number, number, ...number[]];
+  const { memory, kernel } = instanceFor(module, end);
+  const buffer = memory.buffer;
+  const planWords = new Int32Array(buffer, planAt, outWidth * 2);
+  for (let x = 0; x < outWidth; x++) {
+    planWords[x * 2] = (first[x]! + left) * tapBytes;
+    planWords[x * 2 + 1] = masksAt + mask[x]! * maskBytes;
+  }
+  return { buffer, kernel, planAt, masksAt, at };
+}
+
+/** The SIMD output (`length` bytes at `outAt`): a view of the kernel's memory when `transient`, else a copy. */
+function result(buffer: ArrayBuffer, outAt: number, length: number, transient: boolean): Buffer {
   countKernel('reduceHorizontal.simd');
-  const result = new Uint8Array(buffer, outAt, height * outRow);
-  return transient ? Buffer.from(buffer, outAt, height * outRow) : Buffer.from(result);
+  return transient ? Buffer.from(buffer, outAt, length) : Buffer.from(new Uint8Array(buffer, outAt, length));
 }
 
 /**
