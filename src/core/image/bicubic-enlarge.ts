@@ -47,7 +47,7 @@
  * resize opaque RGB; sharp premultiplies an alpha channel before resizing, which is not done here).
  */
 import { BICUBIC_ENLARGE_WASM } from './bicubic-enlarge-wasm.js';
-import { compiledOnce, wasm } from './simd-module.js';
+import { boundedInstance, compiledOnce } from './simd-module.js';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -169,21 +169,7 @@ const align = (n: number) => (n + 15) & ~15;
  * dropped after it.
  */
 const KEPT_MEMORY_BYTES = 16 << 20;
-const PAGE = 65536;
-let kept: { memory: { buffer: ArrayBuffer }; kernels: SimdKernels; bytes: number } | undefined;
-
-function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBuffer }; kernels: SimdKernels } {
-  if (bytes > KEPT_MEMORY_BYTES) {
-    const memory = new wasm.Memory({ initial: Math.ceil(bytes / PAGE) });
-    return { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernels };
-  }
-  if (!kept || kept.bytes < bytes) {
-    const pages = Math.ceil(bytes / PAGE);
-    const memory = new wasm.Memory({ initial: pages });
-    kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernels, bytes: pages * PAGE };
-  }
-  return kept;
-}
+const instanceFor = boundedInstance<SimdKernels>(KEPT_MEMORY_BYTES);
 
 /**
  * `src` (width x height, `channels` interleaved 8-bit) enlarged to outWidth x outHeight as

@@ -6,7 +6,7 @@
  * correction) read and write them as Float32Arrays and the kernels take their offsets.
  */
 import { FOREGROUND_BLUR_WASM } from './foreground-blur-wasm.js';
-import { compiledOnce, wasm } from './simd-module.js';
+import { compiledOnce, grownInstance } from './simd-module.js';
 
 /** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
 
@@ -42,8 +42,8 @@ export function blursWithSimd(): boolean {
   return simdModule() !== null;
 }
 
-const PAGE = 65536;
-let kept: { memory: { buffer: ArrayBuffer; grow(pages: number): number }; kernels: BlurKernels } | undefined;
+/** One instance per thread, its memory kept and grown as needed. */
+const instance = grownInstance<BlurKernels>();
 
 /**
  * `count` planes of n floats (each with room for one more, 16-byte aligned: the kernels go two
@@ -57,10 +57,7 @@ export function simdPlanes(n: number, w: number, count: number, extraBytes = 0):
   const columnsAt = (count + 1) * stride;
   const extraAt = (columnsAt + (w + 2) * 8 + 15) & ~15;
   const bytes = extraAt + extraBytes;
-  if (!kept) {
-    const memory = new wasm.Memory({ initial: Math.ceil(bytes / PAGE) });
-    kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as BlurKernels };
-  } else if (kept.memory.buffer.byteLength < bytes) kept.memory.grow(Math.ceil((bytes - kept.memory.buffer.byteLength) / PAGE));
+  const kept = instance(module, bytes);
   // Views made after any growth (growing detaches the old buffer).
   const buffer = kept.memory.buffer;
   let next = 0;

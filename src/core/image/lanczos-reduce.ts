@@ -27,7 +27,7 @@
  *   0..255 (reduceh_uchar_hwy and the C path agree: the sum is exact either way).
  */
 import { LANCZOS_REDUCE_WASM } from './lanczos-reduce-wasm.js';
-import { compiledOnce, wasm } from './simd-module.js';
+import { boundedInstance, compiledOnce } from './simd-module.js';
 import { countKernel } from './kernel-calls.js';
 
 /** VIPS_TRANSFORM_SCALE: positions are quantised to 1/64 of a pixel. */
@@ -123,23 +123,9 @@ interface SimdKernel {
 }
 
 const align = (n: number) => (n + 15) & ~15;
-const PAGE = 65536;
 /** Kept between calls up to this size (a fresh memory's page faults cost more than the kernel). */
 const KEPT_MEMORY_BYTES = 16 << 20;
-let kept: { memory: { buffer: ArrayBuffer }; kernel: SimdKernel; bytes: number } | undefined;
-
-function instanceFor(module: object, bytes: number): { memory: { buffer: ArrayBuffer }; kernel: SimdKernel } {
-  if (bytes > KEPT_MEMORY_BYTES) {
-    const memory = new wasm.Memory({ initial: Math.ceil(bytes / PAGE) });
-    return { memory, kernel: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernel };
-  }
-  if (!kept || kept.bytes < bytes) {
-    const pages = Math.ceil(bytes / PAGE);
-    const memory = new wasm.Memory({ initial: pages });
-    kept = { memory, kernel: new wasm.Instance(module, { env: { memory } }).exports as unknown as SimdKernel, bytes: pages * PAGE };
-  }
-  return kept;
-}
+const instanceFor = boundedInstance<SimdKernel>(KEPT_MEMORY_BYTES);
 
 /**
  * `src` (width x height, `channels` interleaved 8-bit) reduced along x to outWidth as sharp's
@@ -292,7 +278,7 @@ function layOut(module: object, plan: ReducePlan, left: number, tapBytes: number
     end = at + size;
   }
   const [planAt, masksAt, ...at] = offsets as [number, number, ...number[]];
-  const { memory, kernel } = instanceFor(module, end);
+  const { memory, kernels: kernel } = instanceFor(module, end);
   const buffer = memory.buffer;
   const planWords = new Int32Array(buffer, planAt, outWidth * 2);
   for (let x = 0; x < outWidth; x++) {

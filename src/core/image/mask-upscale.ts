@@ -12,7 +12,7 @@
  */
 import { countKernel } from './kernel-calls.js';
 import { MASK_UPSCALE_WASM } from './mask-upscale-wasm.js';
-import { compiledOnce, wasm } from './simd-module.js';
+import { compiledOnce, grownInstance } from './simd-module.js';
 
 /** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
 
@@ -29,22 +29,13 @@ export function upscalesWithSimd(): boolean {
   return simdModule() !== null;
 }
 
-const PAGE = 65536;
 /**
  * Output rows are made in bands of about this many bytes in the module's memory and copied out:
  * the memory stays about the source mask's size (1 MiB for the model's) whatever the output's.
  */
 const BAND_BYTES = 256 << 10;
 /** One instance per thread, its memory kept and grown as needed (a fresh one costs page faults). */
-let kept: { memory: { buffer: ArrayBuffer; grow(pages: number): number }; kernels: Kernels } | undefined;
-
-function instance(module: object, bytes: number): { memory: { buffer: ArrayBuffer }; kernels: Kernels } {
-  if (!kept) {
-    const memory = new wasm.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)) });
-    kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as Kernels };
-  } else if (kept.memory.buffer.byteLength < bytes) kept.memory.grow(Math.ceil((bytes - kept.memory.buffer.byteLength) / PAGE));
-  return kept;
-}
+const instance = grownInstance<Kernels>();
 
 const align = (n: number) => (n + 15) & ~15;
 /** alongX's plan: bytes per step of 8 output columns (mask-upscale.wat describes the layout). */

@@ -13,7 +13,7 @@
  */
 import { countKernel } from './kernel-calls.js';
 import { RENDER_COMPOSE_WASM } from './render-compose-wasm.js';
-import { compiledOnce, wasm } from './simd-module.js';
+import { compiledOnce, grownInstance } from './simd-module.js';
 
 /** The kernels, on byte offsets into the module's memory (render-compose.wat documents each). */
 interface Kernels {
@@ -32,7 +32,6 @@ export function composesWithSimd(): boolean {
   return simdModule() !== null;
 }
 
-const PAGE = 65536;
 /** Pixels per band (a multiple of 16: the kernels go 16 pixels per step). */
 const BAND_PIXELS = 64 << 10;
 /** The background's 48 bytes, then the box's four i32. */
@@ -45,7 +44,7 @@ const PAD = 64;
 const align = (n: number) => (n + 15) & ~15;
 
 /** One instance per thread, its memory kept and grown as needed (a fresh one costs page faults). */
-let kept: { memory: { buffer: ArrayBuffer; grow(pages: number): number }; kernels: Kernels } | undefined;
+const instance = grownInstance<Kernels>();
 
 /**
  * The kernels and three regions of the module's memory for bands of up to `pixels` pixels: one
@@ -63,11 +62,8 @@ function regions(pixels: number): { kernels: Kernels; bytes: Uint8Array; one: nu
 function reserve(size: number): { kernels: Kernels; bytes: Uint8Array } | null {
   const module = simdModule();
   if (!module) return null;
-  if (!kept) {
-    const memory = new wasm.Memory({ initial: Math.ceil(size / PAGE) });
-    kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as unknown as Kernels };
-  } else if (kept.memory.buffer.byteLength < size) kept.memory.grow(Math.ceil((size - kept.memory.buffer.byteLength) / PAGE));
-  return { kernels: kept.kernels, bytes: new Uint8Array(kept.memory.buffer) };
+  const { memory, kernels } = instance(module, size);
+  return { kernels, bytes: new Uint8Array(memory.buffer) };
 }
 
 /** Pixels at `at` in the module's memory, `channels` bytes each, copied from or into `pixels` (the caller's array, indexed from pixel 0). */

@@ -1,8 +1,8 @@
 /**
- * The WebAssembly SIMD kernels' common loading (bicubic-enlarge, mask-upscale, foreground-blur):
- * the global's typing (the project's TypeScript lib has no WebAssembly types) and a module
- * compiled once per thread, null where WebAssembly SIMD is missing (the callers then run their
- * JavaScript loops).
+ * The WebAssembly SIMD kernels' common loading (bicubic-enlarge, lanczos-reduce, mask-upscale,
+ * render-compose, foreground-blur): the global's typing (the project's TypeScript lib has no
+ * WebAssembly types), a module compiled once per thread, null where WebAssembly SIMD is missing
+ * (the callers then run their JavaScript loops), and its instance's memory kept between calls.
  */
 interface WebAssemblyApi {
   Module: new (bytes: Uint8Array) => object;
@@ -23,5 +23,43 @@ export function compiledOnce(base64: string): () => object | null {
       }
     }
     return compiled;
+  };
+}
+
+/** WebAssembly's page: memories are made and grown in these. */
+const PAGE = 65536;
+type Memory = { buffer: ArrayBuffer; grow(pages: number): number };
+
+/**
+ * The thread's one instance of a module, its memory kept and grown as needed (a fresh one costs
+ * page faults): a getter of it with at least `bytes` of memory. Growing detaches the memory's
+ * old buffer: views are made after each call.
+ */
+export function grownInstance<K>(): (module: object, bytes: number) => { memory: Memory; kernels: K } {
+  let kept: { memory: Memory; kernels: K } | undefined;
+  return (module, bytes) => {
+    if (!kept) {
+      const memory = new wasm.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)) });
+      kept = { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as K };
+    } else if (kept.memory.buffer.byteLength < bytes) kept.memory.grow(Math.ceil((bytes - kept.memory.buffer.byteLength) / PAGE));
+    return kept;
+  };
+}
+
+/**
+ * A getter of an instance of a module with at least `bytes` of memory: the thread's kept one up
+ * to `keptBytes` (made anew, larger, when too small: a fresh memory's page faults cost more than
+ * the kernels, so it is kept), and for a larger job one of its own, dropped after it.
+ */
+export function boundedInstance<K>(keptBytes: number): (module: object, bytes: number) => { memory: Memory; kernels: K } {
+  let kept: { memory: Memory; kernels: K; bytes: number } | undefined;
+  const made = (module: object, pages: number) => {
+    const memory = new wasm.Memory({ initial: pages });
+    return { memory, kernels: new wasm.Instance(module, { env: { memory } }).exports as K, bytes: pages * PAGE };
+  };
+  return (module, bytes) => {
+    if (bytes > keptBytes) return made(module, Math.ceil(bytes / PAGE));
+    if (!kept || kept.bytes < bytes) kept = made(module, Math.ceil(bytes / PAGE));
+    return kept;
   };
 }
