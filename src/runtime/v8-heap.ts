@@ -1,6 +1,7 @@
 /**
- * The V8 heap setting the launcher (launch.ts) starts the API with: the old generation's initial
- * size, `--initial-old-space-size=128` (MB).
+ * The V8 heap settings the launcher (launch.ts) starts the API with: the old generation's initial
+ * size, `--initial-old-space-size=128` (MB), and the young generation's limit,
+ * `--max-semi-space-size=2` (MB per semi-space).
  *
  * Why: the API's JS heap is small (about 18 MB live) while each request allocates megabytes of
  * image buffers outside it. Left to itself V8 sizes the old generation's limit to the small live
@@ -18,14 +19,18 @@
  * isolate takes it) allocates little JavaScript and many megabytes of Buffers, so with 16 MB
  * semi-spaces their young collections were seconds apart: the socket chunks of sixteen uploads,
  * grpc-js's framed copies of the model calls' messages, the workers' task buffers waited for them,
- * and each thread kept up to 32 MB of new space committed (the idle API ~13 MB less with 2 MB).
+ * and each thread kept up to 32 MB of new space committed. With 2 MB: peak RSS under 16 concurrent
+ * 12 MP uploads 284-287 against 309-319 MB (six fresh processes each), the idle API 7-9 MB
+ * smaller, CPU per image the same (docs/configuration.md, "Memory"). Each young collection of a
+ * small new space is short (it copies only what survives).
  *
- * V8 reads them only when the process starts, and Node refuses it in NODE_OPTIONS, so it is a
- * command-line flag of the API process; an app that mounts the core in its own process passes it
- * to `node` itself.
+ * V8 reads them only when the process starts, and Node refuses the first in NODE_OPTIONS, so they
+ * are command-line flags of the API process; an app that mounts the core in its own process passes
+ * them to `node` itself.
  *
  * `BGCUT_V8_HEAP=default` leaves V8's own sizing; nothing is added when the process is already
- * started with an initial heap size of its own (`--initial-old-space-size`, `--initial-heap-size`).
+ * started with an initial heap size of its own (`--initial-old-space-size`, `--initial-heap-size`),
+ * and the semi-space flag is left out when it was started with a young-generation size of its own.
  */
 export const V8_HEAP_FLAGS: readonly string[] = Object.freeze(['--initial-old-space-size=128', '--max-semi-space-size=2']);
 
