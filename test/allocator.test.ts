@@ -121,10 +121,15 @@ describe('choosing the API process malloc', () => {
 });
 
 describe('choosing the API process V8 heap flags', () => {
-  it('adds --initial-old-space-size=128 by default and for BGCUT_V8_HEAP=tuned', () => {
-    expect(V8_HEAP_FLAGS).toEqual(['--initial-old-space-size=128']);
-    expect(chooseHeapFlags([], {})).toEqual({ flags: ['--initial-old-space-size=128'] });
-    expect(chooseHeapFlags(['--inspect'], { BGCUT_V8_HEAP: 'tuned' })).toEqual({ flags: ['--initial-old-space-size=128'] });
+  it('adds --initial-old-space-size=128 and --max-semi-space-size=2 by default and for BGCUT_V8_HEAP=tuned', () => {
+    expect(V8_HEAP_FLAGS).toEqual(['--initial-old-space-size=128', '--max-semi-space-size=2']);
+    expect(chooseHeapFlags([], {})).toEqual({ flags: ['--initial-old-space-size=128', '--max-semi-space-size=2'] });
+    expect(chooseHeapFlags(['--inspect'], { BGCUT_V8_HEAP: 'tuned' })).toEqual({ flags: ['--initial-old-space-size=128', '--max-semi-space-size=2'] });
+  });
+
+  it("leaves the young generation to a user who sized it, and still adds the initial old space", () => {
+    expect(chooseHeapFlags(['--max-semi-space-size=8'], {})).toEqual({ flags: ['--initial-old-space-size=128'], reason: '--max-semi-space-size=8 given already' });
+    expect(chooseHeapFlags(['--semi_space_growth_factor=4'], {}).flags).toEqual(['--initial-old-space-size=128']);
   });
 
   it("adds none for BGCUT_V8_HEAP=default or when node was given an initial heap size of its own, and says why", () => {
@@ -132,7 +137,7 @@ describe('choosing the API process V8 heap flags', () => {
     expect(chooseHeapFlags(['--initial-old-space-size=512'], {})).toEqual({ flags: [], reason: '--initial-old-space-size=512 given already' });
     expect(chooseHeapFlags(['--initial_heap_size=64'], {})).toEqual({ flags: [], reason: '--initial_heap_size=64 given already' });
     // A maximum alone is not a starting size: the flag is still added.
-    expect(chooseHeapFlags(['--max-old-space-size=4096'], {}).flags).toEqual(['--initial-old-space-size=128']);
+    expect(chooseHeapFlags(['--max-old-space-size=4096'], {}).flags).toEqual(['--initial-old-space-size=128', '--max-semi-space-size=2']);
   });
 
   it('rejects a BGCUT_V8_HEAP it does not know', () => {
@@ -158,12 +163,12 @@ describe('bgcut-launch', () => {
   it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment and the V8 heap flag by default, passing on its arguments and exit code', async () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '3', 'two words']);
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128`);
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128 --max-semi-space-size=2`);
     expect(report).toEqual({
       allocator: 'glibc tuned',
       ppid: pid,
       args: ['3', 'two words'],
-      execArgv: ['--initial-old-space-size=128'],
+      execArgv: ['--initial-old-space-size=128', '--max-semi-space-size=2'],
       env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
       uv: '8',
     });
@@ -192,7 +197,7 @@ describe('bgcut-launch', () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '0'], { BGCUT_MALLOC: 'system' });
     expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc (BGCUT_MALLOC=system), --initial-old-space-size=128`);
-    expect(report).toMatchObject({ allocator: 'system', ppid: pid, execArgv: ['--initial-old-space-size=128'], env: {} });
+    expect(report).toMatchObject({ allocator: 'system', ppid: pid, execArgv: ['--initial-old-space-size=128', '--max-semi-space-size=2'], env: {} });
     expect(code).toBe(0);
   });
 
@@ -227,6 +232,36 @@ describe('bgcut-launch', () => {
     expect(stdout).toContain("V8's own heap sizing (--initial-heap-size=64 given already)");
     expect(report?.execArgv).toEqual(['--initial-heap-size=64']);
     expect(report?.allocator).toBe('glibc tuned');
+  });
+
+  it("bounds every thread's young generation: the app's main thread and a worker of it keep at most 4 MiB of new space after a busy spell", async () => {
+    // Objects that live a while, as a busy thread's do, make V8 grow the new space to its limit:
+    // 32 MiB per thread by V8's default (16 MiB semi-spaces), where dead Buffers wait for a
+    // young collection (v8-heap.ts). The bound is the launcher's flag; without it this reads 32 MiB.
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bgcut-young-'));
+    const script = path.join(dir, 'young.mjs');
+    await writeFile(
+      script,
+      `import v8 from 'node:v8';
+import { Worker, isMainThread, parentPort } from 'node:worker_threads';
+function busy() {
+  const kept = [];
+  for (let i = 0; i < 400000; i++) { kept.push({ i, s: 'x' + i }); if (kept.length > 100000) kept.splice(0, 50000); }
+  return v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
+}
+if (isMainThread) {
+  const main = busy();
+  const worker = new Worker(new URL(import.meta.url));
+  worker.once('message', (inWorker) => { console.log('report=' + JSON.stringify({ main, worker: inWorker })); worker.terminate(); });
+} else parentPort.postMessage(busy());
+`,
+    );
+    const { report } = await launch([script]);
+    const spaces = report as unknown as { main: number; worker: number };
+    expect(spaces.main).toBeGreaterThan(0);
+    expect(spaces.main).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(spaces.worker).toBeGreaterThan(0);
+    expect(spaces.worker).toBeLessThanOrEqual(4 * 1024 * 1024);
   });
 
   it.each([
