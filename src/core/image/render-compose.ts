@@ -5,7 +5,7 @@
  * a translucent colour, the colour over an opaque background (JPEG, or `bg_color`), an RGBA
  * input's own alpha folded into the mask, the foreground's and the soft pixels' boxes, and
  * `best`'s crop merge (`replace`). At 1 MP they took ~1.4, ~15, ~9, ~10, ~0.5 each and ~4 ms of
- * the pixel worker's CPU in JavaScript (docs/benchmarks.md, "Ninth round: render kernels").
+ * the pixel worker's CPU in JavaScript (docs/benchmarks-history.md, "Ninth round: render kernels").
  *
  * The pixels go through the module's memory in bands of BAND_PIXELS (copied in, worked on, copied
  * out: ~0.2 ms per 3 MB, shared memory included), so the memory stays about 0.6 MB whatever the

@@ -6,7 +6,7 @@
  * and the ModelInfer message (moved to the inference thread). Each was a fresh ArrayBuffer, and
  * under the API's malloc tuning (runtime/allocator.ts: every block over 256 KiB mapped on its
  * own) a fresh buffer faults in every page on its first write: about 770 faults, 2 ms, per 3 MB
- * buffer on the critical path of a lone 1 MP request (docs/benchmarks.md, "Ninth round: decode
+ * buffer on the critical path of a lone 1 MP request (docs/benchmarks-history.md, "Ninth round: decode
  * and model input"). A worker that has just rendered a lone request (its last task) makes the
  * next buffers of the sizes its model inputs took, and touches one byte per page, while the
  * answer goes out and the next upload comes in; the next request takes them already mapped. The
