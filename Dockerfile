@@ -76,4 +76,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
 STOPSIGNAL SIGTERM
 # The V8 heap flag bgcut-launch adds: far fewer full garbage collections per image
 # (docs/benchmarks.md, "The V8 heap"). A command-line flag: Node refuses it in NODE_OPTIONS.
-CMD ["node", "--initial-old-space-size=128", "server.mjs"]
+CMD ["node", "--initial-old-space-size=128", "--no-memory-reducer", "server.mjs"]
