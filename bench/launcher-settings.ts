@@ -21,6 +21,12 @@ export const OWN_LAUNCHER: LauncherSettings = { malloc: { ...GLIBC_MALLOC_TUNING
 /** The launcher settings of the build whose dist folder is `dist` (e.g. `../main/dist`). */
 export async function launcherSettingsOf(dist: string): Promise<LauncherSettings> {
   const load = (file: string) => import(pathToFileURL(path.resolve(dist, 'src/runtime', file)).href);
-  const [allocator, libuv, v8] = await Promise.all([load('allocator.js'), load('libuv-pool.js'), load('v8-heap.js')]);
-  return { malloc: { ...allocator.GLIBC_MALLOC_TUNING }, libuv: libuv.libuvPoolEnv(), v8Flags: [...v8.V8_HEAP_FLAGS] };
+  // Builds from before issue 26 have no libuv-pool module: their launcher left the pool alone.
+  const loadIfThere = (file: string) =>
+    load(file).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ERR_MODULE_NOT_FOUND') return undefined;
+      throw error;
+    });
+  const [allocator, libuv, v8] = await Promise.all([load('allocator.js'), loadIfThere('libuv-pool.js'), load('v8-heap.js')]);
+  return { malloc: { ...allocator.GLIBC_MALLOC_TUNING }, libuv: libuv ? libuv.libuvPoolEnv() : {}, v8Flags: [...v8.V8_HEAP_FLAGS] };
 }

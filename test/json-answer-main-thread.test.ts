@@ -10,7 +10,7 @@ import { DISC_RENDER, segmentWithSoftDisc } from './helpers/disc-model.js';
  * `response=json`: what the render hands the main thread is the JSON body alone, which holds the
  * image in base64; the encoded image itself stays in the worker. Every large buffer that reaches
  * the main thread is external memory to its heap, and V8 runs a full collection there, on the
- * host's event loop, each time enough of it has come since the last one (docs/benchmarks.md,
+ * host's event loop, each time enough of it has come since the last one (docs/benchmarks-history.md,
  * "What runs in the longest blocks, fifth round"): a 24 MP JSON answer brought its image and its
  * JSON, about 2.3 times the image. Asserted on what the main thread receives, not on time. The
  * model is a stand-in (a disc): what is tested is what crosses from the worker.

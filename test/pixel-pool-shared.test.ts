@@ -71,7 +71,7 @@ describe('a segmentation reaches its render without copies on this thread', () =
  * A one-pass cutout's model-size image goes to one task after segment() (the working view, or the
  * render): it comes back in memory of its own and is moved there, not shared. Shared memory lives
  * until every thread that saw it collected its handle, and the host's thread rarely collects
- * (docs/benchmarks.md, "Seventh round"); moved, it is gone from this thread at once.
+ * (docs/benchmarks-history.md, "Seventh round"); moved, it is gone from this thread at once.
  */
 describe("a one-pass segmentation's model-size image is moved on, not shared", () => {
   it('the render given it (giveUp) moves it without a copy, it reads as empty here after, and the image is the same as from shared memory', async () => {

@@ -18,7 +18,7 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * A cutout's response body goes back once the adapter wrote it out, not at V8's next full
  * collection of the host's thread (which runs only after 64 MB more external memory: under 16
  * concurrent 12 MP uploads the main thread held the encoded images of finished requests beside
- * the live ones; docs/benchmarks.md, "Seventh round"). A released buffer reads as empty (its
+ * the live ones; docs/benchmarks-history.md, "Seventh round"). A released buffer reads as empty (its
  * ArrayBuffer detached); anything not the request's alone is left to the collector.
  */
 describe('releaseNow', () => {

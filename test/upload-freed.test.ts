@@ -13,7 +13,7 @@ import { objectOnTexture } from './helpers/synthetic-image.js';
  * task that decodes it for the model (moved there and back), moved into the render, and whatever
  * the request still holds of it is freed as it ends (util/release-now.ts). Shared memory lived
  * until the host's thread ran a full collection, so 16 concurrent 12 MP uploads left the finished
- * requests' uploads resident beside the live ones (docs/benchmarks.md, "Eighth round, memory").
+ * requests' uploads resident beside the live ones (docs/benchmarks-history.md, "Eighth round, memory").
  * Asserted on the buffers themselves (a moved or freed buffer reads as empty here) and on the
  * hand-off copies this thread made (none: lending is not copying), with the real model.
  */

@@ -17,7 +17,7 @@ import { releaseNow } from '../util/release-now.js';
  * crosses to a worker without a copy too, but lives until *every* thread that saw it collected
  * its handle: the main thread's handle, old by the time the request ends, went only at that
  * thread's next full collection, so a burst's finished uploads (1.5 MB each at 12 MP) stayed
- * resident beside the live ones (docs/benchmarks.md, "Eighth round, memory").
+ * resident beside the live ones (docs/benchmarks-history.md, "Eighth round, memory").
  */
 /** The ArrayBuffers UploadBytes made: a part's bytes from offset 0, and past them nothing anyone reads. */
 const gathered = new WeakSet<ArrayBufferLike>();

@@ -55,7 +55,7 @@ export function inferRequestPrefix(encodeRequest: grpc.serialize<ModelInferReque
  * for that). Not shared memory: a SharedArrayBuffer lives until every thread that saw it (the
  * pixel worker, the main thread, the inference thread) has collected its handle, and none of them
  * counts it toward a collection, so under a burst of 12 MP cutouts the dead messages piled up
- * (API peak ~440 vs ~340 MB: docs/benchmarks.md, "Sixth round").
+ * (API peak ~440 vs ~340 MB: docs/benchmarks-history.md, "Sixth round").
  */
 export function allocateInferMessage(
   prefix: Uint8Array,

@@ -37,7 +37,7 @@ export const JEMALLOC_PATHS = [
  * The glibc malloc settings the launcher sets by default: one arena for every thread, and every
  * block over 256 KiB (each image buffer) mapped on its own and returned to the system when freed.
  * One arena rather than 2: the API's peak under 16 concurrent 12 MP uploads was 30-40 MB lower,
- * at about the same CPU (docs/benchmarks.md, "The main thread's dead buffers"); sharp still uses
+ * at about the same CPU (docs/benchmarks-history.md, "The main thread's dead buffers"); sharp still uses
  * every core, since it only checks that the variable is set.
  */
 export const GLIBC_MALLOC_TUNING: Readonly<{ MALLOC_ARENA_MAX: string; MALLOC_MMAP_THRESHOLD_: string }> = Object.freeze({

@@ -7,7 +7,7 @@
  * heap and ran a full mark-compact after almost every 0.7 MP request (21 in 21 requests); with
  * the initial size set it ran 6 in 21, and the API's CPU per 0.7 MP PNG fell by about a fifth
  * (160 vs 197.5 ms, A/B). The cost: image buffers that are garbage live a little longer, ~20 MB
- * more peak RSS under 16 concurrent 12 MP uploads (348 vs 326 MB; docs/benchmarks.md, "The V8
+ * more peak RSS under 16 concurrent 12 MP uploads (348 vs 326 MB; docs/benchmarks-history.md, "The V8
  * heap"). The flag reserves nothing: V8 still grows the heap only as objects need it, and
  * external (image) memory still triggers collections of its own.
  *

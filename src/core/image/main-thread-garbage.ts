@@ -14,7 +14,7 @@ import { gcFunction } from './render-garbage.js';
  * incrementally and concurrently and pauses briefly: 127-430 ms per collection against V8's
  * 32-55 ms in the same burst (load ~26), twice as often. So it is off unless the host asks for
  * it (a memory-bound deployment that can afford those pauses). A young-generation collection
- * frees none of these (docs/benchmarks.md, "The main thread's dead buffers").
+ * frees none of these (docs/benchmarks-history.md, "The main thread's dead buffers").
  *
  * Counted from the results the pool's tasks bring back (the buffers each result holds), which
  * arrive with the rest of a request's buffers; V8's own full collections (seen through the `gc`

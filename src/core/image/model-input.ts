@@ -59,7 +59,7 @@ export interface ModelInputJob {
    * for one that gives it to one task (the working view or the render) and moves it there. Shared
    * memory lives until every thread that saw it collected its handle, and the host's thread
    * rarely collects: 16 concurrent 12 MP uploads left ~48 MB of finished requests' model-size
-   * images held by it (docs/benchmarks.md, "Seventh round").
+   * images held by it (docs/benchmarks-history.md, "Seventh round").
    */
   modelImage?: 'shared' | 'movable';
 }

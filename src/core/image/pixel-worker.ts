@@ -66,7 +66,7 @@ function own(bytes: Buffer): Buffer {
  * it instead, without an error), so the encoded image was copied twice: into the message here and
  * out of it on the host's main thread, a fresh allocation and copy there of the whole image (the
  * smoke photo's 24 MP PNG is 32.8 MB): `perf` on the API's main thread found 6 ms of one
- * event-loop turn in `ValueDeserializer`'s memmove and its page faults (docs/benchmarks.md, "The
+ * event-loop turn in `ValueDeserializer`'s memmove and its page faults (docs/benchmarks-history.md, "The
  * long turns by CPU, not by samples"). Copied once here, it moves.
  */
 export function movableCopy(bytes: Uint8Array): Buffer {

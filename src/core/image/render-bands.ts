@@ -16,7 +16,7 @@
  * before and the CPU per image does not grow; a split render costs more CPU (10-15 ms per 1 MP
  * image measured, mostly V8's background threads working for one more isolate; ~3 ms in the
  * bands themselves: each computes the blurred estimates of its own part of the soft edge, and
- * one more hand-off) for a shorter wall time where cores are free (docs/benchmarks.md, "Eighth
+ * one more hand-off) for a shorter wall time where cores are free (docs/benchmarks-history.md, "Eighth
  * round").
  *
  * Which renders split: the default cutout, an RGBA PNG of the whole image at full size by the
@@ -36,7 +36,7 @@ import { traceStep } from '../../tracing/otel.js';
  * A band is at least this many full-size pixels (384 Ki: a 1 MP image splits in two at most, a
  * 0.67 MP one not at all). A split costs about 10-15 ms of CPU whatever the size (the second
  * worker's hand-offs and V8's helper threads for its heap), which the WebAssembly kernels' few ms
- * on a smaller band do not pay back (docs/benchmarks.md, "Eighth round").
+ * on a smaller band do not pay back (docs/benchmarks-history.md, "Eighth round").
  */
 export const MIN_BAND_PIXELS = 384 * 1024;
 

@@ -81,7 +81,7 @@ export type FromThread = ({ type: 'infer'; id: number } & InferOutcome) | ({ typ
  * grow by 64 MB before collecting. The thread collects once COLLECT_AFTER_BYTES of messages were
  * sent since its last collection instead (a few ms of its small heap, never the host's event
  * loop). 16 MiB until the seventh round; 8 since, measured with the message moved and freed
- * here (docs/benchmarks.md, "Seventh round"). A call through a shared memory slot whose moved
+ * here (docs/benchmarks-history.md, "Seventh round"). A call through a shared memory slot whose moved
  * message was freed leaves nothing large dead (its message framed is a few hundred bytes) and
  * counts none: since the ninth round (docs/inference-server.md, "Ninth round").
  */
@@ -177,7 +177,7 @@ export class InferenceThread {
    * Makes one call in the thread. `move`: the message's memory, given up by the caller (a message
    * the pixel pool made for this call alone): moved to the thread, so nothing of it stays here
    * dead until this thread's next full collection (16 concurrent 12 MP uploads left up to 16 such
-   * 3 MiB messages on the host's thread: docs/benchmarks.md, "Seventh round"); the caller's views
+   * 3 MiB messages on the host's thread: docs/benchmarks-history.md, "Seventh round"); the caller's views
    * of it read as empty from then on. Without it the post copies the message (~0.3 ms for 3 MiB)
    * and the caller keeps a usable input. `signal` cancels the call there.
    */
