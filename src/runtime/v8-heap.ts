@@ -30,9 +30,9 @@ export const INITIAL_HEAP_FLAG = '--initial-old-space-size=128';
  * 24 MP cutouts: pauses of 21-27 ms, 17.4 ms of one in `finish.sweep_array_buffers` and 17.8 ms
  * of another in `evacuate` (`--trace-gc-nvp`: `reduce_memory=1`; the `gc` performance entry's
  * flags only `all-external-memory`, which is the reducer's own; docs/benchmarks.md, "Tenth
- * round: the main thread's full collections"). Without it V8 still collects that thread when its
- * heap or its external memory (Buffers) grows, incrementally and concurrently, sweeping the
- * ArrayBuffers on a helper thread. The cost: an idle process keeps its last heap size instead of
+ * round: the main thread's full collections were V8's memory reducer"). Without it V8 still
+ * collects that thread when its heap or its external memory (Buffers) grows, incrementally and
+ * concurrently, sweeping the ArrayBuffers on a helper thread. The cost: an idle process keeps its last heap size instead of
  * shrinking it after a while.
  */
 export const MEMORY_REDUCER_FLAG = '--no-memory-reducer';
