@@ -44,7 +44,10 @@ if (file) {
     new PerformanceObserver((list) => {
       for (const entry of list.getEntries() as (PerformanceEntry & { detail?: { kind: number; flags: number } })[]) {
         const detail = entry.detail ?? { kind: 0, flags: 0 };
-        const flags = flagNames.filter(([bit]) => detail.flags & bit).map(([, name]) => name).join('+') || 'none';
+        // V8's memory reducer flags its collections all-external-memory alone; its own collections for
+        // external memory pressure carry synchronous-phantom beside it (src/runtime/v8-heap.ts).
+        const reducer = detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR && detail.flags === constants.NODE_PERFORMANCE_GC_FLAGS_ALL_EXTERNAL_MEMORY;
+        const flags = reducer ? 'memory-reducer' : flagNames.filter(([bit]) => detail.flags & bit).map(([, name]) => name).join('+') || 'none';
         gcs.push({ ms: Math.round(entry.duration * 100) / 100, kind: kinds[detail.kind] ?? String(detail.kind), flags, externalMb: Math.round(process.memoryUsage().external / 1e5) / 10 });
       }
     }).observe({ entryTypes: ['gc'] });

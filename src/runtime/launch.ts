@@ -3,7 +3,8 @@
  * bgcut-launch <script.js> [args...]: runs a Node app (the API) on the malloc chosen in
  * allocator.ts (by default glibc tuned: MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144;
  * BGCUT_MALLOC=jemalloc preloads jemalloc; BGCUT_MALLOC=system sets nothing) and with the V8 heap
- * flags of v8-heap.ts (`--initial-old-space-size=128 --max-semi-space-size=2`; BGCUT_V8_HEAP=default leaves them out). glibc
+ * flags of v8-heap.ts (`--initial-old-space-size=128 --max-semi-space-size=2 --no-memory-reducer`;
+ * BGCUT_V8_HEAP=default leaves them out). glibc
  * reads those variables, the loader LD_PRELOAD and V8 its heap flags only when a process starts,
  * so the app is started again as a child with them set; signals are passed on to the child, and
  * its exit code is this process's. When nothing is to be set, the app runs in this process as it
@@ -38,7 +39,7 @@ const mallocText =
   choice.env === null
     ? `the system malloc (${choice.reason})`
     : `${choice.malloc === 'jemalloc' ? 'jemalloc' : 'glibc malloc, tuned'} (${Object.entries(choice.env).map(([name, value]) => `${name}=${value}`).join(' ')})`;
-const heapText = heap.flags.length > 0 ? heap.flags.join(' ') : `V8's own heap sizing (${heap.reason})`;
+const heapText = heap.flags.length > 0 ? `${heap.flags.join(' ')}${heap.reason ? ` (${heap.reason})` : ''}` : `V8's own heap settings (${heap.reason})`;
 if (choice.env !== null || heap.flags.length > 0) {
   if (choice.env !== null && choice.reason) console.warn(`bgcut-launch: ${choice.reason}`);
   console.log(`bgcut-launch: starting ${script} on ${mallocText}, ${heapText}`);
