@@ -75,8 +75,7 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
 # SIGTERM: new requests 503 + Retry-After, requests in progress finish, exit 0.
 STOPSIGNAL SIGTERM
 # The V8 flags bgcut-launch adds (src/runtime/v8-heap.ts): far fewer full garbage collections per
-# image (docs/benchmarks-history.md, "The V8 heap"), a small young generation in every thread, so
-# dead image Buffers go at the next young collection, and no memory reducer, whose idle-time full
-# collections compacted the heap in one pause of the event loop. Command-line flags: Node refuses
-# some of them in NODE_OPTIONS.
-CMD ["node", "--initial-old-space-size=128", "--max-semi-space-size=2", "--no-memory-reducer", "server.mjs"]
+# image (docs/benchmarks-history.md, "The V8 heap"), and a small young generation in every
+# thread, so dead image Buffers go at the next young collection. Command-line flags: Node refuses
+# the first in NODE_OPTIONS.
+CMD ["node", "--initial-old-space-size=128", "--max-semi-space-size=2", "server.mjs"]

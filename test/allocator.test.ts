@@ -121,29 +121,28 @@ describe('choosing the API process malloc', () => {
 });
 
 describe('choosing the API process V8 heap flags', () => {
-  it('adds --initial-old-space-size=128, --max-semi-space-size=2 and --no-memory-reducer by default and for BGCUT_V8_HEAP=tuned', () => {
-    const all = ['--initial-old-space-size=128', '--max-semi-space-size=2', '--no-memory-reducer'];
+  it('adds --initial-old-space-size=128 and --max-semi-space-size=2 by default and for BGCUT_V8_HEAP=tuned', () => {
+    const all = ['--initial-old-space-size=128', '--max-semi-space-size=2'];
     expect(V8_HEAP_FLAGS).toEqual(all);
     expect(chooseHeapFlags([], {})).toEqual({ flags: all });
     expect(chooseHeapFlags(['--inspect'], { BGCUT_V8_HEAP: 'tuned' })).toEqual({ flags: all });
   });
 
-  it("leaves the young generation to a user who sized it, and still adds the others", () => {
-    expect(chooseHeapFlags(['--max-semi-space-size=8'], {})).toEqual({ flags: ['--initial-old-space-size=128', '--no-memory-reducer'], reason: '--max-semi-space-size=8 given already' });
-    expect(chooseHeapFlags(['--semi_space_growth_factor=4'], {}).flags).toEqual(['--initial-old-space-size=128', '--no-memory-reducer']);
+  it("leaves the young generation to a user who sized it, and still adds the initial old space", () => {
+    expect(chooseHeapFlags(['--max-semi-space-size=8'], {})).toEqual({ flags: ['--initial-old-space-size=128'], reason: '--max-semi-space-size=8 given already' });
+    expect(chooseHeapFlags(['--semi_space_growth_factor=4'], {}).flags).toEqual(['--initial-old-space-size=128']);
   });
 
   it("adds none for BGCUT_V8_HEAP=default, and leaves out the one node was given a setting of its own for, and says why", () => {
     expect(chooseHeapFlags([], { BGCUT_V8_HEAP: 'default' })).toEqual({ flags: [], reason: 'BGCUT_V8_HEAP=default' });
-    expect(chooseHeapFlags(['--initial-old-space-size=512'], {})).toEqual({ flags: ['--max-semi-space-size=2', '--no-memory-reducer'], reason: '--initial-old-space-size=512 given already' });
-    expect(chooseHeapFlags(['--initial_heap_size=64'], {})).toEqual({ flags: ['--max-semi-space-size=2', '--no-memory-reducer'], reason: '--initial_heap_size=64 given already' });
-    expect(chooseHeapFlags(['--memory-reducer'], {})).toEqual({ flags: ['--initial-old-space-size=128', '--max-semi-space-size=2'], reason: '--memory-reducer given already' });
-    expect(chooseHeapFlags(['--initial-heap-size=64', '--min-semi-space-size=1', '--no_memory_reducer'], {})).toEqual({
+    expect(chooseHeapFlags(['--initial-old-space-size=512'], {})).toEqual({ flags: ['--max-semi-space-size=2'], reason: '--initial-old-space-size=512 given already' });
+    expect(chooseHeapFlags(['--initial_heap_size=64'], {})).toEqual({ flags: ['--max-semi-space-size=2'], reason: '--initial_heap_size=64 given already' });
+    expect(chooseHeapFlags(['--initial-heap-size=64', '--min-semi-space-size=1'], {})).toEqual({
       flags: [],
-      reason: '--initial-heap-size=64 given already, --min-semi-space-size=1 given already, --no_memory_reducer given already',
+      reason: '--initial-heap-size=64 given already, --min-semi-space-size=1 given already',
     });
-    // A maximum alone is not a starting size: the flags are still added.
-    expect(chooseHeapFlags(['--max-old-space-size=4096'], {}).flags).toEqual(['--initial-old-space-size=128', '--max-semi-space-size=2', '--no-memory-reducer']);
+    // A maximum alone is not a starting size, and the memory reducer is the host's choice: both flags are still added.
+    expect(chooseHeapFlags(['--max-old-space-size=4096', '--no-memory-reducer'], {}).flags).toEqual(['--initial-old-space-size=128', '--max-semi-space-size=2']);
   });
 
   it('rejects a BGCUT_V8_HEAP it does not know', () => {
@@ -169,12 +168,12 @@ describe('bgcut-launch', () => {
   it.runIf(glibcLinux)('runs the app as its child with the glibc tuning in the environment and the V8 heap flag by default, passing on its arguments and exit code', async () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '3', 'two words']);
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128 --max-semi-space-size=2 --no-memory-reducer`);
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on glibc malloc, tuned (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144), --initial-old-space-size=128 --max-semi-space-size=2`);
     expect(report).toEqual({
       allocator: 'glibc tuned',
       ppid: pid,
       args: ['3', 'two words'],
-      execArgv: ['--initial-old-space-size=128', '--max-semi-space-size=2', '--no-memory-reducer'],
+      execArgv: ['--initial-old-space-size=128', '--max-semi-space-size=2'],
       env: { ...TUNING, BGCUT_MALLOC_ENV: 'MALLOC_ARENA_MAX,MALLOC_MMAP_THRESHOLD_' },
       uv: '8',
     });
@@ -202,8 +201,8 @@ describe('bgcut-launch', () => {
   it('runs the app as its child on the system malloc with BGCUT_MALLOC=system, with the heap flag and no malloc variables, logging why', async () => {
     const script = await reporter();
     const { stdout, code, pid, report } = await launch([script, '0'], { BGCUT_MALLOC: 'system' });
-    expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc (BGCUT_MALLOC=system), --initial-old-space-size=128 --max-semi-space-size=2 --no-memory-reducer`);
-    expect(report).toMatchObject({ allocator: 'system', ppid: pid, execArgv: ['--initial-old-space-size=128', '--max-semi-space-size=2', '--no-memory-reducer'], env: {} });
+    expect(stdout).toContain(`bgcut-launch: starting ${script} on the system malloc (BGCUT_MALLOC=system), --initial-old-space-size=128 --max-semi-space-size=2`);
+    expect(report).toMatchObject({ allocator: 'system', ppid: pid, execArgv: ['--initial-old-space-size=128', '--max-semi-space-size=2'], env: {} });
     expect(code).toBe(0);
   });
 
@@ -228,15 +227,15 @@ describe('bgcut-launch', () => {
   it.runIf(process.platform === 'linux')("keeps the user's MALLOC_ARENA_MAX as it is, logging why", async () => {
     const script = await reporter();
     const { stdout, report } = await launch([script, '0'], { MALLOC_ARENA_MAX: '4' });
-    expect(stdout).toContain('on the system malloc (MALLOC_ARENA_MAX=4 set already: left as it is), --initial-old-space-size=128 --max-semi-space-size=2 --no-memory-reducer');
+    expect(stdout).toContain('on the system malloc (MALLOC_ARENA_MAX=4 set already: left as it is), --initial-old-space-size=128 --max-semi-space-size=2');
     expect(report?.env).toEqual({ MALLOC_ARENA_MAX: '4' });
   });
 
   it.runIf(glibcLinux)("keeps the user's own initial heap size and adds no size of its own (node --initial-heap-size=64 bgcut-launch ...)", async () => {
     const script = await reporter();
     const { stdout, report } = await launch([script, '0'], {}, ['--initial-heap-size=64']);
-    expect(stdout).toContain('--max-semi-space-size=2 --no-memory-reducer (--initial-heap-size=64 given already)');
-    expect(report?.execArgv).toEqual(['--max-semi-space-size=2', '--no-memory-reducer', '--initial-heap-size=64']);
+    expect(stdout).toContain('--max-semi-space-size=2 (--initial-heap-size=64 given already)');
+    expect(report?.execArgv).toEqual(['--max-semi-space-size=2', '--initial-heap-size=64']);
     expect(report?.allocator).toBe('glibc tuned');
   });
 

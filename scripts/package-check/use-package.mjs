@@ -111,7 +111,7 @@ check(/^bgk_[A-Za-z0-9_-]{20,}$/.test(key ?? ''), `bgcut-keys printed no key: ${
 step('bgcut-keys keys create: a key');
 
 // 7. The container's API app (bgcut/express), started as its image's CMD does, and a Fastify app (bgcut/fastify).
-const api = startProcess(process.execPath, ['--initial-old-space-size=128', '--max-semi-space-size=2', '--no-memory-reducer', path.resolve('server.mjs')], { PORT: '0', BGCUT_KEYS_FILE: keysFile, BGCUT_INFERENCE_ADDRESS: address }, /bgcut api listening on (\d+)[\s\S]*bgcut api ready/);
+const api = startProcess(process.execPath, ['--initial-old-space-size=128', '--max-semi-space-size=2', path.resolve('server.mjs')], { PORT: '0', BGCUT_KEYS_FILE: keysFile, BGCUT_INFERENCE_ADDRESS: address }, /bgcut api listening on (\d+)[\s\S]*bgcut api ready/);
 const apiUrl = `http://127.0.0.1:${(await api.ready)[1]}`;
 const Fastify = (await import('fastify')).default;
 const { removeBgPlugin } = modules['bgcut/fastify'];

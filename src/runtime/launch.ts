@@ -3,8 +3,8 @@
  * bgcut-launch <script.js> [args...]: runs a Node app (the API) on the malloc chosen in
  * allocator.ts (by default glibc tuned: MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=262144;
  * BGCUT_MALLOC=jemalloc preloads jemalloc; BGCUT_MALLOC=system sets nothing) and with the V8 heap
- * flags of v8-heap.ts (`--initial-old-space-size=128 --max-semi-space-size=2 --no-memory-reducer`;
- * BGCUT_V8_HEAP=default leaves them out). glibc
+ * flags of v8-heap.ts (`--initial-old-space-size=128 --max-semi-space-size=2`; BGCUT_V8_HEAP=default
+ * leaves them out). glibc
  * reads those variables, the loader LD_PRELOAD and V8 its heap flags only when a process starts,
  * so the app is started again as a child with them set; signals are passed on to the child, and
  * its exit code is this process's. When nothing is to be set, the app runs in this process as it

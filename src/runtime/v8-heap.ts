@@ -1,7 +1,7 @@
 /**
  * The V8 heap settings the launcher (launch.ts) starts the API with: the old generation's initial
- * size, `--initial-old-space-size=128` (MB), the young generation's limit,
- * `--max-semi-space-size=2` (MB per semi-space), and V8's memory reducer off, `--no-memory-reducer`.
+ * size, `--initial-old-space-size=128` (MB), and the young generation's limit,
+ * `--max-semi-space-size=2` (MB per semi-space). Not `--no-memory-reducer` (below).
  *
  * Why: the API's JS heap is small (about 18 MB live) while each request allocates megabytes of
  * image buffers outside it. Left to itself V8 sizes the old generation's limit to the small live
@@ -28,38 +28,35 @@
  * are command-line flags of the API process; an app that mounts the core in its own process passes
  * them to `node` itself.
  *
- * `BGCUT_V8_HEAP=default` leaves V8's own settings (all three out); each flag is left out when the
+ * `BGCUT_V8_HEAP=default` leaves V8's own settings (both out); each flag is left out when the
  * process is already started with a setting of its own for it (`--initial-old-space-size`,
- * `--initial-heap-size`; a young-generation size; `--memory-reducer` or `--no-memory-reducer`).
+ * `--initial-heap-size`; a young-generation size). Flags given to the launcher's `node` reach the
+ * app as they are.
  */
 export const INITIAL_HEAP_FLAG = '--initial-old-space-size=128';
 /** The young generation's limit (why: above). */
 export const SEMI_SPACE_FLAG = '--max-semi-space-size=2';
 
 /**
- * `--no-memory-reducer`. Why: V8's memory reducer starts a full collection of a thread whose
- * JavaScript allocates little for a while, which is what the API's main thread looks like while
- * its pixel work runs in workers, and runs it in memory-reducing mode: the whole heap compacted
- * (evacuated) and the dead ArrayBuffers (uploads, results) swept and freed in the pause itself
- * instead of on a helper thread. Those were the main thread's longest event-loop blocks during
- * 24 MP cutouts: pauses of 21-27 ms, 17.4 ms of one in `finish.sweep_array_buffers` and 17.8 ms
- * of another in `evacuate` (`--trace-gc-nvp`: `reduce_memory=1`; the `gc` performance entry's
- * flags only `all-external-memory`, which is the reducer's own; docs/benchmarks-history.md, "Tenth
- * round: the main thread's full collections were V8's memory reducer"). Without it V8 still
- * collects that thread when its heap or its external memory (Buffers) grows, incrementally and
- * concurrently, sweeping the ArrayBuffers on a helper thread. The cost: an idle process keeps its last heap size instead of
- * shrinking it after a while.
+ * Not added: `--no-memory-reducer`, a host's choice. V8's memory reducer starts a full collection
+ * of a thread whose JavaScript allocates little for a while, which is what the API's main thread
+ * looks like while its pixel work runs in workers, and runs it in memory-reducing mode: the whole
+ * heap compacted and the dead ArrayBuffers swept and freed in the pause itself. Those were the
+ * main thread's longest full collections during 24 MP cutouts, 21-27 ms (`--trace-gc-nvp`:
+ * `reduce_memory=1`; docs/benchmarks-history.md, "Tenth round: the main thread's full collections
+ * were V8's memory reducer"). But they also free what the thread no longer needs: with the flag the
+ * 16 x 12 MP peak was 301 MB (302, 295, 301) against 282 (281, 285, 282) without it in the same run,
+ * over the 300 MB target, while the issue's host bench showed no block of the reducer's in either
+ * build in its runs (it fires ~8 s after a full collection, in some cells and not others). So the
+ * launcher keeps the memory; a host that would rather not have those pauses starts `node` with
+ * `--no-memory-reducer` (the launcher passes it on).
  */
-export const MEMORY_REDUCER_FLAG = '--no-memory-reducer';
-
-export const V8_HEAP_FLAGS: readonly string[] = Object.freeze([INITIAL_HEAP_FLAG, SEMI_SPACE_FLAG, MEMORY_REDUCER_FLAG]);
+export const V8_HEAP_FLAGS: readonly string[] = Object.freeze([INITIAL_HEAP_FLAG, SEMI_SPACE_FLAG]);
 
 /** Flags that size the initial heap: when the user passed one, the launcher adds no size of its own. */
 const USER_HEAP_FLAGS = ['--initial-old-space-size', '--initial-heap-size', '--initial_old_space_size', '--initial_heap_size'];
 /** Flags that size the young generation: when the user passed one, the launcher leaves the semi-spaces to it. */
 const USER_YOUNG_FLAGS = ['--max-semi-space-size', '--max_semi_space_size', '--min-semi-space-size', '--min_semi_space_size', '--semi-space-growth-factor', '--semi_space_growth_factor'];
-/** The memory reducer's flag, either way: when the user passed it, theirs stands. */
-const USER_REDUCER_FLAGS = ['--memory-reducer', '--no-memory-reducer', '--memory_reducer', '--no_memory_reducer'];
 
 export interface HeapChoice {
   /** Node flags to start the app with (empty: none). */
@@ -81,8 +78,7 @@ export function chooseHeapFlags(execArgv: readonly string[] = process.execArgv, 
   const given = (names: string[]) => execArgv.find((arg) => names.some((flag) => arg === flag || arg.startsWith(`${flag}=`)));
   const ownSize = given(USER_HEAP_FLAGS);
   const ownYoung = given(USER_YOUNG_FLAGS);
-  const ownReducer = given(USER_REDUCER_FLAGS);
-  const flags = [...(ownSize ? [] : [INITIAL_HEAP_FLAG]), ...(ownYoung ? [] : [SEMI_SPACE_FLAG]), ...(ownReducer ? [] : [MEMORY_REDUCER_FLAG])];
-  const reason = [ownSize, ownYoung, ownReducer].filter(Boolean).map((flag) => `${flag} given already`).join(', ');
+  const flags = [...(ownSize ? [] : [INITIAL_HEAP_FLAG]), ...(ownYoung ? [] : [SEMI_SPACE_FLAG])];
+  const reason = [ownSize, ownYoung].filter(Boolean).map((flag) => `${flag} given already`).join(', ');
   return reason ? { flags, reason } : { flags };
 }
