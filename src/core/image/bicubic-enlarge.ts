@@ -47,7 +47,7 @@
  * resize opaque RGB; sharp premultiplies an alpha channel before resizing, which is not done here).
  */
 import { BICUBIC_ENLARGE_WASM } from './bicubic-enlarge-wasm.js';
-import { boundedInstance, compiledOnce } from './simd-module.js';
+import { align, boundedInstance, compiledOnce } from './simd-module.js';
 import { countKernel } from './kernel-calls.js';
 
 /**
@@ -159,8 +159,6 @@ interface SimdKernels {
   halfRows(src: number, mid: number, rows: number, rowLen: number, channels: number): void;
   rowsFromPlan(mid: number, out: number, rowLen: number, outRows: number, plan: number): void;
 }
-
-const align = (n: number) => (n + 15) & ~15;
 
 /**
  * The largest memory a thread keeps between calls: the model's input (1024x1024 RGB, from at

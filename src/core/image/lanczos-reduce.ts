@@ -27,7 +27,7 @@
  *   0..255 (reduceh_uchar_hwy and the C path agree: the sum is exact either way).
  */
 import { LANCZOS_REDUCE_WASM } from './lanczos-reduce-wasm.js';
-import { boundedInstance, compiledOnce } from './simd-module.js';
+import { align, boundedInstance, compiledOnce } from './simd-module.js';
 import { countKernel } from './kernel-calls.js';
 
 /** VIPS_TRANSFORM_SCALE: positions are quantised to 1/64 of a pixel. */
@@ -122,7 +122,6 @@ interface SimdKernel {
   reduceBlocks(src: number, srcRow: number, out: number, outRow: number, rows: number, plan: number, outWidth: number, taps: number, t: number, u: number, tmp: number): void;
 }
 
-const align = (n: number) => (n + 15) & ~15;
 /** Kept between calls up to this size (a fresh memory's page faults cost more than the kernel). */
 const KEPT_MEMORY_BYTES = 16 << 20;
 const instanceFor = boundedInstance<SimdKernel>(KEPT_MEMORY_BYTES);

@@ -12,7 +12,7 @@
  */
 import { countKernel } from './kernel-calls.js';
 import { MASK_UPSCALE_WASM } from './mask-upscale-wasm.js';
-import { compiledOnce, grownInstance } from './simd-module.js';
+import { align, compiledOnce, grownInstance } from './simd-module.js';
 
 /** The few WebAssembly calls used here (the project's TypeScript libs declare none). */
 
@@ -37,7 +37,6 @@ const BAND_BYTES = 256 << 10;
 /** One instance per thread, its memory kept and grown as needed (a fresh one costs page faults). */
 const instance = grownInstance<Kernels>();
 
-const align = (n: number) => (n + 15) & ~15;
 /** alongX's plan: bytes per step of 8 output columns (mask-upscale.wat describes the layout). */
 const STEP_BYTES = 64;
 

@@ -13,7 +13,7 @@
  */
 import { countKernel } from './kernel-calls.js';
 import { RENDER_COMPOSE_WASM } from './render-compose-wasm.js';
-import { compiledOnce, grownInstance } from './simd-module.js';
+import { align, compiledOnce, grownInstance } from './simd-module.js';
 
 /** The kernels, on byte offsets into the module's memory (render-compose.wat documents each). */
 interface Kernels {
@@ -40,8 +40,6 @@ const BOX_AT = 48;
 const HEADER = 64;
 /** Past each region: what the kernels read or write beyond a band's last pixel (its last step's rest, 4 bytes more for rgba). */
 const PAD = 64;
-
-const align = (n: number) => (n + 15) & ~15;
 
 /** One instance per thread, its memory kept and grown as needed (a fresh one costs page faults). */
 const instance = grownInstance<Kernels>();

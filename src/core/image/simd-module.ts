@@ -26,6 +26,9 @@ export function compiledOnce(base64: string): () => object | null {
   };
 }
 
+/** `n` rounded up to a multiple of 16: where the kernels' regions in module memory start (SIMD loads of 16 bytes). */
+export const align = (n: number) => (n + 15) & ~15;
+
 /** WebAssembly's page: memories are made and grown in these. */
 const PAGE = 65536;
 type Memory = { buffer: ArrayBuffer; grow(pages: number): number };
