@@ -69,8 +69,8 @@ function own(bytes: Buffer): Buffer {
  * event-loop turn in `ValueDeserializer`'s memmove and its page faults (docs/benchmarks-history.md, "The
  * long turns by CPU, not by samples"). Copied once here, it moves.
  */
-export function movableCopy(bytes: Uint8Array): Buffer {
-  const copy = Buffer.from(new ArrayBuffer(bytes.byteLength));
+export function movableCopy(bytes: Uint8Array, memory = new ArrayBuffer(bytes.byteLength)): Buffer {
+  const copy = Buffer.from(memory);
   copy.set(bytes);
   return copy;
 }
@@ -208,7 +208,7 @@ export async function modelInput(job: ModelInputJob & { lent?: boolean }): Promi
   // the model-size decode, so it views the copy instead.
   // A movable model-size image is moved as memory of its own (a copy only of sharp's buffers:
   // own() alone would hand sharp's on, which the post then copies on the main thread; movableCopy()).
-  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : warmCopy(prepared.rgb)) : sharedCopy(prepared.rgb);
+  const rgb = movable ? (madeHere.has(prepared.rgb.buffer) ? prepared.rgb : movableCopy(prepared.rgb, spares.take('own', prepared.rgb.byteLength))) : sharedCopy(prepared.rgb);
   // A small photo's full-size decode goes into memory a finished render gave back (`decodes`).
   // (Copied while libvips resized it instead, it would leave the step's critical path, 0.3 ms of
   // it: not resolved against the noise of a 2-core box, so left as it was; docs/benchmarks.md.)
@@ -252,13 +252,6 @@ const warmOwnBuffer = (length: number): Buffer => {
 
 /** A new buffer of `length` bytes in shared memory, a warm spare when there is one. */
 const warmSharedBuffer = (length: number): Buffer => Buffer.from(spares.take('shared', length));
-
-/** As movableCopy, into a warm spare when there is one. */
-function warmCopy(bytes: Uint8Array): Buffer {
-  const copy = Buffer.from(spares.take('own', bytes.byteLength));
-  copy.set(bytes);
-  return copy;
-}
 
 /** The memory of a model input to move to the main thread: none when it is shared (a message: infer-request-message.ts). */
 const movableMemory = (tensor: Uint8Array | Float32Array): ArrayBuffer[] => (tensor.buffer instanceof SharedArrayBuffer ? [] : [tensor.buffer as ArrayBuffer]);
